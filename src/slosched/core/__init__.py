@@ -1,0 +1,1 @@
+"""Domain model, views (what policies may read) and config errors."""

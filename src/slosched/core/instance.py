@@ -1,0 +1,27 @@
+"""Instance (model replica) and cluster specifications."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True, frozen=True)
+class InstanceSpec:
+    """One model replica. ``num_kv_blocks`` None means: derive from GPU memory (see perf.roofline)."""
+
+    name: str
+    gpu: str
+    model: str
+    tp: int = 1
+    max_running: int = 256
+    max_batched_tokens: int = 8192
+    max_model_len: int = 32768
+    block_size: int = 16
+    num_kv_blocks: int | None = None
+    prefix_caching: bool = True
+    gpu_memory_utilization: float = 0.9
+
+
+@dataclass(slots=True, frozen=True)
+class ClusterSpec:
+    instances: tuple[InstanceSpec, ...]

@@ -1,0 +1,153 @@
+"""Jobs: what a user waits for. A job is one request, a workflow DAG of stages, or a relQuery.
+
+Specs hold ground truth (``output_tokens``) because the simulator needs it; policies never receive a
+spec, only the views of ``slosched.core.views``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from slosched.core.errors import ConfigError
+
+
+class JobKind(str, Enum):
+    SINGLE = "single"
+    WORKFLOW = "workflow"
+    RELQUERY = "relquery"
+
+
+@dataclass(slots=True, frozen=True)
+class CallSpec:
+    """One LLM call. ``output_tokens`` is the true length (simulator only).
+
+    ``prefix_key``/``prefix_tokens`` say that the first ``prefix_tokens`` prompt tokens are shared with every
+    other call carrying the same key (a template, a session's earlier turns), which is what a prefix cache
+    can reuse.
+    """
+
+    input_tokens: int
+    output_tokens: int
+    max_output_tokens: int | None = None
+    prefix_key: str | None = None
+    prefix_tokens: int = 0
+    session_id: str | None = None
+
+    def effective_max_output(self) -> int:
+        return self.max_output_tokens if self.max_output_tokens is not None else self.output_tokens
+
+
+@dataclass(slots=True, frozen=True)
+class StageSpec:
+    """A workflow stage: parallel LLM calls and/or a non-LLM step lasting ``tool_duration_s``.
+
+    ``after`` names the stages it depends on; ``None`` means "the previous stage" (a chain).
+    """
+
+    name: str
+    calls: tuple[CallSpec, ...] = ()
+    after: tuple[str, ...] | None = None
+    tool_duration_s: float = 0.0
+
+
+@dataclass(slots=True, frozen=True)
+class JobSpec:
+    """A job as submitted. ``slo_s`` None means the scenario's SLO rule decides."""
+
+    id: str
+    kind: JobKind
+    arrival_s: float
+    stages: tuple[StageSpec, ...]
+    slo_s: float | None = None
+    tenant: str = "default"
+    template: str = ""
+
+    @property
+    def num_calls(self) -> int:
+        return sum(len(stage.calls) for stage in self.stages)
+
+    def dependencies(self) -> dict[str, tuple[str, ...]]:
+        """Stage name -> names it waits for (explicit ``after`` or the previous stage)."""
+        deps: dict[str, tuple[str, ...]] = {}
+        previous: str | None = None
+        for stage in self.stages:
+            if stage.after is not None:
+                deps[stage.name] = stage.after
+            else:
+                deps[stage.name] = (previous,) if previous is not None else ()
+            previous = stage.name
+        return deps
+
+
+def single_job(
+    job_id: str, arrival_s: float, call: CallSpec, slo_s: float | None = None, template: str = ""
+) -> JobSpec:
+    return JobSpec(
+        id=job_id,
+        kind=JobKind.SINGLE,
+        arrival_s=arrival_s,
+        stages=(StageSpec(name=template or "call", calls=(call,)),),
+        slo_s=slo_s,
+        template=template,
+    )
+
+
+def validate_job(job: JobSpec) -> None:
+    """Reject jobs that can never run: bad numbers, unknown stage references, dependency cycles."""
+    where = f"job {job.id!r}"
+    if job.arrival_s < 0:
+        raise ConfigError(f"{where}.arrival_s", f"must be >= 0, got {job.arrival_s}")
+    if job.slo_s is not None and not job.slo_s > 0:
+        raise ConfigError(f"{where}.slo_s", f"must be > 0, got {job.slo_s}")
+    if not job.stages:
+        raise ConfigError(f"{where}.stages", "a job needs at least one stage")
+    names = [stage.name for stage in job.stages]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}.stages", f"stage names must be unique, got {names}")
+    for stage in job.stages:
+        _validate_stage(where, stage)
+    deps = job.dependencies()
+    for name, parents in deps.items():
+        for parent in parents:
+            if parent not in deps:
+                raise ConfigError(
+                    f"{where}.stages[{name}].after", f"unknown stage {parent!r}; known stages: {names}"
+                )
+    _reject_cycles(where, deps)
+
+
+def _validate_stage(where: str, stage: StageSpec) -> None:
+    if not stage.calls and stage.tool_duration_s <= 0:
+        raise ConfigError(f"{where}.stages[{stage.name}]", "a stage needs calls or a tool_duration_s > 0")
+    if stage.tool_duration_s < 0:
+        raise ConfigError(f"{where}.stages[{stage.name}].tool_duration_s", "must be >= 0")
+    for index, call in enumerate(stage.calls):
+        field_name = f"{where}.stages[{stage.name}].calls[{index}]"
+        if call.input_tokens < 1:
+            raise ConfigError(f"{field_name}.input_tokens", f"must be >= 1, got {call.input_tokens}")
+        if call.output_tokens < 1:
+            raise ConfigError(f"{field_name}.output_tokens", f"must be >= 1, got {call.output_tokens}")
+        if call.max_output_tokens is not None and call.max_output_tokens < call.output_tokens:
+            raise ConfigError(f"{field_name}.max_output_tokens", "must be >= output_tokens")
+        if not 0 <= call.prefix_tokens <= call.input_tokens:
+            raise ConfigError(f"{field_name}.prefix_tokens", "must be in [0, input_tokens]")
+
+
+def _reject_cycles(where: str, deps: dict[str, tuple[str, ...]]) -> None:
+    state: dict[str, int] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        mark = state.get(name, 0)
+        if mark == 2:
+            return
+        if mark == 1:
+            cycle = [*path[path.index(name):], name]
+            raise ConfigError(f"{where}.stages", f"dependency cycle: {' -> '.join(cycle)}")
+        state[name] = 1
+        for parent in deps[name]:
+            visit(parent, [*path, name])
+        state[name] = 2
+
+    for stage_name in deps:
+        visit(stage_name, [])

@@ -1,0 +1,47 @@
+"""Requests (one LLM call each) as the serving system knows them: belief, never ground truth."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Outcome(str, Enum):
+    """Terminal state of a request or job; every accepted one ends in exactly one."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+
+
+@dataclass(slots=True)
+class Request:
+    """One LLM call. Holds only what a live system would know when the call is released.
+
+    ``deadline_s`` is absolute (``math.inf`` when there is none); ``budget_s`` is the per-call share of the
+    job's remaining time when a job-level policy apportions it; ``priority`` is a job-level priority
+    (lower runs sooner) that engine orderings may use.
+    """
+
+    id: str
+    job_id: str
+    stage: str
+    template: str
+    prompt_tokens: int
+    max_output_tokens: int
+    arrival_s: float
+    job_arrival_s: float
+    deadline_s: float = math.inf
+    tenant: str = "default"
+    session_id: str | None = None
+    prefix_hashes: tuple[int, ...] = ()
+    predicted_output_tokens: float = 0.0
+    budget_s: float | None = None
+    priority: float = 0.0
+
+    @property
+    def predictor_key(self) -> str:
+        """Key under which output lengths are learned: template and stage."""
+        return f"{self.template}/{self.stage}"

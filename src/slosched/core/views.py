@@ -1,0 +1,128 @@
+"""Views: the narrow, read-only state policies may see (protocols).
+
+The simulator, the gateway and the vLLM plugin each adapt their own state to these protocols, which is
+what lets one policy object run in all three runtimes. Nothing here exposes ground truth (the true output
+length) or the wall clock: time is ``now_s`` of the view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Protocol
+
+from slosched.core.instance import InstanceSpec
+from slosched.core.request import Request
+
+if TYPE_CHECKING:
+    from slosched.perf.base import StepPredictor
+
+
+class SeqView(Protocol):
+    """Engine-side progress of one request on one instance."""
+
+    @property
+    def request(self) -> Request: ...
+    @property
+    def num_prompt_tokens(self) -> int:
+        """Tokens that must be prefilled (prompt, plus generated tokens after a recompute preemption)."""
+        ...
+    @property
+    def num_computed_tokens(self) -> int: ...
+    @property
+    def num_output_tokens(self) -> int: ...
+    @property
+    def enqueue_s(self) -> float: ...
+    @property
+    def first_token_s(self) -> float | None: ...
+    @property
+    def num_preemptions(self) -> int: ...
+
+
+class EngineView(Protocol):
+    """What engine-layer policies (ordering, admission, batch forming) see of their instance."""
+
+    @property
+    def now_s(self) -> float: ...
+    @property
+    def spec(self) -> InstanceSpec: ...
+    @property
+    def running(self) -> Sequence[SeqView]: ...
+    @property
+    def waiting(self) -> Sequence[SeqView]: ...
+    @property
+    def num_free_kv_blocks(self) -> int: ...
+    @property
+    def num_kv_blocks(self) -> int: ...
+    @property
+    def step_predictor(self) -> StepPredictor: ...
+    def cached_prefix_tokens(self, request: Request) -> int:
+        """Prompt tokens of ``request`` the prefix cache holds now (read-only lookup)."""
+        ...
+
+
+class InstanceView(Protocol):
+    """What cluster-layer routers see of one instance, refreshed with the runtime's staleness."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def spec(self) -> InstanceSpec: ...
+    @property
+    def snapshot_s(self) -> float: ...
+    @property
+    def num_running(self) -> int: ...
+    @property
+    def num_waiting(self) -> int: ...
+    @property
+    def waiting_prefill_tokens(self) -> int: ...
+    @property
+    def outstanding_decode_tokens(self) -> float:
+        """Predicted output tokens still to generate by requests on this instance (belief)."""
+        ...
+    @property
+    def num_free_kv_blocks(self) -> int: ...
+    @property
+    def num_kv_blocks(self) -> int: ...
+    @property
+    def step_predictor(self) -> StepPredictor: ...
+    @property
+    def exported(self) -> Mapping[str, float]:
+        """Forward-looking state the engine policy exports (e.g. predicted batch latency)."""
+        ...
+    def cached_prefix_tokens(self, request: Request) -> int: ...
+
+
+class StepMode(str, Enum):
+    """How one engine step mixes prefill and decode work."""
+
+    MIXED = "mixed"  # decodes first, then prefill chunks in the remaining budget (vLLM v1, Sarathi)
+    PREFILL_FIRST = "prefill_first"  # a prefill-only step whenever something can be admitted (vLLM v0)
+    DECODE_ONLY = "decode_only"
+    PREFILL_ONLY = "prefill_only"
+
+
+@dataclass(slots=True, frozen=True)
+class StepPlan:
+    """One step's shape chosen by a batch-forming policy; never above the instance's configured limits."""
+
+    mode: StepMode
+    token_budget: int
+    max_running: int
+    chunked_prefill: bool
+
+
+@dataclass(slots=True, frozen=True)
+class StepObservation:
+    """``num_steps`` identical-shape engine steps and their measured durations (seconds).
+
+    Decode context grows by ``num_decode_seqs`` tokens per step; a run of identical decode steps is
+    reported as one observation so fitting stays cheap when the simulator fast-forwards.
+    """
+
+    num_prefill_tokens: int
+    prefill_context_tokens: int
+    num_decode_seqs: int
+    decode_context_tokens: int
+    durations_s: Sequence[float]

@@ -1,0 +1,1 @@
+"""Step-time models (ground truth and belief) and output-length predictors."""

@@ -1,0 +1,1 @@
+"""Cluster routers and engine policies, registered by name (see registry)."""
