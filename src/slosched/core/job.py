@@ -67,6 +67,23 @@ class JobSpec:
     def num_calls(self) -> int:
         return sum(len(stage.calls) for stage in self.stages)
 
+    def topological_stages(self) -> list[StageSpec]:
+        """Stages ordered so every stage comes after the stages it depends on (the job must be valid)."""
+        deps = self.dependencies()
+        by_name = {stage.name: stage for stage in self.stages}
+        ordered: list[StageSpec] = []
+        placed: set[str] = set()
+        while len(ordered) < len(self.stages):
+            progress = False
+            for stage in self.stages:
+                if stage.name not in placed and all(parent in placed for parent in deps[stage.name]):
+                    ordered.append(by_name[stage.name])
+                    placed.add(stage.name)
+                    progress = True
+            if not progress:
+                raise ConfigError(f"job {self.id!r}.stages", "dependency cycle")
+        return ordered
+
     def dependencies(self) -> dict[str, tuple[str, ...]]:
         """Stage name -> names it waits for (explicit ``after`` or the previous stage)."""
         deps: dict[str, tuple[str, ...]] = {}

@@ -1,0 +1,158 @@
+"""Command line: simulate, compare, demo, bench, policies, trace."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from slosched.core.errors import SloschedError
+from slosched.core.records import RunResult
+from slosched.scenario import Scenario, load_scenario
+from slosched.sim.runner import PolicyPair
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="slosched: SLO-aware LLM serving scheduler")
+err = Console(stderr=True)
+out = Console()
+
+ScenarioArg = Annotated[Path, typer.Argument(help="scenario YAML file")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object as the last line")]
+TraceOpt = Annotated[Path | None, typer.Option("--trace", help="JSONL trace replacing the scenario's workload")]
+ReportOpt = Annotated[Path | None, typer.Option("--report", help="write a report (markdown + plots) here")]
+
+
+def _run(
+    scenario: Scenario, pairs: Sequence[PolicyPair], trace: Path | None, base_dir: Path
+) -> dict[str, RunResult]:
+    from slosched.experiment import compare_policies
+
+    jobs = scenario.jobs(base_dir, trace)
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True
+    ) as progress:
+        task = progress.add_task("simulating", total=len(pairs))
+
+        def on_start(name: str) -> None:
+            progress.update(task, description=f"simulating {name} ({len(jobs)} jobs)", advance=0)
+
+        results = compare_policies(scenario, pairs, jobs=jobs, on_start=on_start)
+        progress.update(task, completed=len(pairs))
+    return results
+
+
+def _emit(results: dict[str, RunResult], scenario: Scenario, as_json: bool, report: Path | None) -> None:
+    from slosched.metrics.summary import summarize
+    from slosched.metrics.table import print_table
+
+    summaries = {name: summarize(result) for name, result in results.items()}
+    print_table(summaries, title=f"{scenario.name}: {len(next(iter(results.values())).jobs)} jobs", console=out)
+    if report is not None:
+        from slosched.metrics.report import write_report
+
+        path = write_report(report, results, scenario.name, scenario.description)
+        out.print(f"report: {path}")
+    if as_json:
+        payload = {"policies": {name: summary.to_json_dict() for name, summary in summaries.items()}}
+        print(json.dumps(payload, allow_nan=False))
+
+
+@app.command()
+def simulate(
+    scenario_path: ScenarioArg,
+    policy: Annotated[str | None, typer.Option(help="ROUTER+ENGINE; default: the scenario's first")] = None,
+    trace: TraceOpt = None,
+    as_json: JsonOpt = False,
+    report: ReportOpt = None,
+) -> None:
+    """Simulate one policy pair on a scenario."""
+    scenario = load_scenario(scenario_path)
+    pair = PolicyPair.parse(policy) if policy else scenario.policy_pairs()[0]
+    _emit(_run(scenario, [pair], trace, scenario_path.parent), scenario, as_json, report)
+
+
+@app.command()
+def compare(
+    scenario_path: ScenarioArg,
+    policies: Annotated[str | None, typer.Option(help="comma-separated ROUTER+ENGINE pairs")] = None,
+    trace: TraceOpt = None,
+    as_json: JsonOpt = False,
+    report: ReportOpt = None,
+) -> None:
+    """Compare policy pairs on identical arrivals and seed."""
+    scenario = load_scenario(scenario_path)
+    pairs = [PolicyPair.parse(text) for text in policies.split(",")] if policies else scenario.policy_pairs()
+    _emit(_run(scenario, pairs, trace, scenario_path.parent), scenario, as_json, report)
+
+
+@app.command()
+def demo(
+    report: Annotated[Path, typer.Option(help="report folder")] = Path("reports/demo"),
+    as_json: JsonOpt = False,
+) -> None:
+    """The bundled scenario: 2x A100 + 2x A6000 serving a chat + code mix, several policy pairs."""
+    from slosched.bench.demo import demo_scenario_path
+
+    path = demo_scenario_path()
+    scenario = load_scenario(path)
+    _emit(_run(scenario, scenario.policy_pairs(), None, path.parent), scenario, as_json, report)
+
+
+@app.command()
+def bench(
+    name: Annotated[str, typer.Argument(help="benchmark name (see `slosched bench list`)")],
+    quick: Annotated[bool, typer.Option("--quick", help="a smaller run (under 60 s on 2 cores)")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a benchmark; prints its figures (and a JSON object last with --json)."""
+    from slosched.bench.registry import bench_names, get_bench
+
+    if name == "list":
+        out.print("\n".join(bench_names()))
+        return
+    figures = get_bench(name)(quick)
+    if as_json:
+        from slosched.metrics.summary import json_safe
+
+        print(json.dumps(json_safe(figures), allow_nan=False))
+
+
+@app.command()
+def policies() -> None:
+    """List registered routers and engine presets (and engine parts)."""
+    from slosched.policies.cluster.base import ROUTERS
+    from slosched.policies.engine.base import ADMISSIONS, BATCHINGS, ENGINE_PRESETS, ORDERINGS
+
+    for registry in (ROUTERS, ENGINE_PRESETS, ORDERINGS, ADMISSIONS, BATCHINGS):
+        out.print(f"[bold]{registry.kind}[/bold]: {', '.join(registry.names())}")
+
+
+@app.command()
+def trace(
+    scenario_path: ScenarioArg,
+    out_path: Annotated[Path, typer.Option("--out", help="JSONL file to write")],
+) -> None:
+    """Write the scenario's generated jobs as a JSONL trace (for replay with --trace)."""
+    from slosched.workloads.trace_io import save_jobs
+
+    scenario = load_scenario(scenario_path)
+    jobs = scenario.jobs(scenario_path.parent)
+    save_jobs(out_path, jobs)
+    out.print(f"wrote {len(jobs)} jobs to {out_path}")
+
+
+def main() -> None:
+    try:
+        app()
+    except SloschedError as error:
+        err.print(f"[red]error:[/red] {error}")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

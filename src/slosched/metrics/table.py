@@ -1,0 +1,98 @@
+"""Side-by-side comparison of policies as a rich table (terminal) with the best value per column marked.
+
+The column list is shared with the markdown report so that both show the same figures the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from slosched.metrics.summary import PolicySummary
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One metric column. ``higher_is_better`` None means the column is not ranked (e.g. job count)."""
+
+    header: str
+    value: Callable[[PolicySummary], float]
+    fmt: str
+    higher_is_better: bool | None
+    percent: bool = False
+
+    def format(self, summary: PolicySummary) -> str:
+        return format_value(self.value(summary), self.fmt, percent=self.percent)
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("jobs", lambda s: s.jobs, "d", None),
+    Column("rejected", lambda s: s.rejected, "d", False),
+    Column("SLO att.", lambda s: s.slo_attainment, ".1f", True, percent=True),
+    Column("goodput/s", lambda s: s.goodput_jobs_per_s, ".3g", True),
+    Column("jobs/s", lambda s: s.throughput_jobs_per_s, ".3g", True),
+    Column("mean lat s", lambda s: s.job_latency.mean_s, ".3g", False),
+    Column("p50 lat s", lambda s: s.job_latency.p50_s, ".3g", False),
+    Column("p90 lat s", lambda s: s.job_latency.p90_s, ".3g", False),
+    Column("p99 lat s", lambda s: s.job_latency.p99_s, ".3g", False),
+    Column("p90 TTFT s", lambda s: s.ttft.p90_s, ".3g", False),
+    Column("p90 TPOT ms", lambda s: s.tpot.p90_s * 1e3, ".3g", False),
+    Column("scale@95", lambda s: s.min_slo_scale_95, ".3g", False),
+    Column("scale@99", lambda s: s.min_slo_scale_99, ".3g", False),
+    Column("prefix hit", lambda s: s.prefix_hit_rate, ".1f", True, percent=True),
+    Column("preempt", lambda s: s.num_preemptions, "d", False),
+)
+
+
+def format_value(value: float, fmt: str, *, percent: bool = False) -> str:
+    """Format for display: ``-`` for NaN (undefined), ``inf`` for infinities, ``%`` suffix for shares."""
+    if isinstance(value, float) and math.isnan(value):
+        return "-"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if percent:
+        return f"{value * 100:{fmt}}%"
+    return f"{value:{fmt}}"
+
+
+def best_rows(values: Sequence[float], higher_is_better: bool | None) -> set[int]:
+    """Indices holding the best finite value (all ties); empty when unranked or fewer than two finite
+    values, since marking the only candidate tells the reader nothing.
+    """
+    if higher_is_better is None:
+        return set()
+    finite = [(i, v) for i, v in enumerate(values) if math.isfinite(v)]
+    if len(finite) < 2:
+        return set()
+    pick = max if higher_is_better else min
+    best = pick(v for _, v in finite)
+    return {i for i, v in finite if v == best}
+
+
+def render_table(summaries: Mapping[str, PolicySummary], title: str | None = None) -> Table:
+    """A rich table with one row per policy (mapping order) and the best value per column in bold green."""
+    table = Table(title=title, header_style="bold")
+    table.add_column("policy", style="cyan", no_wrap=True)
+    for column in COLUMNS:
+        table.add_column(column.header, justify="right")
+    names = list(summaries)
+    marked = [best_rows([c.value(summaries[n]) for n in names], c.higher_is_better) for c in COLUMNS]
+    for row, name in enumerate(names):
+        cells = [
+            Text(column.format(summaries[name]), style="bold green" if row in marked[index] else "")
+            for index, column in enumerate(COLUMNS)
+        ]
+        table.add_row(name, *cells)
+    return table
+
+
+def print_table(
+    summaries: Mapping[str, PolicySummary], title: str | None = None, console: Console | None = None
+) -> None:
+    """Print ``render_table(summaries)`` to ``console`` (a fresh stdout console when None)."""
+    (console or Console()).print(render_table(summaries, title=title))

@@ -1,0 +1,34 @@
+"""Batching ``chunked``: decodes first, then prefill chunks filling a static token budget (Sarathi, vLLM v1)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from slosched.core.errors import ConfigError
+from slosched.core.views import EngineView, StepMode, StepPlan
+from slosched.policies.engine.base import BATCHINGS
+from slosched.policies.registry import PolicyContext, param, reject_unknown_params
+
+
+class ChunkedBatching:
+    time_invariant = True
+
+    def __init__(self, token_budget: int | None) -> None:
+        self.token_budget = token_budget
+
+    def plan(self, engine: EngineView) -> StepPlan:
+        spec = engine.spec
+        budget = spec.max_batched_tokens if self.token_budget is None else self.token_budget
+        return StepPlan(StepMode.MIXED, min(budget, spec.max_batched_tokens), spec.max_running, True)
+
+
+@BATCHINGS.register("chunked")
+def build(params: Mapping[str, Any], context: PolicyContext) -> ChunkedBatching:
+    reject_unknown_params("chunked", params, {"token_budget"})
+    if params.get("token_budget") is None:
+        return ChunkedBatching(None)
+    budget = param(params, "token_budget", 0, int)
+    if budget < 1:
+        raise ConfigError("chunked.token_budget", f"must be >= 1, got {budget}")
+    return ChunkedBatching(budget)

@@ -1,0 +1,24 @@
+"""Ordering ``fcfs``: first come, first served (arrival at the engine, then submission order)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from slosched.core.views import EngineView, SeqView
+from slosched.policies.engine.base import ORDERINGS
+from slosched.policies.registry import PolicyContext, reject_unknown_params
+
+
+class FcfsOrdering:
+    static_keys = True
+    time_invariant = True
+
+    def key(self, seq: SeqView, engine: EngineView) -> Any:
+        return (seq.request.arrival_s, seq.request.id)
+
+
+@ORDERINGS.register("fcfs")
+def build(params: Mapping[str, Any], context: PolicyContext) -> FcfsOrdering:
+    reject_unknown_params("fcfs", params, set())
+    return FcfsOrdering()

@@ -1,0 +1,187 @@
+"""Scenario files (YAML): cluster, workload, SLO, policies and simulator knobs, validated with pydantic.
+
+Every error names the field (dotted path) and, where there is a fixed set, the allowed values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from slosched.core.errors import ConfigError
+from slosched.core.instance import InstanceSpec
+from slosched.core.job import JobSpec
+from slosched.perf.hardware import gpu_facts, model_facts
+from slosched.sim.options import SimOptions
+from slosched.sim.runner import PolicyPair, PolicyParams
+from slosched.workloads.arrivals import ArrivalSpec
+from slosched.workloads.generators import generate_jobs
+from slosched.workloads.trace_io import load_jobs
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class InstanceGroup(BaseModel):
+    """``count`` identical instances named ``{name}-{i}`` (or ``name`` itself when count is 1)."""
+
+    model_config = _STRICT
+    name: str
+    gpu: str
+    model: str
+    tp: int = Field(default=1, ge=1)
+    count: int = Field(default=1, ge=1)
+    max_running: int = Field(default=256, ge=1)
+    max_batched_tokens: int = Field(default=8192, ge=16)
+    max_model_len: int = Field(default=32768, ge=16)
+    block_size: int = Field(default=16, ge=1)
+    num_kv_blocks: int | None = Field(default=None, ge=1)
+    prefix_caching: bool = True
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _known_hardware(self) -> InstanceGroup:
+        gpu_facts(self.gpu)
+        model_facts(self.model)
+        return self
+
+    def specs(self) -> list[InstanceSpec]:
+        names = [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
+        fields = self.model_dump(exclude={"name", "count"})
+        return [InstanceSpec(name=name, **fields) for name in names]
+
+
+class ClusterConfig(BaseModel):
+    model_config = _STRICT
+    instances: list[InstanceGroup] = Field(min_length=1)
+
+    def specs(self) -> tuple[InstanceSpec, ...]:
+        specs = [spec for group in self.instances for spec in group.specs()]
+        names = [spec.name for spec in specs]
+        if len(set(names)) != len(names):
+            raise ConfigError("cluster.instances", f"instance names must be unique, got {names}")
+        return tuple(specs)
+
+
+class WorkloadConfig(BaseModel):
+    """Either a generator (name, params, arrival process, number of jobs) or a JSONL ``trace`` file."""
+
+    model_config = _STRICT
+    generator: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    arrival: dict[str, Any] = Field(default_factory=lambda: {"process": "poisson", "rate": 1.0})
+    num_jobs: int = Field(default=1000, ge=1)
+    trace: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> WorkloadConfig:
+        if (self.generator is None) == (self.trace is None):
+            raise ConfigError("workload", "give exactly one of 'generator' or 'trace'")
+        if self.generator is not None:
+            ArrivalSpec.from_mapping(self.arrival)
+        return self
+
+
+class SloConfig(BaseModel):
+    """``seconds``: one SLO for every job; ``scale``: x each job's no-contention latency on the fastest
+    instance. A job's own ``slo_s`` (trace) wins over both."""
+
+    model_config = _STRICT
+    seconds: float | None = Field(default=None, gt=0)
+    scale: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _at_most_one(self) -> SloConfig:
+        if self.seconds is not None and self.scale is not None:
+            raise ConfigError("slo", "give 'seconds' or 'scale', not both")
+        return self
+
+
+class SimulatorConfig(BaseModel):
+    model_config = _STRICT
+    noise_sigma: float = Field(default=0.05, ge=0, le=1)
+    view_staleness_s: float = Field(default=0.0, ge=0)
+    fast_forward: bool = True
+    belief_refit_s: float = Field(default=2.0, ge=0)
+
+
+class PolicyParamsConfig(BaseModel):
+    model_config = _STRICT
+    router: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    engine: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class Scenario(BaseModel):
+    model_config = _STRICT
+    name: str = "scenario"
+    description: str = ""
+    seed: int = 0
+    cluster: ClusterConfig
+    workload: WorkloadConfig
+    slo: SloConfig = Field(default_factory=SloConfig)
+    policies: list[str] = Field(default_factory=lambda: ["round-robin+fcfs"], min_length=1)
+    policy_params: PolicyParamsConfig = Field(default_factory=PolicyParamsConfig)
+    simulator: SimulatorConfig = Field(default_factory=SimulatorConfig)
+
+    @field_validator("policies")
+    @classmethod
+    def _known_policies(cls, value: list[str]) -> list[str]:
+        for text in value:
+            PolicyPair.parse(text)
+        return value
+
+    def policy_pairs(self) -> list[PolicyPair]:
+        return [PolicyPair.parse(text) for text in self.policies]
+
+    def params(self) -> PolicyParams:
+        return PolicyParams(router=self.policy_params.router, engine=self.policy_params.engine)
+
+    def options(self) -> SimOptions:
+        sim = self.simulator
+        return SimOptions(
+            noise_sigma=sim.noise_sigma,
+            view_staleness_s=sim.view_staleness_s,
+            fast_forward=sim.fast_forward,
+            belief_refit_s=sim.belief_refit_s,
+            slo_s=self.slo.seconds,
+            slo_scale=self.slo.scale,
+        )
+
+    def jobs(self, base_dir: Path | None = None, trace: str | Path | None = None) -> list[JobSpec]:
+        """The scenario's jobs: a trace file (argument or scenario) or the seeded generator."""
+        source = trace if trace is not None else self.workload.trace
+        if source is not None:
+            path = Path(source)
+            if not path.is_absolute() and base_dir is not None and trace is None:
+                path = base_dir / path
+            return load_jobs(path)
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 1]))
+        arrivals = ArrivalSpec.from_mapping(self.workload.arrival).sample(self.workload.num_jobs, rng)
+        assert self.workload.generator is not None
+        return generate_jobs(self.workload.generator, self.workload.params, arrivals, rng)
+
+
+def parse_scenario(data: Mapping[str, Any], where: str = "scenario") -> Scenario:
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        location = ".".join(str(part) for part in first["loc"]) or where
+        raise ConfigError(location, first["msg"]) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError("scenario", f"file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ConfigError("scenario", f"{path} is not valid YAML: {error}") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError("scenario", f"{path} must hold a mapping at the top level")
+    return parse_scenario(data, str(path))

@@ -1,0 +1,65 @@
+"""Feeds an instance's observed steps to its belief step-time predictor at fixed simulated instants.
+
+Observations are buffered and handed over only at refit ticks, merged into maximal runs of identical
+decode steps. The predictor therefore sees exactly the same observations whether the simulator stepped
+one iteration at a time or fast-forwarded, which keeps both modes bit-identical.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from slosched.core.views import StepObservation
+from slosched.perf.base import StepPredictor
+
+
+@dataclass(slots=True)
+class _Pending:
+    num_prefill_tokens: int
+    prefill_context_tokens: int
+    num_decode_seqs: int
+    decode_context_tokens: int
+    durations: list[np.ndarray]
+    num_steps: int
+
+
+class BeliefFeed:
+    __slots__ = ("_pending", "predictor")
+
+    def __init__(self, predictor: StepPredictor) -> None:
+        self.predictor = predictor
+        self._pending: list[_Pending] = []
+
+    def record(
+        self, num_prefill: int, prefill_context: int, num_decode: int, decode_context: int, durations: np.ndarray
+    ) -> None:
+        """Record ``len(durations)`` consecutive steps (more than one only for decode runs)."""
+        if durations.size == 0:
+            return
+        pending = self._pending
+        if pending and num_prefill == 0:
+            last = pending[-1]
+            contiguous = last.decode_context_tokens + last.num_decode_seqs * last.num_steps
+            if last.num_prefill_tokens == 0 and last.num_decode_seqs == num_decode and contiguous == decode_context:
+                last.durations.append(durations)
+                last.num_steps += int(durations.size)
+                return
+        pending.append(
+            _Pending(num_prefill, prefill_context, num_decode, decode_context, [durations], int(durations.size))
+        )
+
+    def flush(self) -> None:
+        for item in self._pending:
+            durations = item.durations[0] if len(item.durations) == 1 else np.concatenate(item.durations)
+            self.predictor.observe(
+                StepObservation(
+                    num_prefill_tokens=item.num_prefill_tokens,
+                    prefill_context_tokens=item.prefill_context_tokens,
+                    num_decode_seqs=item.num_decode_seqs,
+                    decode_context_tokens=item.decode_context_tokens,
+                    durations_s=durations.tolist(),
+                )
+            )
+        self._pending.clear()

@@ -1,0 +1,327 @@
+"""The simulated cluster: releases jobs' calls, routes them, runs instances, records outcomes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from slosched.core.instance import InstanceSpec
+from slosched.core.job import CallSpec, JobSpec, StageSpec
+from slosched.core.records import JobRecord, RequestRecord, RunResult
+from slosched.core.request import Outcome, Request
+from slosched.perf.base import OutputLengthPredictor
+from slosched.policies.cluster.base import CompletionObserver, Router
+from slosched.policies.engine.base import EnginePolicy, StateExporter
+from slosched.sim.belief import BeliefFeed
+from slosched.sim.instance import SimInstance
+from slosched.sim.jobs import JobState
+from slosched.sim.kernel import EventKernel
+from slosched.sim.models import InstanceModels
+from slosched.sim.noise import NoiseStream
+from slosched.sim.options import SimOptions
+from slosched.sim.seq import Seq
+from slosched.sim.views import InstanceSnapshot, take_snapshot
+
+_BLOCK_ID_SHIFT = 1 << 24
+
+
+@dataclass(slots=True)
+class _Pending:
+    request: Request
+    job: JobState
+    call: CallSpec
+
+
+class ClusterSim:
+    """One simulation run of one policy pair over one list of jobs."""
+
+    def __init__(
+        self,
+        models: Sequence[InstanceModels],
+        engines: Sequence[EnginePolicy],
+        router: Router,
+        output_predictor: OutputLengthPredictor,
+        options: SimOptions,
+        seed: int,
+        policy_name: str = "",
+    ) -> None:
+        self.kernel = EventKernel()
+        self.options = options
+        self.router = router
+        self.output_predictor = output_predictor
+        self.policy_name = policy_name
+        self.seed = seed
+        self._router_observes = isinstance(router, CompletionObserver)
+        noise_seeds = np.random.SeedSequence(seed).spawn(len(models))
+        max_run_steps = 1 << 30 if options.fast_forward else 1
+        self.instances = [
+            SimInstance(
+                index=index,
+                spec=model.spec,
+                num_kv_blocks=model.num_kv_blocks,
+                truth=model.truth,
+                noise=NoiseStream(np.random.default_rng(noise_seeds[index]), options.noise_sigma),
+                engine=engine,
+                belief=BeliefFeed(model.belief),
+                kernel=self.kernel,
+                on_finish=self._on_request_finished,
+                max_run_steps=max_run_steps,
+            )
+            for index, (model, engine) in enumerate(zip(models, engines, strict=True))
+        ]
+        self._models = list(models)
+        self._has_exporters = [_has_exporter(engine) for engine in engines]
+        self._snapshots: list[InstanceSnapshot | None] = [None] * len(self.instances)
+        self._block_size = models[0].spec.block_size
+        self._prefix_ids: dict[str, int] = {}
+        self._next_block_id = 0
+        self._pending: dict[str, _Pending] = {}
+        self._requests: list[RequestRecord] = []
+        self._jobs: list[JobState] = []
+        self._jobs_open = 0
+        self._last_activity_s = 0.0
+
+    # ---- run -----------------------------------------------------------------------------------------
+    def run(self, jobs: Sequence[JobSpec]) -> RunResult:
+        for spec in sorted(jobs, key=lambda job: job.arrival_s):
+            state = JobState.start(spec, self._new_job_record(spec))
+            self._jobs.append(state)
+            self.kernel.schedule(spec.arrival_s, self._on_job_arrival, state)
+        self._jobs_open = len(self._jobs)
+        if self.options.belief_refit_s > 0:
+            self.kernel.schedule(self.options.belief_refit_s, self._on_refit_tick)
+        self.kernel.run(self.options.horizon_s)
+        self._fail_unfinished()
+        return RunResult(
+            policy=self.policy_name,
+            seed=self.seed,
+            end_s=self._last_activity_s,
+            requests=self._requests,
+            jobs=[state.record for state in self._jobs],
+            instances=[instance.final_stats() for instance in self.instances],
+            num_events=self.kernel.num_events,
+        )
+
+    def _new_job_record(self, spec: JobSpec) -> JobRecord:
+        no_contention = min(model.job_latency_s(spec) for model in self._models)
+        if spec.slo_s is not None:
+            slo = spec.slo_s
+        elif self.options.slo_s is not None:
+            slo = self.options.slo_s
+        elif self.options.slo_scale is not None:
+            slo = self.options.slo_scale * no_contention
+        else:
+            slo = math.inf
+        return JobRecord(
+            id=spec.id,
+            kind=spec.kind,
+            template=spec.template,
+            arrival_s=spec.arrival_s,
+            outcome=Outcome.FAILED,
+            num_requests=spec.num_calls,
+            slo_s=slo,
+            no_contention_s=no_contention,
+        )
+
+    # ---- jobs ----------------------------------------------------------------------------------------
+    def _on_job_arrival(self, job: JobState) -> None:
+        for stage in job.ready_stages():
+            self._release_stage(job, stage)
+
+    def _release_stage(self, job: JobState, stage: StageSpec) -> None:
+        if job.done:
+            return
+        job.calls_left[stage.name] = len(stage.calls)
+        if not stage.calls:
+            self.kernel.schedule(self.kernel.now_s + stage.tool_duration_s, self._on_tool_done, (job, stage))
+            return
+        for index, call in enumerate(stage.calls):
+            request = self._new_request(job, stage, index, call)
+            self._route(request, job, call)
+            if job.done:
+                return
+
+    def _new_request(self, job: JobState, stage: StageSpec, index: int, call: CallSpec) -> Request:
+        spec = job.spec
+        request = Request(
+            id=f"{spec.id}/{stage.name}/{index}",
+            job_id=spec.id,
+            stage=stage.name,
+            template=spec.template,
+            prompt_tokens=call.input_tokens,
+            max_output_tokens=call.effective_max_output(),
+            arrival_s=self.kernel.now_s,
+            job_arrival_s=spec.arrival_s,
+            deadline_s=job.deadline_s,
+            tenant=spec.tenant,
+            session_id=call.session_id,
+            prefix_hashes=self._block_hashes(call),
+        )
+        request.predicted_output_tokens = self.output_predictor.predict(request)
+        return request
+
+    def _block_hashes(self, call: CallSpec) -> tuple[int, ...]:
+        """Full prompt blocks: shared ones keyed by the prefix identity, the rest unique to this call."""
+        block_size = self._block_size
+        num_full = call.input_tokens // block_size
+        num_shared = 0
+        hashes: list[int] = []
+        if call.prefix_key is not None:
+            key_id = self._prefix_ids.setdefault(call.prefix_key, len(self._prefix_ids) + 1)
+            num_shared = min(call.prefix_tokens // block_size, num_full)
+            base = key_id * _BLOCK_ID_SHIFT
+            hashes.extend(range(base, base + num_shared))
+        self._next_block_id += 1
+        unique_base = -self._next_block_id * _BLOCK_ID_SHIFT
+        hashes.extend(range(unique_base, unique_base + num_full - num_shared))
+        return tuple(hashes)
+
+    def _on_tool_done(self, payload: tuple[JobState, StageSpec]) -> None:
+        job, stage = payload
+        if not job.done:
+            self._stage_done(job, stage.name)
+
+    def _stage_done(self, job: JobState, stage_name: str) -> None:
+        released = job.stage_finished(stage_name)
+        if job.stages_left == 0:
+            job.finish(Outcome.COMPLETED, self.kernel.now_s)
+            self._jobs_open -= 1
+            return
+        for stage in released:
+            self._release_stage(job, stage)
+
+    # ---- routing -------------------------------------------------------------------------------------
+    def _route(self, request: Request, job: JobState, call: CallSpec) -> None:
+        needed = request.prompt_tokens + request.max_output_tokens
+        feasible = [
+            snapshot for snapshot in self._fresh_snapshots() if needed <= self._models[snapshot.index].max_model_len
+        ]
+        if not feasible:
+            self._reject(request, job, call, self._rejection_reason(request))
+            return
+        chosen = feasible[self.router.route(request, feasible, self.kernel.now_s)]
+        if self.options.view_staleness_s > 0:
+            chosen.note_routed(request)
+        self._pending[request.id] = _Pending(request, job, call)
+        seq = Seq(request, call.output_tokens, self.kernel.now_s, 0, request.prompt_tokens)
+        self.instances[chosen.index].enqueue(seq)
+
+    def _fresh_snapshots(self) -> list[InstanceSnapshot]:
+        now = self.kernel.now_s
+        staleness = self.options.view_staleness_s
+        snapshots = self._snapshots
+        for index, instance in enumerate(self.instances):
+            current = snapshots[index]
+            if current is None or staleness <= 0 or now - current.snapshot_s >= staleness:
+                snapshots[index] = take_snapshot(instance, self._has_exporters[index])
+        return snapshots  # type: ignore[return-value]
+
+    def _rejection_reason(self, request: Request) -> str:
+        longest = max(model.max_model_len for model in self._models)
+        if request.prompt_tokens + 1 > longest:
+            return f"prompt of {request.prompt_tokens} tokens exceeds the longest model length ({longest})"
+        return (
+            f"prompt {request.prompt_tokens} + max output {request.max_output_tokens} tokens exceeds every "
+            f"instance's model length / KV capacity (largest {longest})"
+        )
+
+    def _reject(self, request: Request, job: JobState, call: CallSpec, reason: str) -> None:
+        self._requests.append(
+            RequestRecord(
+                id=request.id,
+                job_id=request.job_id,
+                stage=request.stage,
+                instance="",
+                arrival_s=request.arrival_s,
+                prompt_tokens=request.prompt_tokens,
+                output_tokens=0,
+                outcome=Outcome.REJECTED,
+                reason=reason,
+                deadline_s=request.deadline_s,
+            )
+        )
+        if not job.done:
+            job.finish(Outcome.REJECTED, self.kernel.now_s, reason)
+            self._jobs_open -= 1
+
+    # ---- completion ----------------------------------------------------------------------------------
+    def _on_request_finished(self, seq: Seq, instance_index: int, now_s: float) -> None:
+        self._last_activity_s = now_s
+        pending = self._pending.pop(seq.request.id)
+        request = pending.request
+        self._requests.append(_completed_record(seq, self.instances[instance_index].spec.name, now_s))
+        self.output_predictor.observe(request, seq.num_output_tokens)
+        if self._router_observes:
+            self.router.on_request_finished(instance_index, request, now_s - request.arrival_s, now_s)  # type: ignore[attr-defined]
+        job = pending.job
+        if job.done:
+            return
+        record = job.record
+        if seq.first_scheduled_s is not None:
+            # fmin/fmax ignore the NaN a fresh record starts with.
+            record.first_prefill_s = float(np.fmin(record.first_prefill_s, seq.first_scheduled_s))
+            record.last_prefill_s = float(np.fmax(record.last_prefill_s, seq.first_scheduled_s))
+        job.calls_left[request.stage] -= 1
+        if job.calls_left[request.stage] == 0:
+            stage = job.stages[request.stage]
+            if stage.tool_duration_s > 0:
+                self.kernel.schedule(now_s + stage.tool_duration_s, self._on_tool_done, (job, stage))
+            else:
+                self._stage_done(job, request.stage)
+
+    def _on_refit_tick(self, _: object) -> None:
+        now = self.kernel.now_s
+        for instance in self.instances:
+            instance.flush_observations(now)
+        if self._jobs_open > 0:
+            self.kernel.schedule(now + self.options.belief_refit_s, self._on_refit_tick)
+
+    def _fail_unfinished(self) -> None:
+        now = self.kernel.now_s
+        for pending in self._pending.values():
+            request = pending.request
+            self._requests.append(
+                RequestRecord(
+                    id=request.id,
+                    job_id=request.job_id,
+                    stage=request.stage,
+                    instance="",
+                    arrival_s=request.arrival_s,
+                    prompt_tokens=request.prompt_tokens,
+                    output_tokens=0,
+                    outcome=Outcome.FAILED,
+                    reason="not finished by the simulation horizon",
+                    deadline_s=request.deadline_s,
+                )
+            )
+        self._pending.clear()
+        for job in self._jobs:
+            if not job.done:
+                job.finish(Outcome.FAILED, now, "not finished by the simulation horizon")
+
+
+def _has_exporter(engine: EnginePolicy) -> bool:
+    return any(isinstance(part, StateExporter) for part in (engine.ordering, engine.admission, engine.batching))
+
+
+def _completed_record(seq: Seq, instance_name: str, now_s: float) -> RequestRecord:
+    request = seq.request
+    return RequestRecord(
+        id=request.id,
+        job_id=request.job_id,
+        stage=request.stage,
+        instance=instance_name,
+        arrival_s=request.arrival_s,
+        prompt_tokens=request.prompt_tokens,
+        output_tokens=seq.num_output_tokens,
+        outcome=Outcome.COMPLETED,
+        first_scheduled_s=seq.first_scheduled_s if seq.first_scheduled_s is not None else math.nan,
+        first_token_s=seq.first_token_s if seq.first_token_s is not None else math.nan,
+        finish_s=now_s,
+        cached_tokens=seq.num_cached_tokens,
+        num_preemptions=seq.num_preemptions,
+        deadline_s=request.deadline_s,
+    )

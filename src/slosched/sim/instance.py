@@ -1,0 +1,274 @@
+"""A simulated model instance: queues, KV cache, and steps timed by the ground-truth model.
+
+Steps that contain prefill work run one at a time. A decode-only step whose batch cannot change until
+one of its requests finishes (nothing waits, or every engine policy is time-invariant) starts a *run*:
+the durations of all its steps are computed at once and the requests advance lazily. An arrival cuts
+the run at the end of the step in progress, exactly where a step-by-step engine would next look at its
+queue, so the result is identical to stepping (``max_run_steps=1``).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from slosched.core.instance import InstanceSpec
+from slosched.core.records import InstanceStats
+from slosched.core.request import Request
+from slosched.perf.base import StepPredictor, StepTimeModel
+from slosched.policies.engine.base import EnginePolicy
+from slosched.sim.belief import BeliefFeed
+from slosched.sim.kernel import EventKernel
+from slosched.sim.kv import KVCache
+from slosched.sim.noise import NoiseStream
+from slosched.sim.run import DecodeRun
+from slosched.sim.scheduler import StepWork, form_step
+from slosched.sim.seq import Seq
+
+FinishCallback = Callable[[Seq, int, float], None]
+
+
+class SimInstance:
+    """Implements ``core.views.EngineView`` for its engine policy."""
+
+    def __init__(
+        self,
+        index: int,
+        spec: InstanceSpec,
+        num_kv_blocks: int,
+        truth: StepTimeModel,
+        noise: NoiseStream,
+        engine: EnginePolicy,
+        belief: BeliefFeed,
+        kernel: EventKernel,
+        on_finish: FinishCallback,
+        max_run_steps: int,
+    ) -> None:
+        self.index = index
+        self.spec = spec
+        self.kv = KVCache(num_kv_blocks, spec.block_size, spec.prefix_caching)
+        self.truth = truth
+        self.noise = noise
+        self.engine = engine
+        self.belief = belief
+        self.kernel = kernel
+        self.on_finish = on_finish
+        self.max_run_steps = max_run_steps
+        self.running: list[Seq] = []
+        self.waiting: list[Seq] = []
+        self.stats = InstanceStats(name=spec.name)
+        self.outstanding_decode_tokens = 0.0
+        self.waiting_prefill_tokens = 0
+        self._busy = False
+        self._run: DecodeRun | None = None
+        self._version = 0
+        self._enqueued = 0
+
+    # ---- EngineView -------------------------------------------------------------------------------------
+    @property
+    def now_s(self) -> float:
+        return self.kernel.now_s
+
+    @property
+    def num_free_kv_blocks(self) -> int:
+        return self.kv.num_free
+
+    @property
+    def num_kv_blocks(self) -> int:
+        return self.kv.num_blocks
+
+    @property
+    def step_predictor(self) -> StepPredictor:
+        return self.belief.predictor
+
+    def cached_prefix_tokens(self, request: Request) -> int:
+        self.sync()
+        return self.kv.cached_prefix_blocks(request.prefix_hashes) * self.kv.block_size
+
+    # ---- queue -----------------------------------------------------------------------------------------
+    def enqueue(self, seq: Seq) -> None:
+        self._enqueued += 1
+        seq.order = self._enqueued
+        self._add_waiting(seq)
+        self.outstanding_decode_tokens += max(seq.request.predicted_output_tokens, 1.0)
+        if not self._busy:
+            self._start_step()
+        elif self._run is not None:
+            self._cut_run()
+
+    def _add_waiting(self, seq: Seq) -> None:
+        self.waiting_prefill_tokens += seq.num_prompt_tokens - seq.num_computed_tokens
+        ordering = self.engine.ordering
+        if ordering.static_keys:
+            seq.sort_key = ordering.key(seq, self)
+            bisect.insort(self.waiting, seq, key=_sort_key)
+        else:
+            self.waiting.append(seq)
+
+    def sort_waiting(self) -> None:
+        ordering = self.engine.ordering
+        if not ordering.static_keys:
+            for seq in self.waiting:
+                seq.sort_key = ordering.key(seq, self)
+            self.waiting.sort(key=_sort_key)
+
+    def remove_waiting(self, admitted: list[Seq]) -> None:
+        chosen = set(map(id, admitted))
+        self.waiting = [seq for seq in self.waiting if id(seq) not in chosen]
+        self.running.extend(admitted)
+
+    def on_admitted(self, seq: Seq, cached_tokens: int) -> None:
+        self.waiting_prefill_tokens -= seq.num_prompt_tokens
+        if seq.first_scheduled_s is None:
+            seq.first_scheduled_s = self.kernel.now_s
+            seq.num_cached_tokens = cached_tokens
+            self.stats.prefix_query_tokens += seq.num_prompt_tokens
+            self.stats.prefix_hit_tokens += cached_tokens
+
+    def preempt(self, seq: Seq) -> None:
+        """Preemption by recompute: drop its KV; it re-prefills prompt plus the tokens generated so far."""
+        self.running.remove(seq)
+        self.kv.release(seq)
+        seq.num_prompt_tokens = seq.request.prompt_tokens + seq.num_output_tokens
+        seq.num_computed_tokens = 0
+        seq.num_preemptions += 1
+        self.stats.num_preemptions += 1
+        self._add_waiting(seq)
+
+    # ---- steps -----------------------------------------------------------------------------------------
+    def _start_step(self) -> None:
+        if not self.running and not self.waiting:
+            self._busy = False
+            return
+        now = self.kernel.now_s
+        work = form_step(self, self.engine.batching.plan(self))
+        if work.empty:
+            # Nothing could be scheduled (an admission policy holds everything back): look again shortly.
+            self._busy = True
+            self._version += 1
+            self.kernel.schedule(now + 0.01, self._on_retry, self._version)
+            return
+        self._busy = True
+        self._version += 1
+        if work.prefills:
+            factor = float(self.noise.take(1)[0])
+            duration = factor * self.truth.step_time_s(
+                work.num_prefill_tokens, work.prefill_context_tokens, len(work.decodes), work.decode_context_tokens
+            )
+            end = now + duration
+            self.kernel.schedule(end, self._on_step_end, (self._version, work, duration))
+            return
+        self._start_run(work, now)
+
+    def _start_run(self, work: StepWork, now: float) -> None:
+        decodes = work.decodes
+        length = self.max_run_steps
+        # A run is only valid while the next step would repeat this one: every running request decodes, and
+        # waiting requests stay blocked (a preemption just freed KV, so after one they may not).
+        if len(decodes) != len(self.running) or (self.waiting and (work.preempted or not self.engine.time_invariant)):
+            length = 1
+        if length > 1:
+            length = min(length, min(seq.true_output_tokens - seq.num_output_tokens for seq in decodes))
+            length = DecodeRun.kv_limited_length(decodes, self.kv, length)
+        durations = self.truth.decode_run_s(len(decodes), work.decode_context_tokens, length)
+        durations = durations * self.noise.take(length)
+        run = DecodeRun(decodes, now, durations, work.decode_context_tokens)
+        self._run = run
+        self.kernel.schedule(run.end_s, self._on_run_end, self._version)
+
+    def _cut_run(self) -> None:
+        """An arrival: end the current run after the step in progress."""
+        run = self._run
+        assert run is not None
+        unused = run.cut(self.kernel.now_s)
+        if unused:
+            self.noise.give_back(unused)
+            self._version += 1
+            self.kernel.schedule(run.end_s, self._on_run_end, self._version)
+
+    def sync(self) -> None:
+        """Bring lazily advanced run state up to now (tokens of finished steps, KV of the step in progress)."""
+        if self._run is not None:
+            self._advance_run(self._run, self.kernel.now_s)
+
+    def _advance_run(self, run: DecodeRun, now_s: float) -> None:
+        steps = run.advance(now_s, self.kv)
+        self.outstanding_decode_tokens -= steps * len(run.seqs)
+
+    def flush_observations(self, until_s: float) -> None:
+        if self._run is not None:
+            self._run.deliver(until_s, self.belief)
+        self.belief.flush()
+
+    def final_stats(self) -> InstanceStats:
+        self.stats.peak_kv_blocks_used = self.kv.peak_used
+        return self.stats
+
+    def _on_retry(self, version: int) -> None:
+        if version == self._version:
+            self._start_step()
+
+    def _on_run_end(self, version: int) -> None:
+        if version != self._version:
+            return
+        run = self._run
+        assert run is not None
+        self._run = None
+        self._advance_run(run, run.end_s)
+        run.deliver(run.end_s + 1.0, self.belief)
+        self.stats.num_steps += run.num_steps
+        self.stats.busy_s += float(run.durations.sum())
+        self._finish_done(run.seqs)
+        self._start_step()
+
+    def _on_step_end(self, payload: tuple[int, StepWork, float]) -> None:
+        version, work, duration = payload
+        if version != self._version:
+            return
+        now = self.kernel.now_s
+        self.stats.num_steps += 1
+        self.stats.busy_s += duration
+        self.belief.record(
+            work.num_prefill_tokens,
+            work.prefill_context_tokens,
+            len(work.decodes),
+            work.decode_context_tokens,
+            np.array([duration]),
+        )
+        touched: list[Seq] = []
+        for seq in work.decodes:
+            seq.num_computed_tokens += 1
+            seq.num_output_tokens += 1
+            touched.append(seq)
+        self.outstanding_decode_tokens -= len(work.decodes)
+        for seq, tokens in work.prefills:
+            seq.num_computed_tokens += tokens
+            if seq.num_computed_tokens >= seq.num_prompt_tokens:
+                self.kv.promote_prompt_blocks(seq)
+                seq.num_output_tokens += 1
+                self.outstanding_decode_tokens -= 1
+                if seq.first_token_s is None:
+                    seq.first_token_s = now
+                touched.append(seq)
+        self._finish_done(touched)
+        self._start_step()
+
+    def _finish_done(self, seqs: Sequence[Seq]) -> None:
+        done = [seq for seq in seqs if seq.num_output_tokens >= seq.true_output_tokens]
+        if not done:
+            return
+        now = self.kernel.now_s
+        finished = set(map(id, done))
+        self.running = [seq for seq in self.running if id(seq) not in finished]
+        for seq in done:
+            self.kv.release(seq)
+            # The belief counted max(predicted, 1) tokens; remove whatever of it is left.
+            leftover = max(seq.request.predicted_output_tokens, 1.0) - seq.num_output_tokens
+            self.outstanding_decode_tokens -= leftover
+            self.on_finish(seq, self.index, now)
+
+
+def _sort_key(seq: Seq) -> object:
+    return seq.sort_key

@@ -1,0 +1,64 @@
+"""Per-instance models: ground truth (roofline), belief (linear predictor), capacity and limits."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from slosched.core.errors import ConfigError
+from slosched.core.instance import InstanceSpec
+from slosched.core.job import JobSpec
+from slosched.perf.base import StepPredictor
+from slosched.perf.linear import LinearStepPredictor
+from slosched.perf.roofline import RooflineModel
+
+
+@dataclass(slots=True)
+class InstanceModels:
+    """``max_model_len``: the longest prompt + output an instance accepts (its configured length, capped
+    by what its KV cache can hold, as vLLM checks at start-up)."""
+
+    spec: InstanceSpec
+    truth: RooflineModel
+    belief: StepPredictor
+    num_kv_blocks: int
+    max_model_len: int
+
+    @classmethod
+    def build(cls, spec: InstanceSpec) -> InstanceModels:
+        truth = _truth(spec.gpu, spec.model, spec.tp)
+        blocks = spec.num_kv_blocks
+        if blocks is None:
+            blocks = truth.num_kv_blocks(spec.gpu_memory_utilization, spec.block_size)
+        if blocks < 1:
+            raise ConfigError(
+                f"instance {spec.name!r}",
+                f"{spec.model} with tp={spec.tp} leaves no KV cache on {spec.gpu}; use a larger tp or GPU",
+            )
+        max_len = min(spec.max_model_len, blocks * spec.block_size)
+        return cls(spec, truth, LinearStepPredictor(), blocks, max_len)
+
+    def job_latency_s(self, job: JobSpec) -> float:
+        """The job alone on this instance: the critical path through its stages (calls of a stage run
+        in parallel, so a stage lasts as long as its longest call, plus its tool step)."""
+        finish: dict[str, float] = {}
+        deps = job.dependencies()
+        for stage in job.topological_stages():
+            start = max((finish[parent] for parent in deps[stage.name]), default=0.0)
+            longest = max((self.call_latency_s(call.input_tokens, call.output_tokens) for call in stage.calls),
+                          default=0.0)
+            finish[stage.name] = start + longest + stage.tool_duration_s
+        return max(finish.values())
+
+    def call_latency_s(self, input_tokens: int, output_tokens: int) -> float:
+        return _call_latency(self.truth, input_tokens, output_tokens)
+
+
+@functools.lru_cache(maxsize=64)
+def _truth(gpu: str, model: str, tp: int) -> RooflineModel:
+    return RooflineModel.build(gpu, model, tp)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _call_latency(truth: RooflineModel, input_tokens: int, output_tokens: int) -> float:
+    return truth.no_contention_latency_s(input_tokens, output_tokens)

@@ -1,0 +1,45 @@
+"""Seeded multiplicative step-time noise, consumed strictly in step order.
+
+Step k of an instance always gets the k-th factor of its stream, however steps are grouped (one at a
+time or a fast-forwarded run), which keeps fast-forwarding bit-identical to stepping.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class NoiseStream:
+    """Lognormal factors with mean 1 (``sigma`` of the log); ``sigma == 0`` gives exactly 1.0."""
+
+    __slots__ = ("_buffer", "_position", "_rng", "_sigma")
+
+    _CHUNK = 4096
+
+    def __init__(self, rng: np.random.Generator, sigma: float) -> None:
+        self._rng = rng
+        self._sigma = sigma
+        self._buffer = np.empty(0)
+        self._position = 0
+
+    def take(self, count: int) -> np.ndarray:
+        if self._sigma == 0.0:
+            return np.ones(count)
+        end = self._position + count
+        if end > self._buffer.size:
+            self._refill(count)
+            end = self._position + count
+        factors = self._buffer[self._position : end]
+        self._position = end
+        return factors
+
+    def give_back(self, count: int) -> None:
+        """Return the last ``count`` factors unused (a fast-forwarded run was cut short)."""
+        self._position -= count
+
+    def _refill(self, count: int) -> None:
+        size = max(self._CHUNK, count)
+        normal = self._rng.standard_normal(size)
+        fresh = np.exp(self._sigma * normal - 0.5 * self._sigma * self._sigma)
+        self._buffer = np.concatenate((self._buffer[self._position :], fresh))
+        self._position = 0

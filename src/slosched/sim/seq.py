@@ -1,0 +1,45 @@
+"""Engine-side state of one request on one simulated instance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from slosched.core.request import Request
+
+
+@dataclass(slots=True, eq=False)
+class Seq:
+    """Implements ``core.views.SeqView``; ``true_output_tokens`` is ground truth the views do not expose.
+
+    Invariants: ``num_computed_tokens`` counts tokens whose KV is held; the prefill is done when it reaches
+    ``num_prompt_tokens``; that step samples the first output token; each decode step stores the KV of the
+    latest token and samples the next one.
+    """
+
+    request: Request
+    true_output_tokens: int
+    enqueue_s: float
+    order: int
+    num_prompt_tokens: int
+    num_computed_tokens: int = 0
+    num_output_tokens: int = 0
+    num_private_blocks: int = 0
+    shared_hashes: list[int] = field(default_factory=list)
+    first_scheduled_s: float | None = None
+    first_token_s: float | None = None
+    num_preemptions: int = 0
+    num_cached_tokens: int = 0
+    sort_key: Any = None
+
+    @property
+    def num_blocks(self) -> int:
+        return self.num_private_blocks + len(self.shared_hashes)
+
+    @property
+    def is_prefilling(self) -> bool:
+        return self.num_computed_tokens < self.num_prompt_tokens
+
+    @property
+    def remaining_output_tokens(self) -> int:
+        return self.true_output_tokens - self.num_output_tokens

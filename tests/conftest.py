@@ -1,0 +1,48 @@
+"""Shared factories: instances, jobs and small clusters for fast CPU-only tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from slosched.core.instance import InstanceSpec
+from slosched.core.job import CallSpec, JobSpec, single_job
+
+
+def make_instance(name: str = "i0", gpu: str = "A100-80G", **overrides: object) -> InstanceSpec:
+    fields: dict[str, object] = {"model": "Llama-3-8B", "max_running": 64, "max_batched_tokens": 2048}
+    fields.update(overrides)
+    return InstanceSpec(name=name, gpu=gpu, **fields)  # type: ignore[arg-type]
+
+
+def make_cluster(num_a100: int = 2, num_a6000: int = 2, **overrides: object) -> tuple[InstanceSpec, ...]:
+    specs = [make_instance(f"a100-{i}", "A100-80G", **overrides) for i in range(num_a100)]
+    specs += [make_instance(f"a6000-{i}", "A6000", **overrides) for i in range(num_a6000)]
+    return tuple(specs)
+
+
+def make_jobs(
+    num_jobs: int = 50, rate: float = 4.0, seed: int = 0, mean_in: int = 600, mean_out: int = 120,
+    prefix_share: float = 0.0,
+) -> list[JobSpec]:
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1.0 / rate, num_jobs))
+    inputs = np.maximum(rng.lognormal(np.log(mean_in), 0.6, num_jobs).astype(int), 1)
+    outputs = np.maximum(rng.lognormal(np.log(mean_out), 0.6, num_jobs).astype(int), 1)
+    jobs = []
+    for index in range(num_jobs):
+        prefix_tokens = int(inputs[index] * prefix_share)
+        call = CallSpec(
+            input_tokens=int(inputs[index]),
+            output_tokens=int(outputs[index]),
+            max_output_tokens=int(outputs[index]) + 64,
+            prefix_key="shared-system-prompt" if prefix_tokens else None,
+            prefix_tokens=prefix_tokens,
+        )
+        jobs.append(single_job(f"j{index}", float(arrivals[index]), call, template="chat"))
+    return jobs
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(1234)
