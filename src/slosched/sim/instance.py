@@ -1,16 +1,16 @@
 """A simulated model instance: queues, KV cache, and steps timed by the ground-truth model.
 
-Steps that contain prefill work run one at a time. A decode-only step whose batch cannot change until
-one of its requests finishes (nothing waits, or every engine policy is time-invariant) starts a *run*:
-the durations of all its steps are computed at once and the requests advance lazily. An arrival cuts
-the run at the end of the step in progress, exactly where a step-by-step engine would next look at its
-queue, so the result is identical to stepping (``max_run_steps=1``).
+Decoding requests form a cohort advanced by one clock (``cohort.py``), so a step costs O(prefill work),
+not O(batch). A decode-only step whose batch cannot change until a request finishes (nothing waits, or
+every engine policy is time-invariant) starts a *run*: the durations of all its steps are computed at
+once and the cohort advances lazily. An arrival cuts the run at the end of the step in progress, exactly
+where a step-by-step engine would next look at its queue, so results equal stepping (``max_run_steps=1``).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from slosched.core.request import Request
 from slosched.perf.base import StepPredictor, StepTimeModel
 from slosched.policies.engine.base import EnginePolicy
 from slosched.sim.belief import BeliefFeed
+from slosched.sim.cohort import DecodeCohort
 from slosched.sim.kernel import EventKernel
 from slosched.sim.kv import KVCache
 from slosched.sim.noise import NoiseStream
@@ -49,6 +50,7 @@ class SimInstance:
         self.index = index
         self.spec = spec
         self.kv = KVCache(num_kv_blocks, spec.block_size, spec.prefix_caching)
+        self.cohort = DecodeCohort(spec.block_size)
         self.truth = truth
         self.noise = noise
         self.engine = engine
@@ -56,7 +58,8 @@ class SimInstance:
         self.kernel = kernel
         self.on_finish = on_finish
         self.max_run_steps = max_run_steps
-        self.running: list[Seq] = []
+        self.running: dict[int, Seq] = {}  # admission order; the last one is the preemption victim
+        self.prefilling: list[Seq] = []  # running requests whose prefill is not complete
         self.waiting: list[Seq] = []
         self.stats = InstanceStats(name=spec.name)
         self.outstanding_decode_tokens = 0.0
@@ -70,6 +73,18 @@ class SimInstance:
     @property
     def now_s(self) -> float:
         return self.kernel.now_s
+
+    @property
+    def running_seqs(self) -> list[Seq]:
+        """Running requests with current token counts (costs O(batch); baselines never need it)."""
+        self.sync()
+        for seq in self.cohort.members.values():
+            self.cohort.materialize(seq)
+        return list(self.running.values())
+
+    @property
+    def num_running(self) -> int:
+        return len(self.running)
 
     @property
     def num_free_kv_blocks(self) -> int:
@@ -87,7 +102,10 @@ class SimInstance:
         self.sync()
         return self.kv.cached_prefix_blocks(request.prefix_hashes) * self.kv.block_size
 
-    # ---- queue -----------------------------------------------------------------------------------------
+    def last_running(self) -> Seq:
+        return self.running[next(reversed(self.running))]
+
+    # ---- queues ----------------------------------------------------------------------------------------
     def enqueue(self, seq: Seq) -> None:
         self._enqueued += 1
         seq.order = self._enqueued
@@ -115,9 +133,14 @@ class SimInstance:
             self.waiting.sort(key=_sort_key)
 
     def remove_waiting(self, admitted: list[Seq]) -> None:
-        chosen = set(map(id, admitted))
-        self.waiting = [seq for seq in self.waiting if id(seq) not in chosen]
-        self.running.extend(admitted)
+        if len(admitted) == len(self.waiting):
+            self.waiting = []
+        else:
+            chosen = {seq.order for seq in admitted}
+            self.waiting = [seq for seq in self.waiting if seq.order not in chosen]
+        for seq in admitted:
+            self.running[seq.order] = seq
+            self.prefilling.append(seq)
 
     def on_admitted(self, seq: Seq, cached_tokens: int) -> None:
         self.waiting_prefill_tokens -= seq.num_prompt_tokens
@@ -129,7 +152,11 @@ class SimInstance:
 
     def preempt(self, seq: Seq) -> None:
         """Preemption by recompute: drop its KV; it re-prefills prompt plus the tokens generated so far."""
-        self.running.remove(seq)
+        del self.running[seq.order]
+        if seq.finish_clock >= 0:
+            self.cohort.leave(seq)
+        else:
+            self.prefilling.remove(seq)
         self.kv.release(seq)
         seq.num_prompt_tokens = seq.request.prompt_tokens + seq.num_output_tokens
         seq.num_computed_tokens = 0
@@ -144,39 +171,35 @@ class SimInstance:
             return
         now = self.kernel.now_s
         work = form_step(self, self.engine.batching.plan(self))
-        if work.empty:
-            # Nothing could be scheduled (an admission policy holds everything back): look again shortly.
-            self._busy = True
-            self._version += 1
-            self.kernel.schedule(now + 0.01, self._on_retry, self._version)
-            return
         self._busy = True
         self._version += 1
+        if work.empty:
+            # Nothing could be scheduled (an admission policy holds everything back): look again shortly.
+            self.kernel.schedule(now + 0.01, self._on_retry, self._version)
+            return
         if work.prefills:
             factor = float(self.noise.take(1)[0])
             duration = factor * self.truth.step_time_s(
-                work.num_prefill_tokens, work.prefill_context_tokens, len(work.decodes), work.decode_context_tokens
+                work.num_prefill_tokens, work.prefill_context_tokens, work.num_decode_seqs, work.decode_context_tokens
             )
-            end = now + duration
-            self.kernel.schedule(end, self._on_step_end, (self._version, work, duration))
+            self.kernel.schedule(now + duration, self._on_step_end, (self._version, work, duration))
             return
         self._start_run(work, now)
 
     def _start_run(self, work: StepWork, now: float) -> None:
-        decodes = work.decodes
         length = self.max_run_steps
         # A run is only valid while the next step would repeat this one: every running request decodes, and
         # waiting requests stay blocked (a preemption just freed KV, so after one they may not).
-        if len(decodes) != len(self.running) or (self.waiting and (work.preempted or not self.engine.time_invariant)):
+        if self.prefilling or (self.waiting and (work.preempted or not self.engine.time_invariant)):
             length = 1
+        cohort = self.cohort
         if length > 1:
-            length = min(length, min(seq.true_output_tokens - seq.num_output_tokens for seq in decodes))
-            length = DecodeRun.kv_limited_length(decodes, self.kv, length)
-        durations = self.truth.decode_run_s(len(decodes), work.decode_context_tokens, length)
+            length = min(length, cohort.steps_to_next_finish())
+            length = cohort.max_steps_within(self.kv.num_free, length)
+        durations = self.truth.decode_run_s(work.num_decode_seqs, work.decode_context_tokens, length)
         durations = durations * self.noise.take(length)
-        run = DecodeRun(decodes, now, durations, work.decode_context_tokens)
-        self._run = run
-        self.kernel.schedule(run.end_s, self._on_run_end, self._version)
+        self._run = DecodeRun(cohort.clock, work.num_decode_seqs, work.decode_context_tokens, now, durations)
+        self.kernel.schedule(self._run.end_s, self._on_run_end, self._version)
 
     def _cut_run(self) -> None:
         """An arrival: end the current run after the step in progress."""
@@ -189,13 +212,24 @@ class SimInstance:
             self.kernel.schedule(run.end_s, self._on_run_end, self._version)
 
     def sync(self) -> None:
-        """Bring lazily advanced run state up to now (tokens of finished steps, KV of the step in progress)."""
+        """Bring a lazily advanced run up to now (tokens of finished steps, KV of the step in progress)."""
         if self._run is not None:
             self._advance_run(self._run, self.kernel.now_s)
 
     def _advance_run(self, run: DecodeRun, now_s: float) -> None:
-        steps = run.advance(now_s, self.kv)
-        self.outstanding_decode_tokens -= steps * len(run.seqs)
+        done = run.steps_done(now_s)
+        delta = done - run.applied
+        if delta > 0:
+            self.cohort.advance(delta)
+            self.outstanding_decode_tokens -= delta * run.num_decode_seqs
+            run.applied = done
+        # Hold the KV stepping would hold now: that of every step started so far.
+        started = min(done + 1, run.num_steps)
+        if started > run.allocated:
+            needed = self.cohort.blocks_needed(run.first_clock + run.allocated, started - run.allocated)
+            if not self.kv.reserve(needed):
+                raise AssertionError("decode run outgrew the KV capacity it was sized for")
+            run.allocated = started
 
     def flush_observations(self, until_s: float) -> None:
         if self._run is not None:
@@ -220,7 +254,7 @@ class SimInstance:
         run.deliver(run.end_s + 1.0, self.belief)
         self.stats.num_steps += run.num_steps
         self.stats.busy_s += float(run.durations.sum())
-        self._finish_done(run.seqs)
+        self._finish(self.cohort.pop_finished())
         self._start_step()
 
     def _on_step_end(self, payload: tuple[int, StepWork, float]) -> None:
@@ -233,40 +267,41 @@ class SimInstance:
         self.belief.record(
             work.num_prefill_tokens,
             work.prefill_context_tokens,
-            len(work.decodes),
+            work.num_decode_seqs,
             work.decode_context_tokens,
             np.array([duration]),
         )
-        touched: list[Seq] = []
-        for seq in work.decodes:
-            seq.num_computed_tokens += 1
-            seq.num_output_tokens += 1
-            touched.append(seq)
-        self.outstanding_decode_tokens -= len(work.decodes)
+        cohort = self.cohort
+        if work.num_decode_seqs:
+            cohort.advance(1)
+            self.outstanding_decode_tokens -= work.num_decode_seqs
+        finished = cohort.pop_finished()
         for seq, tokens in work.prefills:
             seq.num_computed_tokens += tokens
-            if seq.num_computed_tokens >= seq.num_prompt_tokens:
-                self.kv.promote_prompt_blocks(seq)
-                seq.num_output_tokens += 1
-                self.outstanding_decode_tokens -= 1
-                if seq.first_token_s is None:
-                    seq.first_token_s = now
-                touched.append(seq)
-        self._finish_done(touched)
+            if seq.num_computed_tokens < seq.num_prompt_tokens:
+                continue
+            self.kv.promote_prompt_blocks(seq)
+            seq.num_output_tokens += 1
+            self.outstanding_decode_tokens -= 1
+            if seq.first_token_s is None:
+                seq.first_token_s = now
+            self.prefilling.remove(seq)
+            if seq.num_output_tokens >= seq.true_output_tokens:
+                finished.append(seq)
+            else:
+                cohort.join(seq)
+        self._finish(finished)
         self._start_step()
 
-    def _finish_done(self, seqs: Sequence[Seq]) -> None:
-        done = [seq for seq in seqs if seq.num_output_tokens >= seq.true_output_tokens]
+    def _finish(self, done: list[Seq]) -> None:
         if not done:
             return
         now = self.kernel.now_s
-        finished = set(map(id, done))
-        self.running = [seq for seq in self.running if id(seq) not in finished]
         for seq in done:
+            del self.running[seq.order]
             self.kv.release(seq)
             # The belief counted max(predicted, 1) tokens; remove whatever of it is left.
-            leftover = max(seq.request.predicted_output_tokens, 1.0) - seq.num_output_tokens
-            self.outstanding_decode_tokens -= leftover
+            self.outstanding_decode_tokens -= max(seq.request.predicted_output_tokens, 1.0) - seq.num_output_tokens
             self.on_finish(seq, self.index, now)
 
 

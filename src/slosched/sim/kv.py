@@ -53,6 +53,12 @@ class KVCache:
                 break
         return count
 
+    def admission_cost(self, hashes: tuple[int, ...] | list[int], hit_blocks: int, new_blocks: int) -> int:
+        """Free blocks that admitting with ``hit_blocks`` cached and ``new_blocks`` fresh blocks consumes:
+        reviving an evictable cached block takes it out of the free pool too."""
+        evictable = self._evictable
+        return new_blocks + sum(1 for block_hash in hashes[:hit_blocks] if block_hash in evictable)
+
     def acquire_prefix(self, seq: Seq, hashes: tuple[int, ...] | list[int], count: int) -> None:
         """Take a reference on the first ``count`` cached blocks for ``seq``."""
         referenced = self._referenced
@@ -69,6 +75,13 @@ class KVCache:
 
     def allocate(self, seq: Seq, count: int) -> bool:
         """Give ``seq`` ``count`` private blocks, evicting LRU cached blocks if needed; False if full."""
+        if not self.reserve(count):
+            return False
+        seq.num_private_blocks += max(count, 0)
+        return True
+
+    def reserve(self, count: int) -> bool:
+        """Take ``count`` private blocks for holders tracked elsewhere (the decode cohort)."""
         if count <= 0:
             return True
         if count > self.num_free:
@@ -78,7 +91,6 @@ class KVCache:
         for _ in range(overflow):
             evictable.popitem(last=False)
         self.num_private += count
-        seq.num_private_blocks += count
         used = self.num_private + len(self._referenced)
         if used > self.peak_used:
             self.peak_used = used

@@ -1,9 +1,11 @@
 """Forms one engine step from a StepPlan: the mechanism (queues, KV, preemption) behind the policies.
 
-Mirrors vLLM's scheduler: running requests first (decode tokens, continuing prefill chunks), preempting
-the most recently admitted request by recompute when KV runs out; then waiting requests in policy order
-while the running cap, the token budget and KV allow. A capacity failure stops admission (strict order);
-an admission-policy deferral skips to the next request.
+Mirrors vLLM's scheduler: running requests first (the whole decode cohort, then continuing prefill
+chunks), preempting the most recently admitted request by recompute when KV runs out; then waiting
+requests in policy order while the running cap, the token budget and KV allow. A capacity failure stops
+admission (strict order); an admission-policy deferral skips to the next request. Running requests
+always decode together: a token budget below the number of decoding requests leaves no room for prefill
+but never splits the decode batch.
 """
 
 from __future__ import annotations
@@ -22,16 +24,16 @@ if TYPE_CHECKING:
 class StepWork:
     """What one step computes. ``prefills`` pairs a sequence with its chunk size."""
 
-    decodes: list[Seq] = field(default_factory=list)
+    num_decode_seqs: int = 0
+    decode_context_tokens: int = 0
     prefills: list[tuple[Seq, int]] = field(default_factory=list)
     num_prefill_tokens: int = 0
     prefill_context_tokens: int = 0
-    decode_context_tokens: int = 0
     preempted: bool = False
 
     @property
     def empty(self) -> bool:
-        return not self.decodes and not self.prefills
+        return not self.num_decode_seqs and not self.prefills
 
 
 def form_step(instance: SimInstance, plan: StepPlan) -> StepWork:
@@ -39,57 +41,63 @@ def form_step(instance: SimInstance, plan: StepPlan) -> StepWork:
     budget = min(plan.token_budget, instance.spec.max_batched_tokens)
     max_running = min(plan.max_running, instance.spec.max_running)
     if plan.mode is StepMode.PREFILL_FIRST:
+        budget = _schedule_prefilling(instance, work, budget, chunked=False)
         _admit_waiting(instance, work, budget, max_running, chunked=False)
-        if work.prefills:
-            return work
-        _schedule_running(instance, work, budget, allow_prefill=False, chunked=False)
+        if not work.prefills:
+            _schedule_cohort(instance, work)
         return work
     if plan.mode is not StepMode.PREFILL_ONLY:
-        budget = _schedule_running(
-            instance, work, budget, allow_prefill=plan.mode is StepMode.MIXED, chunked=plan.chunked_prefill
-        )
-    if plan.mode is not StepMode.DECODE_ONLY and not work.preempted:
-        _admit_waiting(instance, work, budget, max_running, chunked=plan.chunked_prefill)
+        budget -= _schedule_cohort(instance, work)
+    if plan.mode is not StepMode.DECODE_ONLY:
+        budget = _schedule_prefilling(instance, work, budget, chunked=plan.chunked_prefill)
+        if not work.preempted:
+            _admit_waiting(instance, work, budget, max_running, chunked=plan.chunked_prefill)
     return work
 
 
-def _schedule_running(
-    instance: SimInstance, work: StepWork, budget: int, allow_prefill: bool, chunked: bool
-) -> int:
-    running = instance.running
+def _schedule_cohort(instance: SimInstance, work: StepWork) -> int:
+    cohort = instance.cohort
+    kv = instance.kv
+    needed = cohort.blocks_needed(cohort.clock, 1)
+    while needed > kv.num_free and len(cohort):
+        instance.preempt(instance.last_running())
+        work.preempted = True
+        needed = cohort.blocks_needed(cohort.clock, 1)
+    if not len(cohort):
+        return 0
+    kv.reserve(needed)
+    work.num_decode_seqs = len(cohort)
+    work.decode_context_tokens = cohort.context_tokens
+    return work.num_decode_seqs
+
+
+def _schedule_prefilling(instance: SimInstance, work: StepWork, budget: int, chunked: bool) -> int:
+    """Continue partially prefilled running requests (chunked prefill), in admission order."""
     kv = instance.kv
     block_size = kv.block_size
-    position = 0
-    while position < len(running) and budget > 0:
-        seq = running[position]
-        if seq.num_computed_tokens < seq.num_prompt_tokens:
-            if not allow_prefill:
-                position += 1
-                continue
-            remaining = seq.num_prompt_tokens - seq.num_computed_tokens
-            tokens = min(remaining, budget) if chunked else remaining
-            if tokens > budget:
-                position += 1
-                continue
-        else:
-            tokens = 1
+    for seq in list(instance.prefilling):
+        if budget <= 0:
+            break
+        if seq.finish_clock >= 0 or seq.order not in instance.running:
+            continue  # preempted by an earlier allocation in this loop
+        remaining = seq.num_prompt_tokens - seq.num_computed_tokens
+        tokens = min(remaining, budget) if chunked else remaining
+        if tokens > budget:
+            continue
         needed = -(-(seq.num_computed_tokens + tokens) // block_size) - seq.num_blocks
+        scheduled = True
         while not kv.allocate(seq, needed):
-            victim = running[-1]
+            victim = instance.last_running()
             instance.preempt(victim)
             work.preempted = True
             if victim is seq:
+                scheduled = False
                 break
-        else:
-            if tokens == 1 and seq.num_computed_tokens >= seq.num_prompt_tokens:
-                work.decodes.append(seq)
-                work.decode_context_tokens += seq.num_computed_tokens + 1
-            else:
-                work.prefills.append((seq, tokens))
-                work.num_prefill_tokens += tokens
-                work.prefill_context_tokens += seq.num_computed_tokens
+        if scheduled:
+            work.prefills.append((seq, tokens))
+            work.num_prefill_tokens += tokens
+            work.prefill_context_tokens += seq.num_computed_tokens
             budget -= tokens
-            position += 1
     return budget
 
 
@@ -103,7 +111,7 @@ def _admit_waiting(instance: SimInstance, work: StepWork, budget: int, max_runni
     admission = instance.engine.admission
     admitted: list[Seq] = []
     num_running = len(instance.running)
-    for seq in waiting:
+    for seq in instance.waiting:
         if num_running >= max_running or budget <= 0:
             break
         if not admission.admit(seq, instance):
@@ -114,10 +122,10 @@ def _admit_waiting(instance: SimInstance, work: StepWork, budget: int, max_runni
         tokens = seq.num_prompt_tokens - cached_tokens
         if chunked:
             tokens = min(tokens, budget)
-        elif tokens > budget and (work.prefills or work.decodes):
+        elif tokens > budget and (work.prefills or work.num_decode_seqs):
             break  # an over-budget prompt still runs alone, so it can never hang
         needed = -(-(cached_tokens + tokens) // block_size) - hit_blocks
-        if needed > kv.num_free:
+        if kv.admission_cost(hashes, hit_blocks, needed) > kv.num_free:
             break
         kv.acquire_prefix(seq, hashes, hit_blocks)
         kv.allocate(seq, needed)

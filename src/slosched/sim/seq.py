@@ -12,6 +12,9 @@ from slosched.core.request import Request
 class Seq:
     """Implements ``core.views.SeqView``; ``true_output_tokens`` is ground truth the views do not expose.
 
+    While the request decodes in its instance's cohort (``finish_clock >= 0``) its token counts are kept
+    relative to the cohort clock and are current only after ``DecodeCohort.materialize``.
+
     Invariants: ``num_computed_tokens`` counts tokens whose KV is held; the prefill is done when it reaches
     ``num_prompt_tokens``; that step samples the first output token; each decode step stores the KV of the
     latest token and samples the next one.
@@ -31,6 +34,9 @@ class Seq:
     num_preemptions: int = 0
     num_cached_tokens: int = 0
     sort_key: Any = None
+    computed_offset: int = 0
+    output_offset: int = 0
+    finish_clock: int = -1
 
     @property
     def num_blocks(self) -> int:

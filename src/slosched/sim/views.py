@@ -50,7 +50,7 @@ def take_snapshot(instance: SimInstance, has_exporters: bool) -> InstanceSnapsho
         index=instance.index,
         spec=instance.spec,
         snapshot_s=instance.kernel.now_s,
-        num_running=len(instance.running),
+        num_running=instance.num_running,
         num_waiting=len(instance.waiting),
         waiting_prefill_tokens=instance.waiting_prefill_tokens,
         outstanding_decode_tokens=instance.outstanding_decode_tokens,

@@ -1,0 +1,86 @@
+"""Belief about output length learned from completed requests (an ``OutputLengthPredictor``).
+
+Per ``request.predictor_key`` (template/stage) a running mean of output tokens, optionally of the
+output/prompt ratio; a global mean before the key has enough samples; a prior before anything
+completed. Predictions are always clipped to ``[1, request.max_output_tokens]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slosched.core.errors import ConfigError
+from slosched.core.request import Request
+
+MODES = ("mean", "ratio")
+
+
+@dataclass(slots=True)
+class _RunningStats:
+    """Running means of output tokens and of output/prompt tokens over ``count`` completions."""
+
+    count: int = 0
+    mean_tokens: float = 0.0
+    mean_ratio: float = 0.0
+
+    def add(self, output_tokens: int, prompt_tokens: int) -> None:
+        self.count += 1
+        self.mean_tokens += (output_tokens - self.mean_tokens) / self.count
+        ratio = output_tokens / max(1, prompt_tokens)
+        self.mean_ratio += (ratio - self.mean_ratio) / self.count
+
+
+class HistoryOutputPredictor:
+    """Learns only through ``observe``, which runtimes call for completed requests; ``predict`` has no
+    side effects, so in-flight, failed or cancelled requests never influence a prediction.
+
+    ``mode="mean"`` predicts the key's mean output; ``mode="ratio"`` scales the request's prompt length
+    by the key's mean output/prompt ratio (for stages whose output tracks their input).
+    ``min_samples`` completions are needed before a key (or the global mean) is trusted.
+    """
+
+    __slots__ = ("_by_key", "_global", "default_tokens", "min_samples", "mode")
+
+    def __init__(self, default_tokens: int = 128, min_samples: int = 1, mode: str = "mean") -> None:
+        if mode not in MODES:
+            raise ConfigError("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
+        if default_tokens < 1 or min_samples < 1:
+            raise ConfigError("HistoryOutputPredictor", "default_tokens and min_samples must be >= 1")
+        self.default_tokens = default_tokens
+        self.min_samples = min_samples
+        self.mode = mode
+        self._by_key: dict[str, _RunningStats] = {}
+        self._global = _RunningStats()
+
+    def predict(self, request: Request) -> float:
+        upper = float(max(1, request.max_output_tokens))
+        stats = self._by_key.get(request.predictor_key)
+        if stats is not None and stats.count >= self.min_samples:
+            estimate = self._estimate(stats, request)
+        elif self._global.count >= self.min_samples:
+            estimate = self._estimate(self._global, request)
+        else:
+            estimate = float(self.default_tokens)
+        return min(max(estimate, 1.0), upper)
+
+    def _estimate(self, stats: _RunningStats, request: Request) -> float:
+        if self.mode == "ratio":
+            return stats.mean_ratio * request.prompt_tokens
+        return stats.mean_tokens
+
+    def observe(self, request: Request, output_tokens: int) -> None:
+        """Record one completed request's true output length (ignored when < 1: nothing was generated)."""
+        if output_tokens < 1:
+            return
+        stats = self._by_key.get(request.predictor_key)
+        if stats is None:
+            stats = self._by_key[request.predictor_key] = _RunningStats()
+        stats.add(output_tokens, request.prompt_tokens)
+        self._global.add(output_tokens, request.prompt_tokens)
+
+    def num_samples(self, key: str | None = None) -> int:
+        """Completions learned from, for one key or (None) in total."""
+        if key is None:
+            return self._global.count
+        stats = self._by_key.get(key)
+        return 0 if stats is None else stats.count

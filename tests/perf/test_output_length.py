@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import pytest
+
+from slosched.core.errors import ConfigError
+from slosched.core.request import Request
+from slosched.perf.output_length import HistoryOutputPredictor
+
+
+def make_request(
+    template: str = "t",
+    stage: str = "s",
+    prompt_tokens: int = 100,
+    max_output_tokens: int = 1000,
+    rid: str = "r",
+) -> Request:
+    return Request(
+        id=rid,
+        job_id="j",
+        stage=stage,
+        template=template,
+        prompt_tokens=prompt_tokens,
+        max_output_tokens=max_output_tokens,
+        arrival_s=0.0,
+        job_arrival_s=0.0,
+    )
+
+
+def test_prior_before_any_data() -> None:
+    predictor = HistoryOutputPredictor()
+    assert predictor.predict(make_request()) == 128.0
+    assert predictor.predict(make_request(max_output_tokens=50)) == 50.0
+    assert HistoryOutputPredictor(default_tokens=300).predict(make_request()) == 300.0
+
+
+def test_learns_per_key_with_global_fallback() -> None:
+    predictor = HistoryOutputPredictor()
+    for tokens in (10, 20, 30):
+        predictor.observe(make_request("sql", "gen"), tokens)
+    for tokens in (400, 600):
+        predictor.observe(make_request("sql", "fix"), tokens)
+    assert predictor.predict(make_request("sql", "gen")) == pytest.approx(20.0)
+    assert predictor.predict(make_request("sql", "fix")) == pytest.approx(500.0)
+    # An unseen key falls back to the mean over every completion.
+    assert predictor.predict(make_request("chat", "gen")) == pytest.approx(1060.0 / 5)
+    assert predictor.num_samples("sql/gen") == 3 and predictor.num_samples() == 5
+
+
+def test_predictions_never_use_uncompleted_requests() -> None:
+    predictor = HistoryOutputPredictor()
+    predictor.observe(make_request(rid="done"), 40)
+    before = predictor.predict(make_request())
+    # Predicting (and so holding in flight) many requests, or a cancelled one with no output, changes nothing.
+    for index in range(100):
+        predictor.predict(make_request(rid=f"in-flight-{index}", prompt_tokens=5000))
+    predictor.observe(make_request(rid="cancelled"), 0)
+    assert predictor.predict(make_request()) == before == 40.0
+    assert predictor.num_samples() == 1
+
+
+def test_always_clipped_to_request_limit() -> None:
+    predictor = HistoryOutputPredictor()
+    predictor.observe(make_request(), 900)
+    assert predictor.predict(make_request(max_output_tokens=64)) == 64.0
+    assert predictor.predict(make_request(max_output_tokens=0)) == 1.0
+    ratio = HistoryOutputPredictor(mode="ratio")
+    ratio.observe(make_request(prompt_tokens=100), 1)
+    assert ratio.predict(make_request(prompt_tokens=10)) == 1.0  # 0.1 clipped up to 1
+
+
+def test_ratio_mode_scales_with_prompt() -> None:
+    predictor = HistoryOutputPredictor(mode="ratio")
+    predictor.observe(make_request(prompt_tokens=100), 50)
+    predictor.observe(make_request(prompt_tokens=200), 100)
+    assert predictor.predict(make_request(prompt_tokens=400)) == pytest.approx(200.0)
+
+
+def test_min_samples_defers_to_fallback() -> None:
+    predictor = HistoryOutputPredictor(min_samples=2)
+    predictor.observe(make_request("a", "x"), 10)
+    assert predictor.predict(make_request("a", "x")) == 128.0
+    predictor.observe(make_request("b", "y"), 30)
+    assert predictor.predict(make_request("a", "x")) == pytest.approx(20.0)  # global mean of 2
+
+
+def test_bad_config_is_rejected() -> None:
+    with pytest.raises(ConfigError):
+        HistoryOutputPredictor(mode="median")
+    with pytest.raises(ConfigError):
+        HistoryOutputPredictor(default_tokens=0)
