@@ -1,48 +1,65 @@
-from slosched.core.request import Request
+from slosched.core.request import PrefixId, Request
 from slosched.sim.kv import KVCache
 from slosched.sim.seq import Seq
 
 
-def _seq(hashes: tuple[int, ...], prompt: int = 64) -> Seq:
+def _seq(prefix: PrefixId) -> Seq:
     request = Request(
-        id=f"r{hashes[:1]}", job_id="j", stage="s", template="t", prompt_tokens=prompt, max_output_tokens=8,
-        arrival_s=0.0, job_arrival_s=0.0, prefix_hashes=hashes,
+        id=f"r{prefix.own_key}", job_id="j", stage="s", template="t", prompt_tokens=16 * prefix.num_blocks + 1,
+        max_output_tokens=8, arrival_s=0.0, job_arrival_s=0.0, prefix=prefix,
     )
-    return Seq(request, 4, 0.0, 0, prompt)
+    return Seq(request, 4, 0.0, prefix.own_key, request.prompt_tokens)
 
 
 def test_allocation_respects_capacity() -> None:
     kv = KVCache(num_blocks=4, block_size=16, prefix_caching=True)
-    seq = _seq((1, 2, 3, 4))
+    seq = _seq(PrefixId(0, 0, 1, 4))
     assert kv.allocate(seq, 4)
     assert kv.num_free == 0
-    assert not kv.allocate(_seq((9,)), 1)
+    assert not kv.allocate(_seq(PrefixId(0, 0, 2, 1)), 1)
     kv.release(seq)
     assert kv.num_free == 4 and kv.num_used == 0
 
 
-def test_prefix_blocks_are_shared_and_evicted_lru() -> None:
-    kv = KVCache(num_blocks=6, block_size=16, prefix_caching=True)
-    first = _seq((1, 2, 3))
+def test_shared_prefix_blocks_are_shared_and_evicted_lru() -> None:
+    kv = KVCache(num_blocks=8, block_size=16, prefix_caching=True)
+    first = _seq(PrefixId(7, 2, 1, 1))
     kv.allocate(first, 3)
     kv.promote_prompt_blocks(first)
-    assert kv.num_used == 3 and kv.num_cached == 3
-    second = _seq((1, 2, 7))
-    assert kv.cached_prefix_blocks(second.request.prefix_hashes) == 2
-    kv.acquire_prefix(second, second.request.prefix_hashes, 2)
+    assert kv.num_used == 3 and kv.num_cached == 3 and first.num_private_blocks == 0
+    second = _seq(PrefixId(7, 2, 2, 3))
+    assert kv.cached_prefix_blocks(second.request.prefix) == 2  # shares the prefix, not first's own block
+    kv.acquire_prefix(second, 2)
     assert kv.num_used == 3  # shared, not copied
     kv.release(first)
     kv.release(second)
-    assert kv.num_used == 0 and kv.num_cached == 3 and kv.num_free == 6
-    # Needing 5 fresh blocks evicts two cached blocks, least recently released first.
-    third = _seq((8,))
-    assert kv.allocate(third, 5)
-    assert kv.num_cached == 1
+    assert kv.num_used == 0 and kv.num_cached == 3 and kv.num_free == 8
+    # Needing 6 fresh blocks evicts one cached block: first's own block, released before the prefix.
+    third = _seq(PrefixId(0, 0, 3, 6))
+    assert kv.allocate(third, 6)
+    assert kv.num_cached == 2
+    assert kv.cached_prefix_blocks(second.request.prefix) == 2
+
+
+def test_own_blocks_are_reused_after_preemption_and_evicted_from_the_tail() -> None:
+    kv = KVCache(num_blocks=10, block_size=16, prefix_caching=True)
+    seq = _seq(PrefixId(0, 0, 5, 6))
+    kv.allocate(seq, 6)
+    kv.promote_prompt_blocks(seq)
+    kv.release(seq)  # preempted: its six blocks stay cached, evictable
+    assert kv.cached_prefix_blocks(seq.request.prefix) == 6
+    other = _seq(PrefixId(0, 0, 6, 8))
+    assert kv.allocate(other, 8)  # evicts four blocks of the segment's tail
+    assert kv.cached_prefix_blocks(seq.request.prefix) == 2
+    assert kv.admission_cost(seq.request.prefix, 2, 4) == 6
+    kv.release(other)
+    kv.acquire_prefix(seq, 2)
+    assert kv.num_used == 2 and seq.num_blocks == 2
 
 
 def test_prefix_caching_off_never_hits() -> None:
     kv = KVCache(num_blocks=4, block_size=16, prefix_caching=False)
-    seq = _seq((1, 2))
+    seq = _seq(PrefixId(3, 2, 1, 0))
     kv.allocate(seq, 2)
     kv.promote_prompt_blocks(seq)
-    assert kv.cached_prefix_blocks((1, 2)) == 0
+    assert kv.cached_prefix_blocks(seq.request.prefix) == 0

@@ -16,6 +16,28 @@ class Outcome(str, Enum):
     CANCELLED = "cancelled"
 
 
+@dataclass(slots=True, frozen=True)
+class PrefixId:
+    """Identity of a prompt's full KV blocks, for prefix caching.
+
+    The first ``shared_blocks`` blocks are blocks 0.. of a prefix other prompts share (``shared_key``: a
+    template, a session's earlier turns); the next ``own_blocks`` belong to this prompt (``own_key``), and
+    can only be reused by the same request after a preemption. Keys are positive integers.
+    """
+
+    shared_key: int
+    shared_blocks: int
+    own_key: int
+    own_blocks: int
+
+    @property
+    def num_blocks(self) -> int:
+        return self.shared_blocks + self.own_blocks
+
+
+NO_PREFIX = PrefixId(0, 0, 0, 0)
+
+
 @dataclass(slots=True)
 class Request:
     """One LLM call. Holds only what a live system would know when the call is released.
@@ -36,7 +58,7 @@ class Request:
     deadline_s: float = math.inf
     tenant: str = "default"
     session_id: str | None = None
-    prefix_hashes: tuple[int, ...] = ()
+    prefix: PrefixId = NO_PREFIX
     predicted_output_tokens: float = 0.0
     budget_s: float | None = None
     priority: float = 0.0

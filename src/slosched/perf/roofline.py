@@ -329,5 +329,14 @@ class RooflineModel:
         uncached = max(1, prompt_tokens - cached_tokens)  # the engine always computes the last token
         total = self.step_time_s(uncached, prompt_tokens - uncached, 0, 0)
         if output_tokens > 1:
-            total += float(self.decode_run_s(1, prompt_tokens, output_tokens - 1).sum())
+            total += self.decode_run_total_s(1, prompt_tokens, output_tokens - 1)
         return total
+
+    def decode_run_total_s(self, num_decode_seqs: int, decode_context_tokens: int, num_steps: int) -> float:
+        """``decode_run_s(...).sum()`` in closed form (the per-step KV term grows linearly); equal up to
+        rounding, for evaluation code that needs totals of many runs quickly."""
+        if num_steps <= 0 or num_decode_seqs <= 0:
+            return 0.0
+        first = decode_context_tokens + num_decode_seqs
+        context_sum = num_steps * first + num_decode_seqs * num_steps * (num_steps - 1) / 2
+        return num_steps * self._decode_base_s(num_decode_seqs) + context_sum * self._kv_tok_s

@@ -7,6 +7,7 @@ one iteration at a time or fast-forwarded, which keeps both modes bit-identical.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +22,7 @@ class _Pending:
     prefill_context_tokens: int
     num_decode_seqs: int
     decode_context_tokens: int
-    durations: list[np.ndarray]
+    durations: list[Sequence[float]]
     num_steps: int
 
 
@@ -33,10 +34,16 @@ class BeliefFeed:
         self._pending: list[_Pending] = []
 
     def record(
-        self, num_prefill: int, prefill_context: int, num_decode: int, decode_context: int, durations: np.ndarray
+        self,
+        num_prefill: int,
+        prefill_context: int,
+        num_decode: int,
+        decode_context: int,
+        durations: Sequence[float],
     ) -> None:
         """Record ``len(durations)`` consecutive steps (more than one only for decode runs)."""
-        if durations.size == 0:
+        count = len(durations)
+        if count == 0:
             return
         pending = self._pending
         if pending and num_prefill == 0:
@@ -44,22 +51,21 @@ class BeliefFeed:
             contiguous = last.decode_context_tokens + last.num_decode_seqs * last.num_steps
             if last.num_prefill_tokens == 0 and last.num_decode_seqs == num_decode and contiguous == decode_context:
                 last.durations.append(durations)
-                last.num_steps += int(durations.size)
+                last.num_steps += count
                 return
-        pending.append(
-            _Pending(num_prefill, prefill_context, num_decode, decode_context, [durations], int(durations.size))
-        )
+        pending.append(_Pending(num_prefill, prefill_context, num_decode, decode_context, [durations], count))
 
     def flush(self) -> None:
         for item in self._pending:
-            durations = item.durations[0] if len(item.durations) == 1 else np.concatenate(item.durations)
+            parts = item.durations
+            durations = parts[0] if len(parts) == 1 else np.concatenate([np.asarray(part) for part in parts])
             self.predictor.observe(
                 StepObservation(
                     num_prefill_tokens=item.num_prefill_tokens,
                     prefill_context_tokens=item.prefill_context_tokens,
                     num_decode_seqs=item.num_decode_seqs,
                     decode_context_tokens=item.decode_context_tokens,
-                    durations_s=durations.tolist(),
+                    durations_s=durations,
                 )
             )
         self._pending.clear()

@@ -11,7 +11,8 @@ import numpy as np
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import CallSpec, JobSpec, StageSpec
 from slosched.core.records import JobRecord, RequestRecord, RunResult
-from slosched.core.request import Outcome, Request
+from slosched.core.request import Outcome, PrefixId, Request
+from slosched.core.views import InstanceView
 from slosched.perf.base import OutputLengthPredictor
 from slosched.policies.cluster.base import CompletionObserver, Router
 from slosched.policies.engine.base import EnginePolicy, StateExporter
@@ -24,9 +25,6 @@ from slosched.sim.noise import NoiseStream
 from slosched.sim.options import SimOptions
 from slosched.sim.seq import Seq
 from slosched.sim.views import InstanceSnapshot, take_snapshot
-
-_BLOCK_ID_SHIFT = 1 << 24
-
 
 @dataclass(slots=True)
 class _Pending:
@@ -73,11 +71,14 @@ class ClusterSim:
             for index, (model, engine) in enumerate(zip(models, engines, strict=True))
         ]
         self._models = list(models)
+        # Instances of one GPU/model/TP share a truth model; the no-contention latency needs each once.
+        self._distinct_models = list({(m.spec.gpu, m.spec.model, m.spec.tp): m for m in models}.values())
         self._has_exporters = [_has_exporter(engine) for engine in engines]
         self._snapshots: list[InstanceSnapshot | None] = [None] * len(self.instances)
         self._block_size = models[0].spec.block_size
+        self._shortest_model_len = min(model.max_model_len for model in models)
         self._prefix_ids: dict[str, int] = {}
-        self._next_block_id = 0
+        self._next_own_key = 0
         self._pending: dict[str, _Pending] = {}
         self._requests: list[RequestRecord] = []
         self._jobs: list[JobState] = []
@@ -106,7 +107,7 @@ class ClusterSim:
         )
 
     def _new_job_record(self, spec: JobSpec) -> JobRecord:
-        no_contention = min(model.job_latency_s(spec) for model in self._models)
+        no_contention = min(model.job_latency_s(spec) for model in self._distinct_models)
         if spec.slo_s is not None:
             slo = spec.slo_s
         elif self.options.slo_s is not None:
@@ -158,26 +159,21 @@ class ClusterSim:
             deadline_s=job.deadline_s,
             tenant=spec.tenant,
             session_id=call.session_id,
-            prefix_hashes=self._block_hashes(call),
+            prefix=self._prefix_of(call),
         )
         request.predicted_output_tokens = self.output_predictor.predict(request)
         return request
 
-    def _block_hashes(self, call: CallSpec) -> tuple[int, ...]:
-        """Full prompt blocks: shared ones keyed by the prefix identity, the rest unique to this call."""
-        block_size = self._block_size
-        num_full = call.input_tokens // block_size
+    def _prefix_of(self, call: CallSpec) -> PrefixId:
+        """Full prompt blocks: shared ones keyed by the prefix identity, the rest this call's own."""
+        num_full = call.input_tokens // self._block_size
+        shared_key = 0
         num_shared = 0
-        hashes: list[int] = []
         if call.prefix_key is not None:
-            key_id = self._prefix_ids.setdefault(call.prefix_key, len(self._prefix_ids) + 1)
-            num_shared = min(call.prefix_tokens // block_size, num_full)
-            base = key_id * _BLOCK_ID_SHIFT
-            hashes.extend(range(base, base + num_shared))
-        self._next_block_id += 1
-        unique_base = -self._next_block_id * _BLOCK_ID_SHIFT
-        hashes.extend(range(unique_base, unique_base + num_full - num_shared))
-        return tuple(hashes)
+            shared_key = self._prefix_ids.setdefault(call.prefix_key, len(self._prefix_ids) + 1)
+            num_shared = min(call.prefix_tokens // self._block_size, num_full)
+        self._next_own_key += 1
+        return PrefixId(shared_key, num_shared, self._next_own_key, num_full - num_shared)
 
     def _on_tool_done(self, payload: tuple[JobState, StageSpec]) -> None:
         job, stage = payload
@@ -196,26 +192,31 @@ class ClusterSim:
     # ---- routing -------------------------------------------------------------------------------------
     def _route(self, request: Request, job: JobState, call: CallSpec) -> None:
         needed = request.prompt_tokens + request.max_output_tokens
-        feasible = [
-            snapshot for snapshot in self._fresh_snapshots() if needed <= self._models[snapshot.index].max_model_len
-        ]
-        if not feasible:
-            self._reject(request, job, call, self._rejection_reason(request))
-            return
-        chosen = feasible[self.router.route(request, feasible, self.kernel.now_s)]
-        if self.options.view_staleness_s > 0:
+        views = self._views()
+        if needed > self._shortest_model_len:
+            views = [view for view in views if needed <= self._models[view.index].max_model_len]
+            if not views:
+                self._reject(request, job, self._rejection_reason(request))
+                return
+        chosen = views[self.router.route(request, views, self.kernel.now_s)]
+        if isinstance(chosen, InstanceSnapshot):
             chosen.note_routed(request)
         self._pending[request.id] = _Pending(request, job, call)
         seq = Seq(request, call.output_tokens, self.kernel.now_s, 0, request.prompt_tokens)
         self.instances[chosen.index].enqueue(seq)
 
-    def _fresh_snapshots(self) -> list[InstanceSnapshot]:
+    def _views(self) -> Sequence[InstanceView]:
+        """Fresh instances themselves, or snapshots refreshed once they are ``view_staleness_s`` old."""
         now = self.kernel.now_s
         staleness = self.options.view_staleness_s
+        if staleness <= 0:
+            for instance in self.instances:
+                instance.sync()
+            return self.instances
         snapshots = self._snapshots
         for index, instance in enumerate(self.instances):
             current = snapshots[index]
-            if current is None or staleness <= 0 or now - current.snapshot_s >= staleness:
+            if current is None or now - current.snapshot_s >= staleness:
                 snapshots[index] = take_snapshot(instance, self._has_exporters[index])
         return snapshots  # type: ignore[return-value]
 
@@ -228,7 +229,7 @@ class ClusterSim:
             f"instance's model length / KV capacity (largest {longest})"
         )
 
-    def _reject(self, request: Request, job: JobState, call: CallSpec, reason: str) -> None:
+    def _reject(self, request: Request, job: JobState, reason: str) -> None:
         self._requests.append(
             RequestRecord(
                 id=request.id,

@@ -51,7 +51,7 @@ class DecodeCohort:
         self.context_tokens -= seq.num_computed_tokens + 1
         seq.finish_clock = -1
         held = -(-seq.num_computed_tokens // self.block_size)
-        seq.num_private_blocks = held - len(seq.shared_hashes)
+        seq.num_private_blocks = held - seq.num_shared_blocks - seq.num_own_cached_blocks
 
     def advance(self, steps: int) -> None:
         self.clock += steps

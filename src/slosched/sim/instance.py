@@ -10,9 +10,7 @@ where a step-by-step engine would next look at its queue, so results equal stepp
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
-
-import numpy as np
+from collections.abc import Callable, Mapping
 
 from slosched.core.instance import InstanceSpec
 from slosched.core.records import InstanceStats
@@ -86,6 +84,19 @@ class SimInstance:
     def num_running(self) -> int:
         return len(self.running)
 
+    # ---- InstanceView (fresh: the cluster syncs before routing) ------------------------------------------
+    @property
+    def snapshot_s(self) -> float:
+        return self.kernel.now_s
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def exported(self) -> Mapping[str, float]:
+        return self.engine.export_state(self)
+
     @property
     def num_free_kv_blocks(self) -> int:
         return self.kv.num_free
@@ -100,7 +111,7 @@ class SimInstance:
 
     def cached_prefix_tokens(self, request: Request) -> int:
         self.sync()
-        return self.kv.cached_prefix_blocks(request.prefix_hashes) * self.kv.block_size
+        return self.kv.cached_prefix_blocks(request.prefix) * self.kv.block_size
 
     def last_running(self) -> Seq:
         return self.running[next(reversed(self.running))]
@@ -110,7 +121,8 @@ class SimInstance:
         self._enqueued += 1
         seq.order = self._enqueued
         self._add_waiting(seq)
-        self.outstanding_decode_tokens += max(seq.request.predicted_output_tokens, 1.0)
+        predicted = seq.request.predicted_output_tokens
+        self.outstanding_decode_tokens += predicted if predicted > 1.0 else 1.0
         if not self._busy:
             self._start_step()
         elif self._run is not None:
@@ -178,7 +190,7 @@ class SimInstance:
             self.kernel.schedule(now + 0.01, self._on_retry, self._version)
             return
         if work.prefills:
-            factor = float(self.noise.take(1)[0])
+            factor = self.noise.take(1)[0]
             duration = factor * self.truth.step_time_s(
                 work.num_prefill_tokens, work.prefill_context_tokens, work.num_decode_seqs, work.decode_context_tokens
             )
@@ -196,10 +208,21 @@ class SimInstance:
         if length > 1:
             length = min(length, cohort.steps_to_next_finish())
             length = cohort.max_steps_within(self.kv.num_free, length)
-        durations = self.truth.decode_run_s(work.num_decode_seqs, work.decode_context_tokens, length)
-        durations = durations * self.noise.take(length)
+        durations = self._decode_durations(work.num_decode_seqs, work.decode_context_tokens, length)
         self._run = DecodeRun(cohort.clock, work.num_decode_seqs, work.decode_context_tokens, now, durations)
         self.kernel.schedule(self._run.end_s, self._on_run_end, self._version)
+
+    def _decode_durations(self, num_decode_seqs: int, context_tokens: int, length: int) -> list[float]:
+        factors = self.noise.take(length)
+        if length <= 8:
+            # Same floats as decode_run_s (its contract), without numpy's per-call overhead.
+            step_time = self.truth.step_time_s
+            return [
+                step_time(0, 0, num_decode_seqs, context_tokens + step * num_decode_seqs) * factor
+                for step, factor in enumerate(factors)
+            ]
+        base = self.truth.decode_run_s(num_decode_seqs, context_tokens, length).tolist()
+        return [duration * factor for duration, factor in zip(base, factors, strict=True)]
 
     def _cut_run(self) -> None:
         """An arrival: end the current run after the step in progress."""
@@ -217,12 +240,16 @@ class SimInstance:
             self._advance_run(self._run, self.kernel.now_s)
 
     def _advance_run(self, run: DecodeRun, now_s: float) -> None:
+        if now_s < run.next_end_s and run.allocated > run.applied:
+            return  # still inside the step in progress, whose KV is already reserved
         done = run.steps_done(now_s)
         delta = done - run.applied
         if delta > 0:
             self.cohort.advance(delta)
             self.outstanding_decode_tokens -= delta * run.num_decode_seqs
             run.applied = done
+            if done < run.num_steps:
+                run.next_end_s = run.ends[done]
         # Hold the KV stepping would hold now: that of every step started so far.
         started = min(done + 1, run.num_steps)
         if started > run.allocated:
@@ -253,7 +280,7 @@ class SimInstance:
         self._advance_run(run, run.end_s)
         run.deliver(run.end_s + 1.0, self.belief)
         self.stats.num_steps += run.num_steps
-        self.stats.busy_s += float(run.durations.sum())
+        self.stats.busy_s += sum(run.durations)
         self._finish(self.cohort.pop_finished())
         self._start_step()
 
@@ -269,7 +296,7 @@ class SimInstance:
             work.prefill_context_tokens,
             work.num_decode_seqs,
             work.decode_context_tokens,
-            np.array([duration]),
+            (duration,),
         )
         cohort = self.cohort
         if work.num_decode_seqs:
@@ -301,7 +328,8 @@ class SimInstance:
             del self.running[seq.order]
             self.kv.release(seq)
             # The belief counted max(predicted, 1) tokens; remove whatever of it is left.
-            self.outstanding_decode_tokens -= max(seq.request.predicted_output_tokens, 1.0) - seq.num_output_tokens
+            predicted = seq.request.predicted_output_tokens
+            self.outstanding_decode_tokens -= (predicted if predicted > 1.0 else 1.0) - seq.num_output_tokens
             self.on_finish(seq, self.index, now)
 
 

@@ -1,21 +1,28 @@
-"""KV cache in fixed-size blocks with an LRU prefix cache over block hashes (vLLM's design).
+"""KV cache in fixed-size blocks with an LRU prefix cache (vLLM's design, in compressed form).
 
-A block is either private to one sequence (partial prompt blocks, generated tokens) or a cached block
-identified by its hash and shared by reference count. Cached blocks whose count drops to zero stay
-cached but become evictable, least recently released first; they count as free capacity.
-Invariant: ``num_private + len(referenced) + len(evictable) <= num_blocks``.
+A block is private to one sequence (partial blocks, generated tokens, prompt blocks being computed) or
+cached: shared-prefix blocks are cached one entry per block (key ``shared_key << 24 | index``) with a
+reference count; a prompt's own full blocks are cached as one *segment* entry (key ``-own_key``) holding a
+block count, since only the same request (after a preemption) can reuse them. Unreferenced entries stay
+cached but evictable, least recently released first, and count as free capacity; a segment is evicted
+from its tail, block by block, as vLLM frees a request's blocks in reverse order.
+Invariant: ``num_private + referenced blocks + evictable blocks <= num_blocks``.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 
+from slosched.core.request import PrefixId
 from slosched.sim.seq import Seq
+
+_SHIFT = 24
 
 
 class KVCache:
     __slots__ = (
-        "_evictable", "_referenced", "block_size", "num_blocks", "num_private", "peak_used", "prefix_caching"
+        "_evictable", "_num_evictable", "_num_referenced", "_referenced", "_segments", "block_size",
+        "num_blocks", "num_private", "peak_used", "prefix_caching",
     )
 
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool) -> None:
@@ -24,54 +31,78 @@ class KVCache:
         self.prefix_caching = prefix_caching
         self.num_private = 0
         self.peak_used = 0
-        self._referenced: dict[int, int] = {}
-        self._evictable: OrderedDict[int, None] = OrderedDict()
+        self._referenced: dict[int, int] = {}  # shared block key -> reference count
+        self._segments: dict[int, int] = {}  # referenced own-block segment key -> block count
+        self._evictable: OrderedDict[int, int] = OrderedDict()  # key -> block count, LRU first
+        self._num_referenced = 0
+        self._num_evictable = 0
 
     @property
     def num_free(self) -> int:
         """Blocks that can be handed out now (evictable cached blocks included)."""
-        return self.num_blocks - self.num_private - len(self._referenced)
+        return self.num_blocks - self.num_private - self._num_referenced
 
     @property
     def num_used(self) -> int:
         """Blocks referenced by a sequence (the quantity bounded by capacity)."""
-        return self.num_private + len(self._referenced)
+        return self.num_private + self._num_referenced
 
     @property
     def num_cached(self) -> int:
-        return len(self._referenced) + len(self._evictable)
+        return self._num_referenced + self._num_evictable
 
-    def cached_prefix_blocks(self, hashes: tuple[int, ...] | list[int]) -> int:
-        """Leading blocks of ``hashes`` present in the cache; read-only."""
+    def cached_prefix_blocks(self, prefix: PrefixId) -> int:
+        """Leading blocks of ``prefix`` present in the cache; read-only."""
         if not self.prefix_caching:
             return 0
+        referenced, evictable = self._referenced, self._evictable
+        base = prefix.shared_key << _SHIFT
         count = 0
-        for block_hash in hashes:
-            if block_hash in self._referenced or block_hash in self._evictable:
-                count += 1
-            else:
-                break
+        for key in range(base, base + prefix.shared_blocks):
+            if key not in referenced and key not in evictable:
+                return count
+            count += 1
+        if prefix.own_blocks:
+            count += min(evictable.get(-prefix.own_key, 0), prefix.own_blocks)
         return count
 
-    def admission_cost(self, hashes: tuple[int, ...] | list[int], hit_blocks: int, new_blocks: int) -> int:
+    def admission_cost(self, prefix: PrefixId, hit_blocks: int, new_blocks: int) -> int:
         """Free blocks that admitting with ``hit_blocks`` cached and ``new_blocks`` fresh blocks consumes:
         reviving an evictable cached block takes it out of the free pool too."""
         evictable = self._evictable
-        return new_blocks + sum(1 for block_hash in hashes[:hit_blocks] if block_hash in evictable)
+        base = prefix.shared_key << _SHIFT
+        shared_hits = min(hit_blocks, prefix.shared_blocks)
+        revived = sum(1 for key in range(base, base + shared_hits) if key in evictable)
+        own_hits = hit_blocks - shared_hits
+        if own_hits > 0:
+            revived += evictable.get(-prefix.own_key, 0)  # the whole segment leaves the evictable pool
+        return new_blocks + revived
 
-    def acquire_prefix(self, seq: Seq, hashes: tuple[int, ...] | list[int], count: int) -> None:
-        """Take a reference on the first ``count`` cached blocks for ``seq``."""
-        referenced = self._referenced
-        for block_hash in hashes[:count]:
-            if block_hash in self._evictable:
-                del self._evictable[block_hash]
-                referenced[block_hash] = 1
+    def acquire_prefix(self, seq: Seq, hit_blocks: int) -> None:
+        """Take references on the first ``hit_blocks`` cached blocks of ``seq``'s prompt."""
+        if hit_blocks <= 0:
+            return
+        prefix = seq.request.prefix
+        referenced, evictable = self._referenced, self._evictable
+        base = prefix.shared_key << _SHIFT
+        shared_hits = min(hit_blocks, prefix.shared_blocks)
+        for key in range(base, base + shared_hits):
+            if key in evictable:
+                del evictable[key]
+                self._num_evictable -= 1
+                referenced[key] = 1
+                self._num_referenced += 1
             else:
-                referenced[block_hash] += 1
-            seq.shared_hashes.append(block_hash)
-        used = self.num_private + len(referenced)
-        if used > self.peak_used:
-            self.peak_used = used
+                referenced[key] += 1
+        seq.num_shared_blocks = shared_hits
+        own_hits = hit_blocks - shared_hits
+        if own_hits > 0:
+            # Blocks of the segment beyond the hit are dropped (the engine recomputes them anyway).
+            self._num_evictable -= evictable.pop(-prefix.own_key)
+            self._segments[-prefix.own_key] = own_hits
+            self._num_referenced += own_hits
+            seq.num_own_cached_blocks = own_hits
+        self._track_peak()
 
     def allocate(self, seq: Seq, count: int) -> bool:
         """Give ``seq`` ``count`` private blocks, evicting LRU cached blocks if needed; False if full."""
@@ -87,47 +118,81 @@ class KVCache:
         if count > self.num_free:
             return False
         overflow = self.num_private + self.num_cached + count - self.num_blocks
-        evictable = self._evictable
-        for _ in range(overflow):
-            evictable.popitem(last=False)
+        if overflow > 0:
+            self._evict(overflow)
         self.num_private += count
-        used = self.num_private + len(self._referenced)
-        if used > self.peak_used:
-            self.peak_used = used
+        self._track_peak()
         return True
 
+    def _evict(self, count: int) -> None:
+        evictable = self._evictable
+        while count > 0:
+            key, size = evictable.popitem(last=False)
+            if size > count:
+                evictable[key] = size - count  # a segment loses its tail, keeps its LRU position
+                evictable.move_to_end(key, last=False)
+                self._num_evictable -= count
+                return
+            self._num_evictable -= size
+            count -= size
+
     def promote_prompt_blocks(self, seq: Seq) -> None:
-        """After a prefill completes, its full hashed prompt blocks become cached (shareable) blocks."""
+        """After a prefill completes, its full prompt blocks become cached blocks (shared or own)."""
         if not self.prefix_caching:
             return
-        hashes = seq.request.prefix_hashes
-        start = len(seq.shared_hashes)
-        referenced = self._referenced
-        for block_hash in hashes[start:]:
+        prefix = seq.request.prefix
+        referenced, evictable = self._referenced, self._evictable
+        base = prefix.shared_key << _SHIFT
+        start = seq.num_shared_blocks
+        for key in range(base + start, base + prefix.shared_blocks):
             if seq.num_private_blocks == 0:
-                break
+                return
             # The block's content now lives in the cache; the private copy is released.
             seq.num_private_blocks -= 1
             self.num_private -= 1
-            if block_hash in referenced:
-                referenced[block_hash] += 1
-            elif block_hash in self._evictable:
-                del self._evictable[block_hash]
-                referenced[block_hash] = 1
+            if key in referenced:
+                referenced[key] += 1
             else:
-                referenced[block_hash] = 1
-            seq.shared_hashes.append(block_hash)
+                if key in evictable:
+                    del evictable[key]
+                    self._num_evictable -= 1
+                referenced[key] = 1
+                self._num_referenced += 1
+            seq.num_shared_blocks += 1
+        own = min(prefix.own_blocks - seq.num_own_cached_blocks, seq.num_private_blocks)
+        if own > 0 and seq.num_shared_blocks == prefix.shared_blocks:
+            seq.num_private_blocks -= own
+            self.num_private -= own
+            self._num_referenced += own
+            seq.num_own_cached_blocks += own
+            self._segments[-prefix.own_key] = seq.num_own_cached_blocks
 
     def release(self, seq: Seq) -> None:
-        """Free everything ``seq`` holds; its cached blocks become evictable when unreferenced."""
+        """Free everything ``seq`` holds; its cached blocks become evictable (tail first)."""
         self.num_private -= seq.num_private_blocks
         seq.num_private_blocks = 0
+        prefix = seq.request.prefix
+        evictable = self._evictable
+        if seq.num_own_cached_blocks:
+            count = self._segments.pop(-prefix.own_key)
+            self._num_referenced -= count
+            evictable[-prefix.own_key] = count
+            self._num_evictable += count
+            seq.num_own_cached_blocks = 0
         referenced = self._referenced
-        for block_hash in reversed(seq.shared_hashes):
-            count = referenced[block_hash] - 1
+        base = prefix.shared_key << _SHIFT
+        for key in range(base + seq.num_shared_blocks - 1, base - 1, -1):
+            count = referenced[key] - 1
             if count:
-                referenced[block_hash] = count
+                referenced[key] = count
             else:
-                del referenced[block_hash]
-                self._evictable[block_hash] = None
-        seq.shared_hashes.clear()
+                del referenced[key]
+                self._num_referenced -= 1
+                evictable[key] = 1
+                self._num_evictable += 1
+        seq.num_shared_blocks = 0
+
+    def _track_peak(self) -> None:
+        used = self.num_private + self._num_referenced
+        if used > self.peak_used:
+            self.peak_used = used

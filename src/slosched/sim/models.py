@@ -41,6 +41,11 @@ class InstanceModels:
     def job_latency_s(self, job: JobSpec) -> float:
         """The job alone on this instance: the critical path through its stages (calls of a stage run
         in parallel, so a stage lasts as long as its longest call, plus its tool step)."""
+        if len(job.stages) == 1:
+            stage = job.stages[0]
+            longest = max((self.call_latency_s(call.input_tokens, call.output_tokens) for call in stage.calls),
+                          default=0.0)
+            return longest + stage.tool_duration_s
         finish: dict[str, float] = {}
         deps = job.dependencies()
         for stage in job.topological_stages():
@@ -59,6 +64,5 @@ def _truth(gpu: str, model: str, tp: int) -> RooflineModel:
     return RooflineModel.build(gpu, model, tp)
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def _call_latency(truth: RooflineModel, input_tokens: int, output_tokens: int) -> float:
     return truth.no_contention_latency_s(input_tokens, output_tokens)

@@ -19,14 +19,14 @@ class NoiseStream:
     def __init__(self, rng: np.random.Generator, sigma: float) -> None:
         self._rng = rng
         self._sigma = sigma
-        self._buffer = np.empty(0)
+        self._buffer: list[float] = []
         self._position = 0
 
-    def take(self, count: int) -> np.ndarray:
+    def take(self, count: int) -> list[float]:
         if self._sigma == 0.0:
-            return np.ones(count)
+            return [1.0] * count
         end = self._position + count
-        if end > self._buffer.size:
+        if end > len(self._buffer):
             self._refill(count)
             end = self._position + count
         factors = self._buffer[self._position : end]
@@ -40,6 +40,6 @@ class NoiseStream:
     def _refill(self, count: int) -> None:
         size = max(self._CHUNK, count)
         normal = self._rng.standard_normal(size)
-        fresh = np.exp(self._sigma * normal - 0.5 * self._sigma * self._sigma)
-        self._buffer = np.concatenate((self._buffer[self._position :], fresh))
+        fresh = np.exp(self._sigma * normal - 0.5 * self._sigma * self._sigma).tolist()
+        self._buffer = self._buffer[self._position :] + fresh
         self._position = 0

@@ -116,8 +116,8 @@ def _admit_waiting(instance: SimInstance, work: StepWork, budget: int, max_runni
             break
         if not admission.admit(seq, instance):
             continue
-        hashes = seq.request.prefix_hashes
-        hit_blocks = min(kv.cached_prefix_blocks(hashes), (seq.num_prompt_tokens - 1) // block_size)
+        prefix = seq.request.prefix
+        hit_blocks = min(kv.cached_prefix_blocks(prefix), (seq.num_prompt_tokens - 1) // block_size)
         cached_tokens = hit_blocks * block_size
         tokens = seq.num_prompt_tokens - cached_tokens
         if chunked:
@@ -125,9 +125,9 @@ def _admit_waiting(instance: SimInstance, work: StepWork, budget: int, max_runni
         elif tokens > budget and (work.prefills or work.num_decode_seqs):
             break  # an over-budget prompt still runs alone, so it can never hang
         needed = -(-(cached_tokens + tokens) // block_size) - hit_blocks
-        if kv.admission_cost(hashes, hit_blocks, needed) > kv.num_free:
+        if kv.admission_cost(prefix, hit_blocks, needed) > kv.num_free:
             break
-        kv.acquire_prefix(seq, hashes, hit_blocks)
+        kv.acquire_prefix(seq, hit_blocks)
         kv.allocate(seq, needed)
         seq.num_computed_tokens = cached_tokens
         instance.on_admitted(seq, cached_tokens)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from slosched.core.request import Request
@@ -28,7 +28,8 @@ class Seq:
     num_computed_tokens: int = 0
     num_output_tokens: int = 0
     num_private_blocks: int = 0
-    shared_hashes: list[int] = field(default_factory=list)
+    num_shared_blocks: int = 0
+    num_own_cached_blocks: int = 0
     first_scheduled_s: float | None = None
     first_token_s: float | None = None
     num_preemptions: int = 0
@@ -40,7 +41,7 @@ class Seq:
 
     @property
     def num_blocks(self) -> int:
-        return self.num_private_blocks + len(self.shared_hashes)
+        return self.num_private_blocks + self.num_shared_blocks + self.num_own_cached_blocks
 
     @property
     def is_prefilling(self) -> bool:

@@ -16,11 +16,17 @@ class ChunkedBatching:
 
     def __init__(self, token_budget: int | None) -> None:
         self.token_budget = token_budget
+        self._plans: dict[int, StepPlan] = {}  # per instance spec: the plan never changes
 
     def plan(self, engine: EngineView) -> StepPlan:
+        cached = self._plans.get(id(engine.spec))
+        if cached is not None:
+            return cached
         spec = engine.spec
         budget = spec.max_batched_tokens if self.token_budget is None else self.token_budget
-        return StepPlan(StepMode.MIXED, min(budget, spec.max_batched_tokens), spec.max_running, True)
+        plan = StepPlan(StepMode.MIXED, min(budget, spec.max_batched_tokens), spec.max_running, True)
+        self._plans[id(spec)] = plan
+        return plan
 
 
 @BATCHINGS.register("chunked")

@@ -15,11 +15,17 @@ class PrefillFirstBatching:
 
     def __init__(self, token_budget: int | None) -> None:
         self.token_budget = token_budget
+        self._plans: dict[int, StepPlan] = {}  # per instance spec: the plan never changes
 
     def plan(self, engine: EngineView) -> StepPlan:
+        cached = self._plans.get(id(engine.spec))
+        if cached is not None:
+            return cached
         spec = engine.spec
         budget = spec.max_batched_tokens if self.token_budget is None else self.token_budget
-        return StepPlan(StepMode.PREFILL_FIRST, min(budget, spec.max_batched_tokens), spec.max_running, False)
+        plan = StepPlan(StepMode.PREFILL_FIRST, min(budget, spec.max_batched_tokens), spec.max_running, False)
+        self._plans[id(spec)] = plan
+        return plan
 
 
 @BATCHINGS.register("prefill-first")
