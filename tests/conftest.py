@@ -22,7 +22,11 @@ def make_cluster(num_a100: int = 2, num_a6000: int = 2, **overrides: object) -> 
 
 
 def make_jobs(
-    num_jobs: int = 50, rate: float = 4.0, seed: int = 0, mean_in: int = 600, mean_out: int = 120,
+    num_jobs: int = 50,
+    rate: float = 4.0,
+    seed: int = 0,
+    mean_in: int = 600,
+    mean_out: int = 120,
     prefix_share: float = 0.0,
 ) -> list[JobSpec]:
     rng = np.random.default_rng(seed)

@@ -17,13 +17,21 @@ from slosched.core.records import RunResult
 from slosched.scenario import Scenario, load_scenario
 from slosched.sim.runner import PolicyPair
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="slosched: SLO-aware LLM serving scheduler")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="slosched: SLO-aware LLM serving scheduler",
+)
 err = Console(stderr=True)
-out = Console()
+# Piped output (CI logs, `| tee`) gets a width that fits the table instead of rich's 80 columns.
+out = Console(width=None if sys.stdout.isatty() else 140)
 
 ScenarioArg = Annotated[Path, typer.Argument(help="scenario YAML file")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object as the last line")]
-TraceOpt = Annotated[Path | None, typer.Option("--trace", help="JSONL trace replacing the scenario's workload")]
+TraceOpt = Annotated[
+    Path | None, typer.Option("--trace", help="JSONL trace replacing the scenario's workload")
+]
 ReportOpt = Annotated[Path | None, typer.Option("--report", help="write a report (markdown + plots) here")]
 
 
@@ -51,7 +59,9 @@ def _emit(results: dict[str, RunResult], scenario: Scenario, as_json: bool, repo
     from slosched.metrics.table import print_table
 
     summaries = {name: summarize(result) for name, result in results.items()}
-    print_table(summaries, title=f"{scenario.name}: {len(next(iter(results.values())).jobs)} jobs", console=out)
+    print_table(
+        summaries, title=f"{scenario.name}: {len(next(iter(results.values())).jobs)} jobs", console=out
+    )
     if report is not None:
         from slosched.metrics.report import write_report
 

@@ -10,7 +10,7 @@ from slosched.core.records import InstanceStats
 from slosched.metrics.plots import MAX_CDF_POINTS, cdf_points
 from slosched.metrics.report import markdown_table, write_report
 from slosched.metrics.summary import summarize
-from slosched.metrics.table import COLUMNS, best_rows, format_value, print_table, render_table
+from slosched.metrics.table import COLUMNS, TERMINAL_COLUMNS, best_rows, format_value, print_table, render_table
 
 from .factories import job, rejected, request, run
 
@@ -88,7 +88,7 @@ def test_format_value():
 
 def test_rich_table_has_one_row_per_policy_and_highlights_the_best():
     summaries = {"good": summarize(policy_run("good", 20, 0.1)), "bad": summarize(policy_run("bad", 20, 5.0))}
-    table = render_table(summaries, title="cmp")
+    table = render_table(summaries, title="cmp", columns=COLUMNS)
     assert table.row_count == 2 and len(table.columns) == len(COLUMNS) + 1
     attainment_index = 1 + next(i for i, c in enumerate(COLUMNS) if c.header == "SLO att.")
     cells = list(table.columns[attainment_index].cells)
@@ -96,6 +96,7 @@ def test_rich_table_has_one_row_per_policy_and_highlights_the_best():
     out = io.StringIO()
     print_table(summaries, console=Console(file=out, width=250))
     assert "good" in out.getvalue() and "bad" in out.getvalue()
+    assert len(render_table(summaries).columns) == len(TERMINAL_COLUMNS) + 1  # the terminal's subset
 
 
 def test_markdown_table_shape():

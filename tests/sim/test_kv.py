@@ -5,8 +5,15 @@ from slosched.sim.seq import Seq
 
 def _seq(prefix: PrefixId) -> Seq:
     request = Request(
-        id=f"r{prefix.own_key}", job_id="j", stage="s", template="t", prompt_tokens=16 * prefix.num_blocks + 1,
-        max_output_tokens=8, arrival_s=0.0, job_arrival_s=0.0, prefix=prefix,
+        id=f"r{prefix.own_key}",
+        job_id="j",
+        stage="s",
+        template="t",
+        prompt_tokens=16 * prefix.num_blocks + 1,
+        max_output_tokens=8,
+        arrival_s=0.0,
+        job_arrival_s=0.0,
+        prefix=prefix,
     )
     return Seq(request, 4, 0.0, prefix.own_key, request.prompt_tokens)
 

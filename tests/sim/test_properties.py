@@ -22,9 +22,13 @@ def scenarios(draw: st.DrawFn) -> tuple[list, list[JobSpec], str, int]:
     kv_blocks = draw(st.integers(40, 400))
     specs = [
         make_instance(
-            f"i{i}", draw(st.sampled_from(["A100-80G", "A6000", "H100"])),
-            max_running=draw(st.integers(1, 16)), max_batched_tokens=draw(st.sampled_from([64, 512, 2048])),
-            num_kv_blocks=kv_blocks, max_model_len=kv_blocks * 16, prefix_caching=draw(st.booleans()),
+            f"i{i}",
+            draw(st.sampled_from(["A100-80G", "A6000", "H100"])),
+            max_running=draw(st.integers(1, 16)),
+            max_batched_tokens=draw(st.sampled_from([64, 512, 2048])),
+            num_kv_blocks=kv_blocks,
+            max_model_len=kv_blocks * 16,
+            prefix_caching=draw(st.booleans()),
         )
         for i in range(num_instances)
     ]
@@ -67,4 +71,6 @@ def test_invariants(scenario: tuple, fast_forward: bool) -> None:
         assert stats.peak_kv_blocks_used <= spec.num_kv_blocks
 
     again = simulate(specs, jobs, PolicyPair.parse(policy), seed, options)
-    assert [dataclasses.astuple(r) for r in again.requests] == [dataclasses.astuple(r) for r in result.requests]
+    assert [dataclasses.astuple(r) for r in again.requests] == [
+        dataclasses.astuple(r) for r in result.requests
+    ]

@@ -7,12 +7,12 @@ spec, only the views of ``slosched.core.views``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from slosched.core.errors import ConfigError
 
 
-class JobKind(str, Enum):
+class JobKind(StrEnum):
     SINGLE = "single"
     WORKFLOW = "workflow"
     RELQUERY = "relquery"
@@ -159,7 +159,7 @@ def _reject_cycles(where: str, deps: dict[str, tuple[str, ...]]) -> None:
         if mark == 2:
             return
         if mark == 1:
-            cycle = [*path[path.index(name):], name]
+            cycle = [*path[path.index(name) :], name]
             raise ConfigError(f"{where}.stages", f"dependency cycle: {' -> '.join(cycle)}")
         state[name] = 1
         for parent in deps[name]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 from slosched.core.instance import InstanceSpec
@@ -28,6 +28,7 @@ class SeqView(Protocol):
     def num_prompt_tokens(self) -> int:
         """Tokens that must be prefilled (prompt, plus generated tokens after a recompute preemption)."""
         ...
+
     @property
     def num_computed_tokens(self) -> int: ...
     @property
@@ -53,6 +54,7 @@ class EngineView(Protocol):
     def running_seqs(self) -> Sequence[SeqView]:
         """Running requests with current progress (may cost O(batch) to produce; prefer num_running)."""
         ...
+
     @property
     def waiting(self) -> Sequence[SeqView]: ...
     @property
@@ -85,6 +87,7 @@ class InstanceView(Protocol):
     def outstanding_decode_tokens(self) -> float:
         """Predicted output tokens still to generate by requests on this instance (belief)."""
         ...
+
     @property
     def num_free_kv_blocks(self) -> int: ...
     @property
@@ -95,10 +98,11 @@ class InstanceView(Protocol):
     def exported(self) -> Mapping[str, float]:
         """Forward-looking state the engine policy exports (e.g. predicted batch latency)."""
         ...
+
     def cached_prefix_tokens(self, request: Request) -> int: ...
 
 
-class StepMode(str, Enum):
+class StepMode(StrEnum):
     """How one engine step mixes prefill and decode work."""
 
     MIXED = "mixed"  # decodes first, then prefill chunks in the remaining budget (vLLM v1, Sarathi)

@@ -49,6 +49,20 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 
+# The terminal shows the figures that decide a comparison; the report shows every column.
+TERMINAL_HEADERS = (
+    "rejected",
+    "SLO att.",
+    "goodput/s",
+    "mean lat s",
+    "p90 lat s",
+    "p99 lat s",
+    "p90 TTFT s",
+    "scale@95",
+)
+TERMINAL_COLUMNS: tuple[Column, ...] = tuple(c for c in COLUMNS if c.header in TERMINAL_HEADERS)
+
+
 def format_value(value: float, fmt: str, *, percent: bool = False) -> str:
     """Format for display: ``-`` for NaN (undefined), ``inf`` for infinities, ``%`` suffix for shares."""
     if isinstance(value, float) and math.isnan(value):
@@ -74,18 +88,22 @@ def best_rows(values: Sequence[float], higher_is_better: bool | None) -> set[int
     return {i for i, v in finite if v == best}
 
 
-def render_table(summaries: Mapping[str, PolicySummary], title: str | None = None) -> Table:
+def render_table(
+    summaries: Mapping[str, PolicySummary],
+    title: str | None = None,
+    columns: Sequence[Column] = TERMINAL_COLUMNS,
+) -> Table:
     """A rich table with one row per policy (mapping order) and the best value per column in bold green."""
     table = Table(title=title, header_style="bold")
     table.add_column("policy", style="cyan", no_wrap=True)
-    for column in COLUMNS:
+    for column in columns:
         table.add_column(column.header, justify="right")
     names = list(summaries)
-    marked = [best_rows([c.value(summaries[n]) for n in names], c.higher_is_better) for c in COLUMNS]
+    marked = [best_rows([c.value(summaries[n]) for n in names], c.higher_is_better) for c in columns]
     for row, name in enumerate(names):
         cells = [
             Text(column.format(summaries[name]), style="bold green" if row in marked[index] else "")
-            for index, column in enumerate(COLUMNS)
+            for index, column in enumerate(columns)
         ]
         table.add_row(name, *cells)
     return table

@@ -151,7 +151,9 @@ class LinearStepPredictor:
             max_run_weight  # caps one long fast-forwarded run against the rest of the window
         )
         self.prior_weight = prior_weight
-        self._window: deque[list[tuple[float, ...]]] = deque(maxlen=window)
+        # Raw observations; their least-squares rows are built only when a refit needs them, so observing
+        # stays cheap for instances whose policies never ask for a prediction.
+        self._window: deque[StepObservation] = deque(maxlen=window)
         self._pending = 0
         self._num_fitted = 0
         self.num_observations = 0
@@ -164,10 +166,9 @@ class LinearStepPredictor:
         self._cc = coefficients.context_s_per_token
 
     def observe(self, observation: StepObservation) -> None:
-        rows = _observation_rows(observation, self.max_run_weight)
-        if not rows:
+        if not len(observation.durations_s):
             return
-        self._window.append(rows)
+        self._window.append(observation)
         self._pending += 1
         self.num_observations += 1
 
@@ -179,7 +180,8 @@ class LinearStepPredictor:
         """Fit now on the current window (no-op without observations)."""
         if not self._window:
             return
-        rows = [row for rows in self._window for row in rows]
+        weight = self.max_run_weight
+        rows = [row for observation in self._window for row in _observation_rows(observation, weight)]
         self._set(fit_coefficients(rows, self.prior, self.prior_weight))
         self._num_fitted = self.num_observations
         self._pending = 0

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from slosched.core.views import StepObservation
 from slosched.perf.base import StepPredictor
 
@@ -49,7 +47,11 @@ class BeliefFeed:
         if pending and num_prefill == 0:
             last = pending[-1]
             contiguous = last.decode_context_tokens + last.num_decode_seqs * last.num_steps
-            if last.num_prefill_tokens == 0 and last.num_decode_seqs == num_decode and contiguous == decode_context:
+            if (
+                last.num_prefill_tokens == 0
+                and last.num_decode_seqs == num_decode
+                and contiguous == decode_context
+            ):
                 last.durations.append(durations)
                 last.num_steps += count
                 return
@@ -58,7 +60,7 @@ class BeliefFeed:
     def flush(self) -> None:
         for item in self._pending:
             parts = item.durations
-            durations = parts[0] if len(parts) == 1 else np.concatenate([np.asarray(part) for part in parts])
+            durations = parts[0] if len(parts) == 1 else [value for part in parts for value in part]
             self.predictor.observe(
                 StepObservation(
                     num_prefill_tokens=item.num_prefill_tokens,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from slosched.core.instance import InstanceSpec
 from slosched.core.records import InstanceStats
@@ -60,7 +61,7 @@ class SimInstance:
         self.prefilling: list[Seq] = []  # running requests whose prefill is not complete
         self.waiting: list[Seq] = []
         self.stats = InstanceStats(name=spec.name)
-        self.outstanding_decode_tokens = 0.0
+        self._outstanding = 0.0
         self.waiting_prefill_tokens = 0
         self._busy = False
         self._run: DecodeRun | None = None
@@ -99,7 +100,14 @@ class SimInstance:
 
     @property
     def num_free_kv_blocks(self) -> int:
+        self.sync()
         return self.kv.num_free
+
+    @property
+    def outstanding_decode_tokens(self) -> float:
+        """Predicted output tokens still to come (belief); synced lazily, only when someone reads it."""
+        self.sync()
+        return self._outstanding
 
     @property
     def num_kv_blocks(self) -> int:
@@ -122,7 +130,7 @@ class SimInstance:
         seq.order = self._enqueued
         self._add_waiting(seq)
         predicted = seq.request.predicted_output_tokens
-        self.outstanding_decode_tokens += predicted if predicted > 1.0 else 1.0
+        self._outstanding += predicted if predicted > 1.0 else 1.0
         if not self._busy:
             self._start_step()
         elif self._run is not None:
@@ -192,7 +200,10 @@ class SimInstance:
         if work.prefills:
             factor = self.noise.take(1)[0]
             duration = factor * self.truth.step_time_s(
-                work.num_prefill_tokens, work.prefill_context_tokens, work.num_decode_seqs, work.decode_context_tokens
+                work.num_prefill_tokens,
+                work.prefill_context_tokens,
+                work.num_decode_seqs,
+                work.decode_context_tokens,
             )
             self.kernel.schedule(now + duration, self._on_step_end, (self._version, work, duration))
             return
@@ -246,7 +257,7 @@ class SimInstance:
         delta = done - run.applied
         if delta > 0:
             self.cohort.advance(delta)
-            self.outstanding_decode_tokens -= delta * run.num_decode_seqs
+            self._outstanding -= delta * run.num_decode_seqs
             run.applied = done
             if done < run.num_steps:
                 run.next_end_s = run.ends[done]
@@ -301,7 +312,7 @@ class SimInstance:
         cohort = self.cohort
         if work.num_decode_seqs:
             cohort.advance(1)
-            self.outstanding_decode_tokens -= work.num_decode_seqs
+            self._outstanding -= work.num_decode_seqs
         finished = cohort.pop_finished()
         for seq, tokens in work.prefills:
             seq.num_computed_tokens += tokens
@@ -309,7 +320,7 @@ class SimInstance:
                 continue
             self.kv.promote_prompt_blocks(seq)
             seq.num_output_tokens += 1
-            self.outstanding_decode_tokens -= 1
+            self._outstanding -= 1
             if seq.first_token_s is None:
                 seq.first_token_s = now
             self.prefilling.remove(seq)
@@ -329,9 +340,9 @@ class SimInstance:
             self.kv.release(seq)
             # The belief counted max(predicted, 1) tokens; remove whatever of it is left.
             predicted = seq.request.predicted_output_tokens
-            self.outstanding_decode_tokens -= (predicted if predicted > 1.0 else 1.0) - seq.num_output_tokens
+            self._outstanding -= (predicted if predicted > 1.0 else 1.0) - seq.num_output_tokens
             self.on_finish(seq, self.index, now)
 
 
-def _sort_key(seq: Seq) -> object:
+def _sort_key(seq: Seq) -> Any:
     return seq.sort_key

@@ -21,8 +21,16 @@ _SHIFT = 24
 
 class KVCache:
     __slots__ = (
-        "_evictable", "_num_evictable", "_num_referenced", "_referenced", "_segments", "block_size",
-        "num_blocks", "num_private", "peak_used", "prefix_caching",
+        "_evictable",
+        "_num_evictable",
+        "_num_referenced",
+        "_referenced",
+        "_segments",
+        "block_size",
+        "num_blocks",
+        "num_private",
+        "peak_used",
+        "prefix_caching",
     )
 
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool) -> None:

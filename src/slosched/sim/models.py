@@ -43,15 +43,19 @@ class InstanceModels:
         in parallel, so a stage lasts as long as its longest call, plus its tool step)."""
         if len(job.stages) == 1:
             stage = job.stages[0]
-            longest = max((self.call_latency_s(call.input_tokens, call.output_tokens) for call in stage.calls),
-                          default=0.0)
+            longest = max(
+                (self.call_latency_s(call.input_tokens, call.output_tokens) for call in stage.calls),
+                default=0.0,
+            )
             return longest + stage.tool_duration_s
         finish: dict[str, float] = {}
         deps = job.dependencies()
         for stage in job.topological_stages():
             start = max((finish[parent] for parent in deps[stage.name]), default=0.0)
-            longest = max((self.call_latency_s(call.input_tokens, call.output_tokens) for call in stage.calls),
-                          default=0.0)
+            longest = max(
+                (self.call_latency_s(call.input_tokens, call.output_tokens) for call in stage.calls),
+                default=0.0,
+            )
             finish[stage.name] = start + longest + stage.tool_duration_s
         return max(finish.values())
 

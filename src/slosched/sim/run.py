@@ -15,12 +15,25 @@ class DecodeRun:
     few steps long, where numpy's per-call overhead would dominate."""
 
     __slots__ = (
-        "allocated", "applied", "context_tokens", "delivered", "durations", "ends", "first_clock",
-        "next_end_s", "num_decode_seqs", "num_steps",
+        "allocated",
+        "applied",
+        "context_tokens",
+        "delivered",
+        "durations",
+        "ends",
+        "first_clock",
+        "next_end_s",
+        "num_decode_seqs",
+        "num_steps",
     )
 
     def __init__(
-        self, first_clock: int, num_decode_seqs: int, context_tokens: int, start_s: float, durations: list[float]
+        self,
+        first_clock: int,
+        num_decode_seqs: int,
+        context_tokens: int,
+        start_s: float,
+        durations: list[float],
     ) -> None:
         self.first_clock = first_clock
         self.num_decode_seqs = num_decode_seqs

@@ -35,8 +35,9 @@ class PolicyPair:
         router, plus, engine = text.strip().partition("+")
         if not plus or not router or not engine:
             raise ConfigError(
-                "policy", f"{text!r} is not ROUTER+ENGINE (e.g. round-robin+fcfs); routers: "
-                f"{', '.join(ROUTERS.names())}; engines: {', '.join(ENGINE_PRESETS.names())}"
+                "policy",
+                f"{text!r} is not ROUTER+ENGINE (e.g. round-robin+fcfs); routers: "
+                f"{', '.join(ROUTERS.names())}; engines: {', '.join(ENGINE_PRESETS.names())}",
             )
         pair = cls(router, engine)
         pair.validate()
@@ -69,7 +70,9 @@ def simulate(
     models = [InstanceModels.build(spec) for spec in instances]
     block_sizes = {spec.block_size for spec in instances}
     if len(block_sizes) > 1:
-        raise ConfigError("cluster.instances.block_size", f"all instances must share one block size, got {block_sizes}")
+        raise ConfigError(
+            "cluster.instances.block_size", f"all instances must share one block size, got {block_sizes}"
+        )
     policy_rng, sim_seed = np.random.SeedSequence(seed).spawn(2)
     context = PolicyContext(
         instances=tuple(instances),
@@ -77,7 +80,9 @@ def simulate(
         output_predictor=HistoryOutputPredictor(),
     )
     router = ROUTERS.build(policy.router, params.router.get(policy.router, {}), context)
-    engines = [ENGINE_PRESETS.build(policy.engine, params.engine.get(policy.engine, {}), context) for _ in models]
+    engines = [
+        ENGINE_PRESETS.build(policy.engine, params.engine.get(policy.engine, {}), context) for _ in models
+    ]
     sim = ClusterSim(
         models,
         engines,

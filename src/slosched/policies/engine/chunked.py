@@ -1,4 +1,4 @@
-"""Batching ``chunked``: decodes first, then prefill chunks filling a static token budget (Sarathi, vLLM v1)."""
+"""Batching ``chunked``: decodes first, then prefill chunks in a static token budget (Sarathi, vLLM v1)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,39 @@
+# slosched — `make demo` and `make test` work on a fresh machine: each creates/refreshes .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: venv demo test test-fast lint bench-quick clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+## demo: the bundled heterogeneous-cluster comparison; prints a table, writes reports/demo/
+demo: $(STAMP)
+	$(BIN)/slosched demo --report reports/demo
+
+## test: lint, then every test (real-vLLM integration tests included when present)
+test: lint
+	$(BIN)/python -m pytest; status=$$?; if [ $$status -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$status
+
+## test-fast: the quick loop (no slow or real-vLLM tests), stops at the first failure
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -x -m "not slow and not vllm"
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
+
+## bench-quick: every benchmark in its quick form, JSON last line each
+bench-quick: $(STAMP)
+	@for name in $$($(BIN)/slosched bench list); do echo "== $$name"; $(BIN)/slosched bench $$name --quick --json || exit 1; done
+
+clean:
+	rm -rf $(VENV) reports .pytest_cache .mypy_cache .ruff_cache
