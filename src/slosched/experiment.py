@@ -29,5 +29,7 @@ def compare_policies(
     for pair in pairs:
         if on_start is not None:
             on_start(pair.name)
-        results[pair.name] = simulate(specs, jobs, pair, scenario.seed, scenario.options(), scenario.params())
+        results[pair.name] = simulate(
+            specs, jobs, pair, scenario.seed, scenario.options(), scenario.params(), scenario.job_policy
+        )
     return results

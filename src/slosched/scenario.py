@@ -13,10 +13,12 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from slosched.core.errors import ConfigError
+from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.perf.hardware import gpu_facts, model_facts
+from slosched.perf.roofline import CALIBRATION
+from slosched.policies.job.base import JOB_POLICIES
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, PolicyParams
 from slosched.workloads.arrivals import ArrivalSpec
@@ -42,11 +44,15 @@ class InstanceGroup(BaseModel):
     num_kv_blocks: int | None = Field(default=None, ge=1)
     prefix_caching: bool = True
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    stack: str = "splitwise"
+    available_from_s: float = Field(default=0.0, ge=0)
 
     @model_validator(mode="after")
     def _known_hardware(self) -> InstanceGroup:
         gpu_facts(self.gpu)
         model_facts(self.model)
+        if self.stack not in CALIBRATION.stacks:
+            raise UnknownNameError("stack", self.stack, list(CALIBRATION.stacks))
         return self
 
     def specs(self) -> list[InstanceSpec]:
@@ -113,6 +119,7 @@ class PolicyParamsConfig(BaseModel):
     model_config = _STRICT
     router: dict[str, dict[str, Any]] = Field(default_factory=dict)
     engine: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    job: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class Scenario(BaseModel):
@@ -124,6 +131,7 @@ class Scenario(BaseModel):
     workload: WorkloadConfig
     slo: SloConfig = Field(default_factory=SloConfig)
     policies: list[str] = Field(default_factory=lambda: ["round-robin+fcfs"], min_length=1)
+    job_policy: str = "deadline"
     policy_params: PolicyParamsConfig = Field(default_factory=PolicyParamsConfig)
     simulator: SimulatorConfig = Field(default_factory=SimulatorConfig)
 
@@ -134,11 +142,20 @@ class Scenario(BaseModel):
             PolicyPair.parse(text)
         return value
 
+    @field_validator("job_policy")
+    @classmethod
+    def _known_job_policy(cls, value: str) -> str:
+        if value not in JOB_POLICIES:
+            raise UnknownNameError("job_policy", value, JOB_POLICIES.names())
+        return value
+
     def policy_pairs(self) -> list[PolicyPair]:
         return [PolicyPair.parse(text) for text in self.policies]
 
     def params(self) -> PolicyParams:
-        return PolicyParams(router=self.policy_params.router, engine=self.policy_params.engine)
+        return PolicyParams(
+            router=self.policy_params.router, engine=self.policy_params.engine, job=self.policy_params.job
+        )
 
     def options(self) -> SimOptions:
         sim = self.simulator

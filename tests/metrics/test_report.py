@@ -10,7 +10,14 @@ from slosched.core.records import InstanceStats
 from slosched.metrics.plots import MAX_CDF_POINTS, cdf_points
 from slosched.metrics.report import markdown_table, write_report
 from slosched.metrics.summary import summarize
-from slosched.metrics.table import COLUMNS, TERMINAL_COLUMNS, best_rows, format_value, print_table, render_table
+from slosched.metrics.table import (
+    COLUMNS,
+    TERMINAL_COLUMNS,
+    best_rows,
+    format_value,
+    print_table,
+    render_table,
+)
 
 from .factories import job, rejected, request, run
 

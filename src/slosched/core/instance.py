@@ -7,7 +7,13 @@ from dataclasses import dataclass
 
 @dataclass(slots=True, frozen=True)
 class InstanceSpec:
-    """One model replica. ``num_kv_blocks`` None means: derive from GPU memory (see perf.roofline)."""
+    """One model replica. ``num_kv_blocks`` None means: derive from GPU memory (see perf.roofline).
+
+    ``stack`` names the software stack of the ground-truth step-time model (``perf.roofline``: engine
+    overheads and weight/KV precision, e.g. ``splitwise`` for a bf16 vLLM-class engine, ``hexgen`` for
+    4-bit weights). ``available_from_s`` is when the instance joins the cluster (routers ignore it
+    before), e.g. a fresh, unprofiled replica added to a loaded cluster.
+    """
 
     name: str
     gpu: str
@@ -20,6 +26,8 @@ class InstanceSpec:
     num_kv_blocks: int | None = None
     prefix_caching: bool = True
     gpu_memory_utilization: float = 0.9
+    stack: str = "splitwise"
+    available_from_s: float = 0.0
 
 
 @dataclass(slots=True, frozen=True)

@@ -53,7 +53,11 @@ class StageSpec:
 
 @dataclass(slots=True, frozen=True)
 class JobSpec:
-    """A job as submitted. ``slo_s`` None means the scenario's SLO rule decides."""
+    """A job as submitted. ``slo_s`` (end to end) None means the scenario's SLO rule decides.
+
+    ``ttft_slo_s`` / ``tpot_slo_s`` are optional per-call token-latency SLOs (chat serving); a job with
+    them meets its SLO only if every call also meets them.
+    """
 
     id: str
     kind: JobKind
@@ -62,6 +66,8 @@ class JobSpec:
     slo_s: float | None = None
     tenant: str = "default"
     template: str = ""
+    ttft_slo_s: float | None = None
+    tpot_slo_s: float | None = None
 
     @property
     def num_calls(self) -> int:
@@ -115,8 +121,10 @@ def validate_job(job: JobSpec) -> None:
     where = f"job {job.id!r}"
     if job.arrival_s < 0:
         raise ConfigError(f"{where}.arrival_s", f"must be >= 0, got {job.arrival_s}")
-    if job.slo_s is not None and not job.slo_s > 0:
-        raise ConfigError(f"{where}.slo_s", f"must be > 0, got {job.slo_s}")
+    for name in ("slo_s", "ttft_slo_s", "tpot_slo_s"):
+        value = getattr(job, name)
+        if value is not None and not value > 0:
+            raise ConfigError(f"{where}.{name}", f"must be > 0, got {value}")
     if not job.stages:
         raise ConfigError(f"{where}.stages", "a job needs at least one stage")
     names = [stage.name for stage in job.stages]

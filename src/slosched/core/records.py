@@ -26,6 +26,17 @@ class RequestRecord:
     cached_tokens: int = 0
     num_preemptions: int = 0
     deadline_s: float = math.inf
+    ttft_slo_s: float | None = None
+    tpot_slo_s: float | None = None
+
+    @property
+    def token_slos_met(self) -> bool:
+        """TTFT and TPOT within their SLOs (True when the request has none)."""
+        if self.outcome is not Outcome.COMPLETED:
+            return False
+        if self.ttft_slo_s is not None and self.ttft_s > self.ttft_slo_s:
+            return False
+        return self.tpot_slo_s is None or self.tpot_s <= self.tpot_slo_s
 
     @property
     def ttft_s(self) -> float:

@@ -44,7 +44,7 @@ class Request:
 
     ``deadline_s`` is absolute (``math.inf`` when there is none); ``budget_s`` is the per-call share of the
     job's remaining time when a job-level policy apportions it; ``priority`` is a job-level priority
-    (lower runs sooner) that engine orderings may use.
+    (lower runs sooner) that engine orderings may use; ``ttft_slo_s``/``tpot_slo_s`` are per-token SLOs.
     """
 
     id: str
@@ -62,6 +62,8 @@ class Request:
     predicted_output_tokens: float = 0.0
     budget_s: float | None = None
     priority: float = 0.0
+    ttft_slo_s: float | None = None
+    tpot_slo_s: float | None = None
 
     @property
     def predictor_key(self) -> str:

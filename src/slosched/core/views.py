@@ -84,6 +84,11 @@ class InstanceView(Protocol):
     @property
     def waiting_prefill_tokens(self) -> int: ...
     @property
+    def waiting_requests(self) -> Sequence[Request]:
+        """Requests queued (not yet admitted) at the instance, in its queue order."""
+        ...
+
+    @property
     def outstanding_decode_tokens(self) -> float:
         """Predicted output tokens still to generate by requests on this instance (belief)."""
         ...
@@ -119,6 +124,21 @@ class StepPlan:
     token_budget: int
     max_running: int
     chunked_prefill: bool
+
+
+@dataclass(slots=True, frozen=True)
+class JobView:
+    """What a job-level policy knows of a job when one of its stages is released: the submission
+    (id, kind, template, arrival, SLO), the stages already finished and the one being released."""
+
+    id: str
+    kind: str
+    template: str
+    arrival_s: float
+    slo_s: float
+    deadline_s: float
+    stage: str
+    finished_stages: tuple[str, ...]
 
 
 @dataclass(slots=True, frozen=True)

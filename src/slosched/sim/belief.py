@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from slosched.core.views import StepObservation
 from slosched.perf.base import StepPredictor
+from slosched.policies.engine.base import StepObserver
 
 
 @dataclass(slots=True)
@@ -25,10 +26,13 @@ class _Pending:
 
 
 class BeliefFeed:
-    __slots__ = ("_pending", "predictor")
+    """Also hands the same observations to the engine policy's own step observers (e.g. a fitted model)."""
 
-    def __init__(self, predictor: StepPredictor) -> None:
+    __slots__ = ("_pending", "observers", "predictor")
+
+    def __init__(self, predictor: StepPredictor, observers: Sequence[StepObserver] = ()) -> None:
         self.predictor = predictor
+        self.observers = list(observers)
         self._pending: list[_Pending] = []
 
     def record(
@@ -61,13 +65,14 @@ class BeliefFeed:
         for item in self._pending:
             parts = item.durations
             durations = parts[0] if len(parts) == 1 else [value for part in parts for value in part]
-            self.predictor.observe(
-                StepObservation(
-                    num_prefill_tokens=item.num_prefill_tokens,
-                    prefill_context_tokens=item.prefill_context_tokens,
-                    num_decode_seqs=item.num_decode_seqs,
-                    decode_context_tokens=item.decode_context_tokens,
-                    durations_s=durations,
-                )
+            observation = StepObservation(
+                num_prefill_tokens=item.num_prefill_tokens,
+                prefill_context_tokens=item.prefill_context_tokens,
+                num_decode_seqs=item.num_decode_seqs,
+                decode_context_tokens=item.decode_context_tokens,
+                durations_s=durations,
             )
+            self.predictor.observe(observation)
+            for observer in self.observers:
+                observer.observe_step(observation)
         self._pending.clear()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from slosched.core.errors import ConfigError
 from slosched.core.job import CallSpec, JobSpec, StageSpec
 from slosched.core.records import JobRecord, RequestRecord, RunResult
 from slosched.core.request import Outcome, PrefixId, Request
@@ -15,6 +16,7 @@ from slosched.core.views import InstanceView
 from slosched.perf.base import OutputLengthPredictor
 from slosched.policies.cluster.base import CompletionObserver, Router
 from slosched.policies.engine.base import EnginePolicy, StateExporter
+from slosched.policies.job.base import JobPolicy
 from slosched.sim.belief import BeliefFeed
 from slosched.sim.instance import SimInstance
 from slosched.sim.jobs import JobState
@@ -41,6 +43,7 @@ class ClusterSim:
         models: Sequence[InstanceModels],
         engines: Sequence[EnginePolicy],
         router: Router,
+        job_policy: JobPolicy,
         output_predictor: OutputLengthPredictor,
         options: SimOptions,
         seed: int,
@@ -49,6 +52,7 @@ class ClusterSim:
         self.kernel = EventKernel()
         self.options = options
         self.router = router
+        self.job_policy = job_policy
         self.output_predictor = output_predictor
         self.policy_name = policy_name
         self.seed = seed
@@ -63,7 +67,7 @@ class ClusterSim:
                 truth=model.truth,
                 noise=NoiseStream(np.random.default_rng(noise_seeds[index]), options.noise_sigma),
                 engine=engine,
-                belief=BeliefFeed(model.belief),
+                belief=BeliefFeed(model.belief, engine.observers),
                 kernel=self.kernel,
                 on_finish=self._on_request_finished,
                 max_run_steps=max_run_steps,
@@ -72,11 +76,19 @@ class ClusterSim:
         ]
         self._models = list(models)
         # Instances of one GPU/model/TP share a truth model; the no-contention latency needs each once.
-        self._distinct_models = list({(m.spec.gpu, m.spec.model, m.spec.tp): m for m in models}.values())
+        self._distinct_models = list(
+            {(m.spec.gpu, m.spec.model, m.spec.tp, m.spec.stack): m for m in models}.values()
+        )
         self._has_exporters = [_has_exporter(engine) for engine in engines]
         self._snapshots: list[InstanceSnapshot | None] = [None] * len(self.instances)
         self._block_size = models[0].spec.block_size
         self._shortest_model_len = min(model.max_model_len for model in models)
+        self._last_join_s = max(model.spec.available_from_s for model in models)
+        self._joins_later = self._last_join_s > 0
+        if min(model.spec.available_from_s for model in models) > 0:
+            raise ConfigError(
+                "cluster.instances.available_from_s", "at least one instance must be available at 0"
+            )
         self._prefix_ids: dict[str, int] = {}
         self._next_own_key = 0
         self._pending: dict[str, _Pending] = {}
@@ -146,8 +158,9 @@ class ClusterSim:
         if not stage.calls:
             self.kernel.schedule(self.kernel.now_s + stage.tool_duration_s, self._on_tool_done, (job, stage))
             return
-        for index, call in enumerate(stage.calls):
-            request = self._new_request(job, stage, index, call)
+        requests = [self._new_request(job, stage, index, call) for index, call in enumerate(stage.calls)]
+        self.job_policy.on_stage_released(job.view(stage.name), requests, self.kernel.now_s)
+        for request, call in zip(requests, stage.calls, strict=True):
             self._route(request, job, call)
             if job.done:
                 return
@@ -167,6 +180,8 @@ class ClusterSim:
             tenant=spec.tenant,
             session_id=call.session_id,
             prefix=self._prefix_of(call),
+            ttft_slo_s=spec.ttft_slo_s,
+            tpot_slo_s=spec.tpot_slo_s,
         )
         request.predicted_output_tokens = self.output_predictor.predict(request)
         return request
@@ -216,14 +231,21 @@ class ClusterSim:
         """Fresh instances themselves, or snapshots refreshed once they are ``view_staleness_s`` old."""
         now = self.kernel.now_s
         staleness = self.options.view_staleness_s
+        if self._joins_later and now < self._last_join_s:
+            available = [i for i in self.instances if i.spec.available_from_s <= now]
+            if staleness <= 0:
+                return available
+            return [self._snapshot(i.index, now, staleness) for i in available]
         if staleness <= 0:
             return self.instances  # progress-dependent fields sync themselves when read
-        snapshots = self._snapshots
-        for index, instance in enumerate(self.instances):
-            current = snapshots[index]
-            if current is None or now - current.snapshot_s >= staleness:
-                snapshots[index] = take_snapshot(instance, self._has_exporters[index])
-        return snapshots  # type: ignore[return-value]
+        return [self._snapshot(index, now, staleness) for index in range(len(self.instances))]
+
+    def _snapshot(self, index: int, now: float, staleness: float) -> InstanceSnapshot:
+        current = self._snapshots[index]
+        if current is None or now - current.snapshot_s >= staleness:
+            current = take_snapshot(self.instances[index], self._has_exporters[index])
+            self._snapshots[index] = current
+        return current
 
     def _rejection_reason(self, request: Request) -> str:
         longest = max(model.max_model_len for model in self._models)
@@ -332,4 +354,6 @@ def _completed_record(seq: Seq, instance_name: str, now_s: float) -> RequestReco
         cached_tokens=seq.num_cached_tokens,
         num_preemptions=seq.num_preemptions,
         deadline_s=request.deadline_s,
+        ttft_slo_s=request.ttft_slo_s,
+        tpot_slo_s=request.tpot_slo_s,
     )

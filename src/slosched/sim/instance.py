@@ -95,6 +95,10 @@ class SimInstance:
         return len(self.waiting)
 
     @property
+    def waiting_requests(self) -> list[Request]:
+        return [seq.request for seq in self.waiting]
+
+    @property
     def exported(self) -> Mapping[str, float]:
         return self.engine.export_state(self)
 

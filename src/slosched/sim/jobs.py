@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from slosched.core.job import JobSpec, StageSpec
 from slosched.core.records import JobRecord
 from slosched.core.request import Outcome
+from slosched.core.views import JobView
 
 
 @dataclass(slots=True)
@@ -21,6 +22,7 @@ class JobState:
     children: dict[str, list[str]]
     stages: dict[str, StageSpec]
     calls_left: dict[str, int] = field(default_factory=dict)
+    finished_stages: list[str] = field(default_factory=list)
     stages_left: int = 0
     done: bool = False
 
@@ -52,12 +54,26 @@ class JobState:
     def stage_finished(self, name: str) -> list[StageSpec]:
         """Mark ``name`` done; returns the stages this releases."""
         self.stages_left -= 1
+        self.finished_stages.append(name)
         released = []
         for child in self.children[name]:
             self.parents_left[child] -= 1
             if self.parents_left[child] == 0:
                 released.append(self.stages[child])
         return released
+
+    def view(self, stage: str) -> JobView:
+        spec = self.spec
+        return JobView(
+            id=spec.id,
+            kind=spec.kind.value,
+            template=spec.template,
+            arrival_s=spec.arrival_s,
+            slo_s=self.record.slo_s,
+            deadline_s=self.deadline_s,
+            stage=stage,
+            finished_stages=tuple(self.finished_stages),
+        )
 
     def finish(self, outcome: Outcome, now_s: float, reason: str = "") -> None:
         self.done = True

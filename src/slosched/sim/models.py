@@ -26,7 +26,7 @@ class InstanceModels:
 
     @classmethod
     def build(cls, spec: InstanceSpec) -> InstanceModels:
-        truth = _truth(spec.gpu, spec.model, spec.tp)
+        truth = _truth(spec.gpu, spec.model, spec.tp, spec.stack)
         blocks = spec.num_kv_blocks
         if blocks is None:
             blocks = truth.num_kv_blocks(spec.gpu_memory_utilization, spec.block_size)
@@ -64,8 +64,8 @@ class InstanceModels:
 
 
 @functools.lru_cache(maxsize=64)
-def _truth(gpu: str, model: str, tp: int) -> RooflineModel:
-    return RooflineModel.build(gpu, model, tp)
+def _truth(gpu: str, model: str, tp: int, stack: str) -> RooflineModel:
+    return RooflineModel.build(gpu, model, tp, stack)
 
 
 def _call_latency(truth: RooflineModel, input_tokens: int, output_tokens: int) -> float:

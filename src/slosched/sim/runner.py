@@ -15,6 +15,7 @@ from slosched.core.records import RunResult
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.policies.cluster.base import ROUTERS
 from slosched.policies.engine.base import ENGINE_PRESETS
+from slosched.policies.job.base import JOB_POLICIES
 from slosched.policies.registry import PolicyContext
 from slosched.sim.cluster import ClusterSim
 from slosched.sim.models import InstanceModels
@@ -55,6 +56,7 @@ class PolicyParams:
 
     router: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     engine: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    job: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def simulate(
@@ -64,6 +66,7 @@ def simulate(
     seed: int,
     options: SimOptions,
     params: PolicyParams | None = None,
+    job_policy: str = "deadline",
 ) -> RunResult:
     """One run; the same seed and jobs give bit-identical results."""
     params = params or PolicyParams()
@@ -83,10 +86,12 @@ def simulate(
     engines = [
         ENGINE_PRESETS.build(policy.engine, params.engine.get(policy.engine, {}), context) for _ in models
     ]
+    job_layer = JOB_POLICIES.build(job_policy, params.job.get(job_policy, {}), context)
     sim = ClusterSim(
         models,
         engines,
         router,
+        job_layer,
         context.output_predictor,
         options,
         seed=int(sim_seed.generate_state(1)[0]),

@@ -29,6 +29,7 @@ class InstanceSnapshot:
     num_free_kv_blocks: int
     num_kv_blocks: int
     step_predictor: StepPredictor
+    waiting_requests: list[Request] = field(default_factory=list)
     exported: Mapping[str, float] = field(default_factory=dict)
     instance: SimInstance | None = None
 
@@ -38,6 +39,7 @@ class InstanceSnapshot:
         return self.instance.cached_prefix_tokens(request)
 
     def note_routed(self, request: Request) -> None:
+        self.waiting_requests.append(request)
         self.num_waiting += 1
         self.waiting_prefill_tokens += request.prompt_tokens
         self.outstanding_decode_tokens += max(request.predicted_output_tokens, 1.0)
@@ -57,6 +59,7 @@ def take_snapshot(instance: SimInstance, has_exporters: bool) -> InstanceSnapsho
         num_free_kv_blocks=instance.kv.num_free,
         num_kv_blocks=instance.kv.num_blocks,
         step_predictor=instance.belief.predictor,
+        waiting_requests=instance.waiting_requests,
         exported=exported,
         instance=instance,
     )

@@ -1,0 +1,23 @@
+"""Job policy ``deadline``: every call may use all the time the job has left (budget = deadline - now)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from slosched.core.request import Request
+from slosched.core.views import JobView
+from slosched.policies.job.base import JOB_POLICIES
+from slosched.policies.registry import PolicyContext, reject_unknown_params
+
+
+class DeadlineBudget:
+    def on_stage_released(self, job: JobView, requests: Sequence[Request], now_s: float) -> None:
+        for request in requests:
+            request.budget_s = job.deadline_s - now_s
+
+
+@JOB_POLICIES.register("deadline")
+def build(params: Mapping[str, Any], context: PolicyContext) -> DeadlineBudget:
+    reject_unknown_params("deadline", params, set())
+    return DeadlineBudget()
