@@ -1,0 +1,70 @@
+"""The command line: compare prints one JSON object last, errors are clean, traces round-trip."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner
+
+from slosched.cli import app
+from tests.test_scenario import BASE
+
+runner = CliRunner()
+
+
+def _scenario(tmp_path: Path, **overrides: object) -> Path:
+    data = {**BASE, **overrides}
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_compare_json_last_line(tmp_path: Path) -> None:
+    path = _scenario(tmp_path)
+    result = runner.invoke(app, ["compare", str(path), "--policies", "round-robin+fcfs,least-tokens+chunked-fcfs",
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output.strip().splitlines()[-1])
+    assert set(payload["policies"]) == {"round-robin+fcfs", "least-tokens+chunked-fcfs"}
+    keys = {"jobs", "rejected", "slo_attainment", "mean_latency_s", "p50_latency_s", "p90_latency_s",
+            "p99_latency_s", "min_slo_scale_95", "min_slo_scale_99", "throughput_jobs_per_s"}
+    for summary in payload["policies"].values():
+        assert keys <= set(summary) and summary["jobs"] == 20
+
+
+def test_simulate_writes_a_report(tmp_path: Path) -> None:
+    path = _scenario(tmp_path)
+    report = tmp_path / "report"
+    result = runner.invoke(app, ["simulate", str(path), "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    assert (report / "report.md").exists() and (report / "slo_scale.png").exists()
+
+
+def test_trace_then_replay_gives_the_same_result(tmp_path: Path) -> None:
+    path = _scenario(tmp_path)
+    trace = tmp_path / "jobs.jsonl"
+    assert runner.invoke(app, ["trace", str(path), "--out", str(trace)]).exit_code == 0
+    assert len(trace.read_text().splitlines()) == 20
+    generated = runner.invoke(app, ["compare", str(path), "--json"])
+    replayed = runner.invoke(app, ["compare", str(path), "--trace", str(trace), "--json"])
+    assert json.loads(generated.output.splitlines()[-1]) == json.loads(replayed.output.splitlines()[-1])
+
+
+def test_unknown_policy_fails_with_known_names(tmp_path: Path) -> None:
+    path = _scenario(tmp_path)
+    result = runner.invoke(app, ["compare", str(path), "--policies", "round-robin+fifo"])
+    assert result.exit_code != 0
+    assert "chunked-fcfs" in str(result.exception)
+
+
+def test_policies_lists_registries() -> None:
+    result = runner.invoke(app, ["policies"])
+    assert result.exit_code == 0 and "least-tokens" in result.output and "static-priority" in result.output
+
+
+def test_bench_list_and_unknown_bench() -> None:
+    assert "sim-speed" in runner.invoke(app, ["bench", "list"]).output
+    result = runner.invoke(app, ["bench", "nope"])
+    assert result.exit_code != 0 and "sim-speed" in str(result.exception)
