@@ -135,3 +135,15 @@ def test_bad_inputs() -> None:
 
 def test_every_bundled_gpu_is_calibrated() -> None:
     assert set(gpu_names()) <= set(CALIBRATION.gpus)
+
+
+def test_decode_step_terms_reproduce_step_time_bit_for_bit() -> None:
+    from slosched.perf.roofline import RooflineModel
+
+    model = RooflineModel.build("A6000", "Llama-3-8B")
+    for batch, context in ((1, 100), (7, 12345), (33, 99999)):
+        base, per_token = model.decode_step_terms(batch)
+        run = model.decode_run_s(batch, context, 20)
+        for step in range(20):
+            expected = model.step_time_s(0, 0, batch, context + step * batch)
+            assert base + (context + batch + step * batch) * per_token == expected == run[step]

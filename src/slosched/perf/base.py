@@ -27,6 +27,11 @@ class StepTimeModel(Protocol):
         decode_context_tokens: int,
     ) -> float: ...
 
+    def decode_step_terms(self, num_decode_seqs: int) -> tuple[float, float]:
+        """``(base_s, per_token_s)``: a decode-only step of ``b`` sequences with context ``c`` lasts exactly
+        ``base_s + (c + b) * per_token_s`` (decode steps are affine in the KV they read)."""
+        ...
+
     def decode_run_s(self, num_decode_seqs: int, decode_context_tokens: int, num_steps: int) -> np.ndarray:
         """Durations of ``num_steps`` consecutive decode-only steps (context grows by
         ``num_decode_seqs`` per step). The simulator uses this for every decode-only step, one step or many,

@@ -261,6 +261,11 @@ class RooflineModel:
         t += self._fixed_s + num_decode_seqs * self._tok_s + num_decode_seqs * self._seq_s
         return t
 
+    def decode_step_terms(self, num_decode_seqs: int) -> tuple[float, float]:
+        """``(base_s, per_token_s)`` with ``step_time_s(0, 0, b, c) == base_s + (c + b) * per_token_s`` bit for
+        bit: a decode-only step is affine in its context, which lets callers time runs without numpy."""
+        return self._decode_base_s(num_decode_seqs), self._kv_tok_s
+
     def decode_run_s(self, num_decode_seqs: int, decode_context_tokens: int, num_steps: int) -> np.ndarray:
         """Durations (float64) of ``num_steps`` decode-only steps; context grows by the batch each step."""
         if num_steps <= 0:

@@ -119,7 +119,8 @@ class ClusterSim:
         )
 
     def _new_job_record(self, spec: JobSpec) -> JobRecord:
-        if spec.num_calls == 1 and len(spec.stages) == 1 and not spec.stages[0].tool_duration_s:
+        num_calls = spec.num_calls
+        if num_calls == 1 and len(spec.stages) == 1 and not spec.stages[0].tool_duration_s:
             call = spec.stages[0].calls[0]  # the common case, kept cheap
             no_contention = min(
                 model.truth.no_contention_latency_s(call.input_tokens, call.output_tokens)
@@ -141,7 +142,7 @@ class ClusterSim:
             template=spec.template,
             arrival_s=spec.arrival_s,
             outcome=Outcome.FAILED,
-            num_requests=spec.num_calls,
+            num_requests=num_calls,
             slo_s=slo,
             no_contention_s=no_contention,
         )
@@ -288,10 +289,13 @@ class ClusterSim:
         if job.done:
             return
         record = job.record
-        if seq.first_scheduled_s is not None:
-            # fmin/fmax ignore the NaN a fresh record starts with.
-            record.first_prefill_s = float(np.fmin(record.first_prefill_s, seq.first_scheduled_s))
-            record.last_prefill_s = float(np.fmax(record.last_prefill_s, seq.first_scheduled_s))
+        started = seq.first_scheduled_s
+        if started is not None:
+            # A fresh record holds NaN, which every comparison below treats as "not set yet".
+            if not record.first_prefill_s <= started:
+                record.first_prefill_s = started
+            if not record.last_prefill_s >= started:
+                record.last_prefill_s = started
         job.calls_left[request.stage] -= 1
         if job.calls_left[request.stage] == 0:
             stage = job.stages[request.stage]

@@ -74,6 +74,10 @@ class DecodeCohort:
             heapq.heappop(heap)  # stale entry of a member that left early
         return heap[0][0] - self.clock if heap else 1 << 62
 
+    def next_step_blocks(self) -> int:
+        """New blocks the members need for the step starting at the current clock."""
+        return self._buckets[-self.clock % self.block_size]
+
     def blocks_needed(self, first_clock: int, num_steps: int) -> int:
         """New blocks the members need for the steps starting at clocks first_clock .. +num_steps-1."""
         if num_steps <= 0:

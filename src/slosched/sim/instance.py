@@ -229,15 +229,12 @@ class SimInstance:
 
     def _decode_durations(self, num_decode_seqs: int, context_tokens: int, length: int) -> list[float]:
         factors = self.noise.take(length)
-        if length <= 8:
-            # Same floats as decode_run_s (its contract), without numpy's per-call overhead.
-            step_time = self.truth.step_time_s
-            return [
-                step_time(0, 0, num_decode_seqs, context_tokens + step * num_decode_seqs) * factor
-                for step, factor in enumerate(factors)
-            ]
-        base = self.truth.decode_run_s(num_decode_seqs, context_tokens, length).tolist()
-        return [duration * factor for duration, factor in zip(base, factors, strict=True)]
+        base, per_token = self.truth.decode_step_terms(num_decode_seqs)
+        # Step k reads context + (k + 1) * batch tokens; the same floats step_time_s gives, without numpy.
+        first = context_tokens + num_decode_seqs
+        return [
+            (base + (first + step * num_decode_seqs) * per_token) * factor for step, factor in enumerate(factors)
+        ]
 
     def _cut_run(self) -> None:
         """An arrival: end the current run after the step in progress."""
@@ -288,14 +285,27 @@ class SimInstance:
 
     def _on_run_end(self, version: int) -> None:
         if version != self._version:
-            return
+            return  # the run was cut short; a later event ends it
         run = self._run
         assert run is not None
         self._run = None
-        self._advance_run(run, run.end_s)
-        run.deliver(run.end_s + 1.0, self.belief)
-        self.stats.num_steps += run.num_steps
-        self.stats.busy_s += sum(run.durations)
+        # Every step is done: apply what is left without searching (KV of all steps is reserved by now,
+        # as _advance_run keeps it one step ahead and the final step adds none).
+        remaining = run.num_steps - run.applied
+        if remaining:
+            self.cohort.advance(remaining)
+            self._outstanding -= remaining * run.num_decode_seqs
+        if run.allocated < run.num_steps:
+            needed = self.cohort.blocks_needed(run.first_clock + run.allocated, run.num_steps - run.allocated)
+            if not self.kv.reserve(needed):
+                raise AssertionError("decode run outgrew the KV capacity it was sized for")
+        if run.delivered < run.num_steps:
+            batch = run.num_decode_seqs
+            durations = run.durations if not run.delivered else run.durations[run.delivered :]
+            self.belief.record(0, 0, batch, run.context_tokens + batch * run.delivered, durations)
+        stats = self.stats
+        stats.num_steps += run.num_steps
+        stats.busy_s += sum(run.durations)
         self._finish(self.cohort.pop_finished())
         self._start_step()
 

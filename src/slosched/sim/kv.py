@@ -123,13 +123,16 @@ class KVCache:
         """Take ``count`` private blocks for holders tracked elsewhere (the decode cohort)."""
         if count <= 0:
             return True
-        if count > self.num_free:
+        referenced = self._num_referenced
+        if count > self.num_blocks - self.num_private - referenced:
             return False
-        overflow = self.num_private + self.num_cached + count - self.num_blocks
+        overflow = self.num_private + referenced + self._num_evictable + count - self.num_blocks
         if overflow > 0:
             self._evict(overflow)
         self.num_private += count
-        self._track_peak()
+        used = self.num_private + referenced
+        if used > self.peak_used:
+            self.peak_used = used
         return True
 
     def _evict(self, count: int) -> None:

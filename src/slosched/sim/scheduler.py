@@ -38,8 +38,9 @@ class StepWork:
 
 def form_step(instance: SimInstance, plan: StepPlan) -> StepWork:
     work = StepWork()
-    budget = min(plan.token_budget, instance.spec.max_batched_tokens)
-    max_running = min(plan.max_running, instance.spec.max_running)
+    spec = instance.spec
+    budget = plan.token_budget if plan.token_budget < spec.max_batched_tokens else spec.max_batched_tokens
+    max_running = plan.max_running if plan.max_running < spec.max_running else spec.max_running
     if plan.mode is StepMode.PREFILL_FIRST:
         budget = _schedule_prefilling(instance, work, budget, chunked=False)
         _admit_waiting(instance, work, budget, max_running, chunked=False)
@@ -57,13 +58,15 @@ def form_step(instance: SimInstance, plan: StepPlan) -> StepWork:
 
 def _schedule_cohort(instance: SimInstance, work: StepWork) -> int:
     cohort = instance.cohort
+    if not cohort.members:
+        return 0
     kv = instance.kv
-    needed = cohort.blocks_needed(cohort.clock, 1)
-    while needed > kv.num_free and len(cohort):
+    needed = cohort.next_step_blocks()
+    while needed > kv.num_free and cohort.members:
         instance.preempt(instance.last_running())
         work.preempted = True
-        needed = cohort.blocks_needed(cohort.clock, 1)
-    if not len(cohort):
+        needed = cohort.next_step_blocks()
+    if not cohort.members:
         return 0
     kv.reserve(needed)
     work.num_decode_seqs = len(cohort)
@@ -73,6 +76,8 @@ def _schedule_cohort(instance: SimInstance, work: StepWork) -> int:
 
 def _schedule_prefilling(instance: SimInstance, work: StepWork, budget: int, chunked: bool) -> int:
     """Continue partially prefilled running requests (chunked prefill), in admission order."""
+    if not instance.prefilling:
+        return budget
     kv = instance.kv
     block_size = kv.block_size
     for seq in list(instance.prefilling):
