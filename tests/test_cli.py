@@ -23,13 +23,24 @@ def _scenario(tmp_path: Path, **overrides: object) -> Path:
 
 def test_compare_json_last_line(tmp_path: Path) -> None:
     path = _scenario(tmp_path)
-    result = runner.invoke(app, ["compare", str(path), "--policies", "round-robin+fcfs,least-tokens+chunked-fcfs",
-                                 "--json"])
+    result = runner.invoke(
+        app, ["compare", str(path), "--policies", "round-robin+fcfs,least-tokens+chunked-fcfs", "--json"]
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output.strip().splitlines()[-1])
     assert set(payload["policies"]) == {"round-robin+fcfs", "least-tokens+chunked-fcfs"}
-    keys = {"jobs", "rejected", "slo_attainment", "mean_latency_s", "p50_latency_s", "p90_latency_s",
-            "p99_latency_s", "min_slo_scale_95", "min_slo_scale_99", "throughput_jobs_per_s"}
+    keys = {
+        "jobs",
+        "rejected",
+        "slo_attainment",
+        "mean_latency_s",
+        "p50_latency_s",
+        "p90_latency_s",
+        "p99_latency_s",
+        "min_slo_scale_95",
+        "min_slo_scale_99",
+        "throughput_jobs_per_s",
+    }
     for summary in payload["policies"].values():
         assert keys <= set(summary) and summary["jobs"] == 20
 

@@ -70,9 +70,7 @@ def test_tensor_parallelism_speeds_up_big_models(gpu: str) -> None:
 
 
 @pytest.mark.parametrize("gpu", gpu_names())
-@pytest.mark.parametrize(
-    ("batch", "context", "steps"), [(1, 0, 1), (1, 512, 300), (64, 64 * 1500, 1000), (7, 3, 2)]
-)
+@pytest.mark.parametrize(("batch", "context", "steps"), [(1, 0, 1), (1, 512, 300), (64, 64 * 1500, 1000), (7, 3, 2)])
 def test_decode_run_matches_stepping(gpu: str, batch: int, context: int, steps: int) -> None:
     model = RooflineModel.build(gpu, "Llama-3-8B")
     run = model.decode_run_s(batch, context, steps)

@@ -28,16 +28,29 @@ class _Load:
 def _views(*loads: _Load) -> list[InstanceSnapshot]:
     return [
         InstanceSnapshot(
-            index=i, spec=make_instance(f"i{i}"), snapshot_s=0.0, num_running=load.running,
-            num_waiting=load.waiting, waiting_prefill_tokens=load.prefill, outstanding_decode_tokens=load.decode,
-            num_free_kv_blocks=100, num_kv_blocks=100, step_predictor=LinearStepPredictor(),
+            index=i,
+            spec=make_instance(f"i{i}"),
+            snapshot_s=0.0,
+            num_running=load.running,
+            num_waiting=load.waiting,
+            waiting_prefill_tokens=load.prefill,
+            outstanding_decode_tokens=load.decode,
+            num_free_kv_blocks=100,
+            num_kv_blocks=100,
+            step_predictor=LinearStepPredictor(),
         )
         for i, load in enumerate(loads)
     ]
 
 
 REQUEST = Request(
-    id="r", job_id="j", stage="s", template="t", prompt_tokens=10, max_output_tokens=10, arrival_s=0.0,
+    id="r",
+    job_id="j",
+    stage="s",
+    template="t",
+    prompt_tokens=10,
+    max_output_tokens=10,
+    arrival_s=0.0,
     job_arrival_s=0.0,
 )
 

@@ -15,9 +15,7 @@ from tests.conftest import make_cluster, make_jobs
 def _run(policy: str, fast_forward: bool, staleness: float = 0.0, **instance: object) -> RunResult:
     specs = make_cluster(1, 1, **instance)
     jobs = make_jobs(num_jobs=60, rate=6.0, seed=3, prefix_share=0.3)
-    options = SimOptions(
-        noise_sigma=0.05, fast_forward=fast_forward, view_staleness_s=staleness, slo_scale=4.0
-    )
+    options = SimOptions(noise_sigma=0.05, fast_forward=fast_forward, view_staleness_s=staleness, slo_scale=4.0)
     return simulate(specs, jobs, PolicyPair.parse(policy), seed=11, options=options)
 
 

@@ -71,6 +71,4 @@ def test_invariants(scenario: tuple, fast_forward: bool) -> None:
         assert stats.peak_kv_blocks_used <= spec.num_kv_blocks
 
     again = simulate(specs, jobs, PolicyPair.parse(policy), seed, options)
-    assert [dataclasses.astuple(r) for r in again.requests] == [
-        dataclasses.astuple(r) for r in result.requests
-    ]
+    assert [dataclasses.astuple(r) for r in again.requests] == [dataclasses.astuple(r) for r in result.requests]

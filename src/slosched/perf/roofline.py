@@ -326,9 +326,7 @@ class RooflineModel:
         free = usable - self.weight_bytes
         return max(0, math.floor(free / (block_size * self.kv_bytes_per_token)))
 
-    def no_contention_latency_s(
-        self, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0
-    ) -> float:
+    def no_contention_latency_s(self, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
         """Latency of one request alone: one prefill step of the uncached prompt, then
         ``output_tokens - 1`` decode steps (the prefill step emits the first token)."""
         uncached = max(1, prompt_tokens - cached_tokens)  # the engine always computes the last token

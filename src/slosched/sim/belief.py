@@ -51,11 +51,7 @@ class BeliefFeed:
         if pending and num_prefill == 0:
             last = pending[-1]
             contiguous = last.decode_context_tokens + last.num_decode_seqs * last.num_steps
-            if (
-                last.num_prefill_tokens == 0
-                and last.num_decode_seqs == num_decode
-                and contiguous == decode_context
-            ):
+            if last.num_prefill_tokens == 0 and last.num_decode_seqs == num_decode and contiguous == decode_context:
                 last.durations.append(durations)
                 last.num_steps += count
                 return

@@ -76,9 +76,7 @@ class ClusterSim:
         ]
         self._models = list(models)
         # Instances of one GPU/model/TP share a truth model; the no-contention latency needs each once.
-        self._distinct_models = list(
-            {(m.spec.gpu, m.spec.model, m.spec.tp, m.spec.stack): m for m in models}.values()
-        )
+        self._distinct_models = list({(m.spec.gpu, m.spec.model, m.spec.tp, m.spec.stack): m for m in models}.values())
         self._has_exporters = [_has_exporter(engine) for engine in engines]
         self._snapshots: list[InstanceSnapshot | None] = [None] * len(self.instances)
         self._block_size = models[0].spec.block_size
@@ -86,9 +84,7 @@ class ClusterSim:
         self._last_join_s = max(model.spec.available_from_s for model in models)
         self._joins_later = self._last_join_s > 0
         if min(model.spec.available_from_s for model in models) > 0:
-            raise ConfigError(
-                "cluster.instances.available_from_s", "at least one instance must be available at 0"
-            )
+            raise ConfigError("cluster.instances.available_from_s", "at least one instance must be available at 0")
         self._prefix_ids: dict[str, int] = {}
         self._next_own_key = 0
         self._pending: dict[str, _Pending] = {}
@@ -336,9 +332,7 @@ class ClusterSim:
 
 
 def _has_exporter(engine: EnginePolicy) -> bool:
-    return any(
-        isinstance(part, StateExporter) for part in (engine.ordering, engine.admission, engine.batching)
-    )
+    return any(isinstance(part, StateExporter) for part in (engine.ordering, engine.admission, engine.batching))
 
 
 def _completed_record(seq: Seq, instance_name: str, now_s: float) -> RequestRecord:

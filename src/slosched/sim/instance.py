@@ -232,9 +232,7 @@ class SimInstance:
         base, per_token = self.truth.decode_step_terms(num_decode_seqs)
         # Step k reads context + (k + 1) * batch tokens; the same floats step_time_s gives, without numpy.
         first = context_tokens + num_decode_seqs
-        return [
-            (base + (first + step * num_decode_seqs) * per_token) * factor for step, factor in enumerate(factors)
-        ]
+        return [(base + (first + step * num_decode_seqs) * per_token) * factor for step, factor in enumerate(factors)]
 
     def _cut_run(self) -> None:
         """An arrival: end the current run after the step in progress."""

@@ -73,9 +73,7 @@ def simulate(
     models = [InstanceModels.build(spec) for spec in instances]
     block_sizes = {spec.block_size for spec in instances}
     if len(block_sizes) > 1:
-        raise ConfigError(
-            "cluster.instances.block_size", f"all instances must share one block size, got {block_sizes}"
-        )
+        raise ConfigError("cluster.instances.block_size", f"all instances must share one block size, got {block_sizes}")
     policy_rng, sim_seed = np.random.SeedSequence(seed).spawn(2)
     context = PolicyContext(
         instances=tuple(instances),
@@ -83,9 +81,7 @@ def simulate(
         output_predictor=HistoryOutputPredictor(),
     )
     router = ROUTERS.build(policy.router, params.router.get(policy.router, {}), context)
-    engines = [
-        ENGINE_PRESETS.build(policy.engine, params.engine.get(policy.engine, {}), context) for _ in models
-    ]
+    engines = [ENGINE_PRESETS.build(policy.engine, params.engine.get(policy.engine, {}), context) for _ in models]
     job_layer = JOB_POLICIES.build(job_policy, params.job.get(job_policy, {}), context)
     sim = ClusterSim(
         models,

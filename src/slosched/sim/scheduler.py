@@ -106,9 +106,7 @@ def _schedule_prefilling(instance: SimInstance, work: StepWork, budget: int, chu
     return budget
 
 
-def _admit_waiting(
-    instance: SimInstance, work: StepWork, budget: int, max_running: int, chunked: bool
-) -> None:
+def _admit_waiting(instance: SimInstance, work: StepWork, budget: int, max_running: int, chunked: bool) -> None:
     waiting = instance.waiting
     if not waiting:
         return
