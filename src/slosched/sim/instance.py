@@ -197,7 +197,7 @@ class SimInstance:
         work = form_step(self, self.engine.batching.plan(self))
         self._busy = True
         self._version += 1
-        if work.empty:
+        if not work.num_decode_seqs and not work.prefills:
             # Nothing could be scheduled (an admission policy holds everything back): look again shortly.
             self.kernel.schedule(now + 0.01, self._on_retry, self._version)
             return
@@ -221,8 +221,8 @@ class SimInstance:
             length = 1
         cohort = self.cohort
         if length > 1:
-            length = min(length, cohort.steps_to_next_finish())
-            length = cohort.max_steps_within(self.kv.num_free, length)
+            until_finish = cohort.steps_to_next_finish()
+            length = cohort.max_steps_within(self.kv.num_free, until_finish if until_finish < length else length)
         durations = self._decode_durations(work.num_decode_seqs, work.decode_context_tokens, length)
         self._run = DecodeRun(cohort.clock, work.num_decode_seqs, work.decode_context_tokens, now, durations)
         self.kernel.schedule(self._run.end_s, self._on_run_end, self._version)

@@ -31,27 +31,27 @@ class StepWork:
     prefill_context_tokens: int = 0
     preempted: bool = False
 
-    @property
-    def empty(self) -> bool:
-        return not self.num_decode_seqs and not self.prefills
-
 
 def form_step(instance: SimInstance, plan: StepPlan) -> StepWork:
     work = StepWork()
     spec = instance.spec
     budget = plan.token_budget if plan.token_budget < spec.max_batched_tokens else spec.max_batched_tokens
     max_running = plan.max_running if plan.max_running < spec.max_running else spec.max_running
-    if plan.mode is StepMode.PREFILL_FIRST:
-        budget = _schedule_prefilling(instance, work, budget, chunked=False)
-        _admit_waiting(instance, work, budget, max_running, chunked=False)
+    mode = plan.mode
+    if mode is StepMode.PREFILL_FIRST:
+        if instance.prefilling:
+            budget = _schedule_prefilling(instance, work, budget, chunked=False)
+        if instance.waiting:
+            _admit_waiting(instance, work, budget, max_running, chunked=False)
         if not work.prefills:
             _schedule_cohort(instance, work)
         return work
-    if plan.mode is not StepMode.PREFILL_ONLY:
+    if mode is not StepMode.PREFILL_ONLY:
         budget -= _schedule_cohort(instance, work)
-    if plan.mode is not StepMode.DECODE_ONLY:
-        budget = _schedule_prefilling(instance, work, budget, chunked=plan.chunked_prefill)
-        if not work.preempted:
+    if mode is not StepMode.DECODE_ONLY:
+        if instance.prefilling:
+            budget = _schedule_prefilling(instance, work, budget, chunked=plan.chunked_prefill)
+        if instance.waiting and not work.preempted:
             _admit_waiting(instance, work, budget, max_running, chunked=plan.chunked_prefill)
     return work
 
@@ -69,7 +69,7 @@ def _schedule_cohort(instance: SimInstance, work: StepWork) -> int:
     if not cohort.members:
         return 0
     kv.reserve(needed)
-    work.num_decode_seqs = len(cohort)
+    work.num_decode_seqs = len(cohort.members)
     work.decode_context_tokens = cohort.context_tokens
     return work.num_decode_seqs
 
