@@ -42,11 +42,3 @@ class Seq:
     @property
     def num_blocks(self) -> int:
         return self.num_private_blocks + self.num_shared_blocks + self.num_own_cached_blocks
-
-    @property
-    def is_prefilling(self) -> bool:
-        return self.num_computed_tokens < self.num_prompt_tokens
-
-    @property
-    def remaining_output_tokens(self) -> int:
-        return self.true_output_tokens - self.num_output_tokens
