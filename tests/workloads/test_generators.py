@@ -34,7 +34,8 @@ def _calls(jobs: list[JobSpec]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_registry_names() -> None:
-    assert set(generator_names()) == EXPECTED_NAMES
+    # Other issues' generators (workflows, relQueries) are tested in their own files.
+    assert set(generator_names()) >= EXPECTED_NAMES
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))

@@ -12,7 +12,12 @@ from slosched.core.errors import UnknownNameError
 BenchFn = Callable[[bool], dict[str, Any]]
 
 _BENCH_MODULES = {
+    "relserve": "slosched.bench.relserve",
     "sim-speed": "slosched.bench.sim_speed",
+    "hexgen": "slosched.bench.hexgen",
+    "saber": "slosched.bench.saber",
+    "nexus": "slosched.bench.nexus",
+    "overhead": "slosched.bench.overhead",
 }
 
 

@@ -37,9 +37,7 @@ def run(quick: bool) -> dict[str, Any]:
 
     fast_s, (fast, summary) = best_of(1 if quick else 2, lambda: simulate_and_measure(True))
     step_s, (stepped, _) = best_of(1, lambda: simulate_and_measure(False))
-    identical = [dataclasses.astuple(r) for r in fast.requests] == [
-        dataclasses.astuple(r) for r in stepped.requests
-    ]
+    identical = [dataclasses.astuple(r) for r in fast.requests] == [dataclasses.astuple(r) for r in stepped.requests]
     steps = sum(stats.num_steps for stats in fast.instances)
     figures = {
         "requests_per_second": len(fast.requests) / fast_s,

@@ -123,7 +123,8 @@ def summarize(result: RunResult) -> PolicySummary:
     jobs = result.jobs
     outcomes = [j.outcome for j in jobs]
     completed = outcomes.count(Outcome.COMPLETED)
-    num_met = sum(1 for j in jobs if j.deadline_met)
+    missed_tokens = token_slo_missed_jobs(result.requests)
+    num_met = sum(1 for j in jobs if j.deadline_met and j.id not in missed_tokens)
     makespan = _makespan_s(jobs)
     ratios = slowdown_ratios(jobs)
     requests = request_columns(result.requests)
@@ -153,6 +154,16 @@ def summarize(result: RunResult) -> PolicySummary:
         prefix_hit_rate=prefix_hit_rate(result.instances),
         num_preemptions=sum(stats.num_preemptions for stats in result.instances),
     )
+
+
+def token_slo_missed_jobs(requests: Sequence[RequestRecord]) -> set[str]:
+    """Ids of jobs with a request that carries a TTFT/TPOT SLO and missed it: such a job misses its SLO
+    even when it finished within ``slo_s`` (a job meets its SLO only if every call met its token SLOs)."""
+    return {
+        r.job_id
+        for r in requests
+        if (r.ttft_slo_s is not None or r.tpot_slo_s is not None) and not r.token_slos_met
+    }
 
 
 def prefix_hit_rate(instances: Sequence[InstanceStats]) -> float:

@@ -130,7 +130,8 @@ def fit_usl(samples: Sequence[SpeedSample]) -> SpeedFit:
     params, _ = curve_fit(
         _usl, x, y, p0=(lam0, 0.01, 1e-4), bounds=([0.0, 0.0, 0.0], [np.inf, np.inf, np.inf]), maxfev=20000
     )
-    return _score(UslSpeedModel(*(float(value) for value in params)), x, y)
+    lam, sigma, kappa = (float(value) for value in params)
+    return _score(UslSpeedModel(lam, sigma, kappa), x, y)
 
 
 def fit_linear(samples: Sequence[SpeedSample]) -> SpeedFit:
@@ -153,7 +154,8 @@ def fit_logistic(samples: Sequence[SpeedSample]) -> SpeedFit:
         bounds=([0.0, 0.0, low, 0.0], [2.0 * top, top, max(high, low + 1e-9), np.inf]),
         maxfev=20000,
     )
-    return _score(LogisticSpeedModel(*(float(value) for value in params)), x, y)
+    top, floor, midpoint, steepness = (float(value) for value in params)
+    return _score(LogisticSpeedModel(top, floor, midpoint, steepness), x, y)
 
 
 FITTERS: Mapping[str, Callable[[Sequence[SpeedSample]], SpeedFit]] = {
@@ -179,7 +181,8 @@ def speed_model_from_dict(data: Mapping[str, Any]) -> AnySpeedModel:
     if set(coefficients) != expected:
         raise ConfigError(f"speed ({kind})", f"expected coefficients {sorted(expected)}, got {sorted(coefficients)}")
     try:
-        model = cls(**{name: float(value) for name, value in coefficients.items()})
+        values: dict[str, Any] = {name: float(value) for name, value in coefficients.items()}
+        model = cls(**values)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"speed ({kind})", f"coefficients must be numbers: {error}") from error
     if not model.speed(1.0) > 0:

@@ -43,7 +43,7 @@ from slosched.core.views import StepObservation
 
 _exp = math.exp
 # Column scales of the linear design (1, 1/g, S/g, B, S, C, A) at typical magnitudes: conditioning only.
-_SCALES = np.array([1.0, 1.0, 1024.0, 64.0, 1024.0, 65536.0, 4.0e6])
+_SCALES = np.array([1.0, 1000.0, 1000.0, 64.0, 1024.0, 65536.0, 4.0e6])
 _NUM_LINEAR = 7
 
 
@@ -64,10 +64,8 @@ class StructuralParams:
 
     def linear(self) -> np.ndarray:
         """The coefficients of the linear design columns (1, 1/g, S/g, B, S, C, A)."""
-        return np.array(
-            [self.tau0_s, self.w0 / self.pmax, self.ws / self.pmax, self.tau_b_s, self.tau_s_s]
-            + [self.tau_c_s, self.tau_a_s]
-        )
+        head = [self.tau0_s, self.w0 / self.pmax, self.ws / self.pmax]
+        return np.array([*head, self.tau_b_s, self.tau_s_s, self.tau_c_s, self.tau_a_s])
 
     def with_linear(self, coef: np.ndarray, pmax: float | None = None) -> StructuralParams:
         """Parameters whose linear columns are ``coef``; ``pmax`` (else the current one) fixes the scale."""
@@ -136,7 +134,7 @@ def fit_linear(
     ``prior``/``ridge`` add ``ridge * ||(coef - prior) * scale||^2`` pseudo-observations.
     """
     y = rows[:, 4]
-    a = design(rows, k_b, k_s) * _SCALES / y[:, None]
+    a = design(rows, k_b, k_s) / _SCALES / y[:, None]
     target = np.ones(len(rows))
     if prior is not None and ridge > 0:
         # Pseudo-rows in the same relative units as the data rows (seconds / typical step).
@@ -178,8 +176,8 @@ class StructuralStepModel:
         "_long",
         "_rows_since_linear",
         "_rows_since_shape",
-        "_short",
         "_shape_prior",
+        "_short",
         "linear_every",
         "num_linear_fits",
         "num_rows",
@@ -215,6 +213,12 @@ class StructuralStepModel:
 
     def predict_s(self, b: float, s: float, c: float = 0.0, a: float = 0.0) -> float:
         return predict(self.params, b, s, c, a)
+
+    def peak_tokens_per_s(self, step_tokens: int) -> float:
+        """Throughput of a full prefill step of ``step_tokens`` tokens: the capacity routers compare.
+
+        Read off the prediction rather than ``Pmax / ws``, which the fit can trade against ``tauS``."""
+        return step_tokens / max(predict(self.params, 1.0, float(step_tokens)), 1e-12)
 
     def predict_observation_s(self, obs: StepObservation) -> float:
         """Predicted seconds of the first step of ``obs`` (for accuracy reports)."""
@@ -258,10 +262,13 @@ class StructuralStepModel:
 
     def refit_linear(self) -> None:
         """Fast fit of the linear parameters on the short window, shape fixed."""
-        if not self._short or self._shape_prior is None:
-            return  # before the first shape fit the short window alone cannot pin seven coefficients
+        if not self._short:
+            return
         rows = np.asarray(self._short, dtype=np.float64)
-        coef, _ = fit_linear(rows, self.params.k_b, self.params.k_s, self._shape_prior, self.ridge * len(rows))
+        # Before the first shape fit the ridge pulls towards the current (initial) parameters, so a handful
+        # of steps already corrects a bad guess along the directions they excite.
+        prior = self.params.linear() if self._shape_prior is None else self._shape_prior
+        coef, _ = fit_linear(rows, self.params.k_b, self.params.k_s, prior, self.ridge * len(rows))
         self.params = self.params.with_linear(coef)
         self.num_linear_fits += 1
         self._rows_since_linear = 0

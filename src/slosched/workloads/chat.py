@@ -8,7 +8,9 @@ std 200 allows, so it is a typo: its outputs are clipped at the fitted lognormal
 
 Parameters common to all four (all optional): ``clip``; ``max_tokens`` (2048, each request's
 ``max_output_tokens``; true outputs are clipped to it); ``slo_s`` (none: the scenario's SLO rule decides;
-the paper's SLOs are per-token TPOT/TTFT, not end-to-end); ``id_prefix`` (the generator name).
+the paper's SLOs are per-token TPOT/TTFT, not end-to-end); ``ttft_slo_s`` / ``tpot_slo_s`` (none: per-token
+SLOs every job carries, e.g. the paper's 2 s TTFT for summarization and 12 ms TPOT for FlowGPT);
+``id_prefix`` (the generator name).
 
 ``flowgpt`` is multi-turn (see ``flowgpt``); the other three are independent single requests.
 """
@@ -16,6 +18,7 @@ the paper's SLOs are per-token TPOT/TTFT, not end-to-end); ``id_prefix`` (the ge
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -48,20 +51,21 @@ def _sample(rng: np.random.Generator, stats: Mapping[str, float], size: int, cli
     return to_tokens(rng.lognormal(mu, sigma, size=size), length_cap(stats) if clip else np.inf)
 
 
-def chat(
-    name: str, params: Mapping[str, Any], arrivals: np.ndarray, rng: np.random.Generator
-) -> list[JobSpec]:
+def chat(name: str, params: Mapping[str, Any], arrivals: np.ndarray, rng: np.random.Generator) -> list[JobSpec]:
     """Single requests of ``coding``, ``sharegpt`` or ``summarization``; job i arrives at ``arrivals[i]``."""
     reader = Params(name, params)
     clip = reader.choice("clip", "p99", ("p99", "none")) == "p99"
     max_tokens = reader.integer("max_tokens", 2048)
     slo_s = reader.optional_number("slo_s")
+    token_slos = _token_slos(reader)
     id_prefix = reader.text("id_prefix", name)
     reader.finish()
     stats = workload_section("chat_and_long_context", "workloads", name)
     prompts = _sample(rng, stats["prompt"], len(arrivals), clip)
     outputs = np.minimum(_sample(rng, stats["output"], len(arrivals), clip), max_tokens)
-    return build_single_jobs(id_prefix, arrivals, prompts, outputs, max_tokens, name, slo_s)
+    return _with_token_slos(
+        build_single_jobs(id_prefix, arrivals, prompts, outputs, max_tokens, name, slo_s), token_slos
+    )
 
 
 def flowgpt(params: Mapping[str, Any], arrivals: np.ndarray, rng: np.random.Generator) -> list[JobSpec]:
@@ -87,6 +91,7 @@ def flowgpt(params: Mapping[str, Any], arrivals: np.ndarray, rng: np.random.Gene
     clip = reader.choice("clip", "p99", ("p99", "none")) == "p99"
     max_tokens = reader.integer("max_tokens", 2048)
     slo_s = reader.optional_number("slo_s")
+    token_slos = _token_slos(reader)
     id_prefix = reader.text("id_prefix", "flowgpt")
     turns_mean = reader.number("turns_mean", 3.0, minimum=1.0, strict=False)
     user_mean = reader.number("user_tokens_mean", 100.0)
@@ -104,10 +109,24 @@ def flowgpt(params: Mapping[str, Any], arrivals: np.ndarray, rng: np.random.Gene
     outputs = np.minimum(_sample(rng, stats["output"], count, clip), max_tokens)
     calls = _session_calls(id_prefix, turn, first, user, outputs, max_input, max_tokens)
     with gc_paused():
-        return [
+        jobs = [
             single_job(f"{id_prefix}-{slot}", arrival, calls[flat], slo_s=slo_s, template="flowgpt")
             for slot, (arrival, flat) in enumerate(zip(arrivals.tolist(), order.tolist(), strict=True))
         ]
+    return _with_token_slos(jobs, token_slos)
+
+
+def _token_slos(reader: Params) -> tuple[float | None, float | None]:
+    return reader.optional_number("ttft_slo_s"), reader.optional_number("tpot_slo_s")
+
+
+def _with_token_slos(jobs: list[JobSpec], slos: tuple[float | None, float | None]) -> list[JobSpec]:
+    """``jobs`` carrying the per-token SLOs ``(ttft_slo_s, tpot_slo_s)`` (unchanged when both are none)."""
+    ttft, tpot = slos
+    if ttft is None and tpot is None:
+        return jobs
+    with gc_paused():
+        return [replace(job, ttft_slo_s=ttft, tpot_slo_s=tpot) for job in jobs]
 
 
 def _turn_numbers(rng: np.random.Generator, count: int, turns_mean: float) -> np.ndarray:
@@ -118,9 +137,7 @@ def _turn_numbers(rng: np.random.Generator, count: int, turns_mean: float) -> np
     return np.arange(count) - np.repeat(starts, np.diff(np.append(starts, count)))
 
 
-def _session_order(
-    rng: np.random.Generator, arrivals: np.ndarray, turn: np.ndarray, think_time_s: float
-) -> np.ndarray:
+def _session_order(rng: np.random.Generator, arrivals: np.ndarray, turn: np.ndarray, think_time_s: float) -> np.ndarray:
     """``order[slot]`` = the turn (in session layout) that arrives at ``arrivals[slot]``."""
     count = len(turn)
     is_start = turn == 0

@@ -1,7 +1,8 @@
 """Workload generators registered by name, and ``mix``, a weighted mixture of them.
 
-A generator is ``(params, arrivals, rng) -> list[JobSpec]``. Invariants: it returns exactly one single
-job per arrival, in arrival order (``jobs[i].arrival_s == arrivals[i]``); every job passes
+A generator is ``(params, arrivals, rng) -> list[JobSpec]``. Invariants: it returns exactly one job
+(a single request, a workflow such as ``text2sql-chess``, or a relQuery for ``relquery``) per arrival, in arrival order
+(``jobs[i].arrival_s == arrivals[i]``); every job passes
 ``validate_job``; job ids are unique and ``template`` names the task (for output-length predictors); the
 same params, arrivals and ``rng`` state give equal jobs. Unknown parameters are rejected with the list
 of allowed ones. Names and parameters are documented in ``azure``, ``chat``, ``code`` and ``mix`` below.
@@ -25,6 +26,8 @@ from slosched.workloads.arrivals import ArrivalSpec
 from slosched.workloads.azure import azure
 from slosched.workloads.chat import chat, flowgpt
 from slosched.workloads.code import CODE_MIXES, CODE_TASKS, code
+from slosched.workloads.relquery import relquery
+from slosched.workloads.text2sql import text2sql_chess
 
 WorkloadGenerator = Callable[[Mapping[str, Any], np.ndarray, np.random.Generator], list[JobSpec]]
 
@@ -88,6 +91,10 @@ def _builtin_generators() -> dict[str, WorkloadGenerator]:
     generators["flowgpt"] = flowgpt
     generators.update({name: partial(chat, name) for name in ("coding", "sharegpt", "summarization")})
     generators.update({name: partial(code, name) for name in (*CODE_TASKS, *CODE_MIXES)})
+    generators.update(
+        {name: partial(text2sql_chess, name) for name in ("text2sql-chess", "text2sql-chess-hard")}
+    )
+    generators["relquery"] = relquery
     generators["mix"] = mix
     return generators
 

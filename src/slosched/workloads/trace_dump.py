@@ -46,6 +46,10 @@ def _head(job: JobSpec) -> dict[str, Any]:
         head["template"] = job.template
     if job.tenant != "default":
         head["tenant"] = job.tenant
+    if job.ttft_slo_s is not None:
+        head["ttft_slo_s"] = job.ttft_slo_s
+    if job.tpot_slo_s is not None:
+        head["tpot_slo_s"] = job.tpot_slo_s
     return head
 
 

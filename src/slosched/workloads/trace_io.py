@@ -2,6 +2,7 @@
 
 Line formats (``kind`` picks one; optional fields may be left out):
 
+- every kind optionally carries the per-token SLOs ``ttft_slo_s, tpot_slo_s`` (seconds).
 - ``single``: ``id, arrival_s, input_tokens, output_tokens`` and optionally ``slo_s, max_output_tokens,
   template, tenant, session_id, prefix_key, prefix_tokens``, and ``stage`` when the stage is not named
   like ``core.job.single_job`` names it (the template, or ``"call"``).
@@ -64,6 +65,8 @@ class _JobFields(_Line):
     slo_s: float | None = None
     tenant: str = "default"
     template: str = ""
+    ttft_slo_s: float | None = None
+    tpot_slo_s: float | None = None
 
 
 class SingleLine(_JobFields, _CallFields):
@@ -122,7 +125,9 @@ class RelqueryLine(_JobFields):
 
 
 def _job(line: _JobFields, kind: JobKind, stages: tuple[StageSpec, ...]) -> JobSpec:
-    return JobSpec(line.id, kind, line.arrival_s, stages, line.slo_s, line.tenant, line.template)
+    return JobSpec(
+        line.id, kind, line.arrival_s, stages, line.slo_s, line.tenant, line.template, line.ttft_slo_s, line.tpot_slo_s
+    )
 
 
 _LINE = TypeAdapter(Annotated[SingleLine | WorkflowLine | RelqueryLine, Field(discriminator="kind")])

@@ -1,0 +1,155 @@
+"""Hexgen-Text2SQL reproduction set-up: clusters, traces, and the bench-only simulation paths (the oracle
+output predictor and the queue snapshot), kept out of the policy registries so nothing reaches them by
+accident.
+
+Clusters serve Llama-3.1-70B with 4-bit weights and KV (stack ``hexgen``), one GPU per instance (TP1:
+35 GB of weights fit an 80 GB A100 and a 48 GB A6000/L40S, and TP1 is what the per-token decode anchors of
+``hardware.json`` were measured at; TP2 would halve the decode time the facts report).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from slosched.core.instance import InstanceSpec
+from slosched.core.job import JobSpec
+from slosched.core.records import RunResult
+from slosched.core.request import Request
+from slosched.perf.output_length import HistoryOutputPredictor
+from slosched.policies.cluster.base import ROUTERS
+from slosched.policies.engine.base import ENGINE_PRESETS
+from slosched.policies.engine.urgency_order import urgency
+from slosched.policies.job.base import JOB_POLICIES
+from slosched.policies.registry import PolicyContext
+from slosched.sim.cluster import ClusterSim
+from slosched.sim.models import InstanceModels
+from slosched.sim.options import SimOptions
+from slosched.sim.runner import PolicyPair, PolicyParams
+from slosched.workloads.generators import make_workload
+
+MODEL = "Llama-3.1-70B"
+CLUSTERS: Mapping[str, tuple[str, ...]] = {
+    "hetero1": ("A100-80G", "A100-80G", "A6000", "A6000"),
+    "hetero2": ("A100-80G", "A100-80G", "L40S", "A6000"),
+}
+TRACES: Mapping[str, dict[str, Any]] = {
+    "natural": {"hard_fraction": 0.0},
+    "hard": {"hard_fraction": 1.0},
+    "mixed": {"hard_fraction": 0.5},
+}
+BASE = InstanceSpec(
+    name="", gpu="A100-80G", model=MODEL, tp=1, stack="hexgen", max_running=256, max_batched_tokens=16384
+)
+
+
+def cluster(name: str) -> tuple[InstanceSpec, ...]:
+    """Instances named ``{gpu}-{i}`` (lower case, short GPU name), in the order listed in ``CLUSTERS``."""
+    specs = []
+    for index, gpu in enumerate(CLUSTERS[name]):
+        short = gpu.split("-")[0].lower()
+        specs.append(replace(BASE, name=f"{short}-{index}", gpu=gpu))
+    return tuple(specs)
+
+
+def trace(name: str, rate: float, num_jobs: int, seed: int) -> list[JobSpec]:
+    """CHESS jobs with Poisson arrivals; lengths depend on ``seed`` only (not on the rate)."""
+    arrivals = {"process": "poisson", "rate": rate}
+    return make_workload("text2sql-chess", arrivals, num_jobs, TRACES[name], seed=seed)
+
+
+class OracleOutputPredictor:
+    """ORACLE (bench only): predicts every call's *true* output length, read from the job specs.
+
+    Used to label an upper bound; a live system cannot know this.
+    """
+
+    def __init__(self, jobs: Sequence[JobSpec]) -> None:
+        self._truth = {
+            f"{job.id}/{stage.name}/{index}": call.output_tokens
+            for job in jobs
+            for stage in job.stages
+            for index, call in enumerate(stage.calls)
+        }
+
+    def predict(self, request: Request) -> float:
+        return float(self._truth[request.id])
+
+    def observe(self, request: Request, output_tokens: int) -> None:
+        return None
+
+
+@dataclass(slots=True)
+class QueueEntry:
+    """One queued request in a snapshot: its urgency ``U`` and the parts it is made of."""
+
+    request_id: str
+    stage: str
+    budget_s: float | None
+    queued_s: float
+    urgency: float
+
+
+def build_sim(
+    instances: Sequence[InstanceSpec],
+    jobs: Sequence[JobSpec],
+    policy: PolicyPair,
+    seed: int,
+    options: SimOptions,
+    params: PolicyParams,
+    job_policy: str,
+    oracle: bool,
+) -> ClusterSim:
+    """What ``sim.runner.simulate`` builds, with the oracle predictor when ``oracle`` (same seeding)."""
+    models = [InstanceModels.build(spec) for spec in instances]
+    policy_rng, sim_seed = np.random.SeedSequence(seed).spawn(2)
+    predictor = OracleOutputPredictor(jobs) if oracle else HistoryOutputPredictor()
+    context = PolicyContext(tuple(instances), np.random.default_rng(policy_rng), predictor)
+    router = ROUTERS.build(policy.router, params.router.get(policy.router, {}), context)
+    engines = [ENGINE_PRESETS.build(policy.engine, params.engine.get(policy.engine, {}), context) for _ in models]
+    job_layer = JOB_POLICIES.build(job_policy, params.job.get(job_policy, {}), context)
+    name = policy.name + (" (oracle)" if oracle else "")
+    seed_value = int(sim_seed.generate_state(1)[0])
+    return ClusterSim(models, engines, router, job_layer, predictor, options, seed_value, name)
+
+
+def run(
+    instances: Sequence[InstanceSpec],
+    jobs: Sequence[JobSpec],
+    policy: str,
+    options: SimOptions,
+    alpha: float = 0.0,
+    oracle: bool = False,
+    seed: int = 0,
+    on_time: tuple[float, Callable[[ClusterSim], None]] | None = None,
+) -> RunResult:
+    """One run with the ``stage-budget`` job policy; ``on_time`` calls a probe at a simulated instant."""
+    params = PolicyParams(router={"workload-balanced": {"alpha": alpha}})
+    sim = build_sim(instances, jobs, PolicyPair.parse(policy), seed, options, params, "stage-budget", oracle)
+    if on_time is not None:
+        at_s, probe = on_time
+        sim.kernel.schedule(at_s, lambda _: probe(sim))
+    result = sim.run(jobs)
+    result.seed = seed
+    return result
+
+
+def queue_snapshot(sim: ClusterSim) -> tuple[str, float, list[QueueEntry]]:
+    """The longest local queue now: (instance, time, its requests most urgent first)."""
+    instance = max(sim.instances, key=lambda inst: len(inst.waiting))
+    now = sim.kernel.now_s
+    entries = [
+        QueueEntry(
+            seq.request.id,
+            seq.request.stage,
+            seq.request.budget_s,
+            now - seq.enqueue_s,
+            urgency(seq, instance),
+        )
+        for seq in instance.waiting
+    ]
+    entries.sort(key=lambda entry: -entry.urgency)
+    return instance.spec.name, now, entries

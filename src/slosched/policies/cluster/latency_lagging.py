@@ -1,0 +1,64 @@
+"""Router ``latency-lagging``: lowest average end-to-end latency of the requests that finished on an
+instance within the last ``window_s`` seconds (default 2 s), the latency-based baseline of NexusSched.
+
+It learns only from completions (a ``CompletionObserver``), so it lags: an instance looks fast until
+the requests it was just flooded with finish. An instance with no completion in the window keeps its
+last average (0 before its first completion, so new instances are tried). Ties: lowest index.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from slosched.core.errors import ConfigError
+from slosched.core.request import Request
+from slosched.core.views import InstanceView
+from slosched.policies.cluster.base import ROUTERS
+from slosched.policies.registry import PolicyContext, param, reject_unknown_params
+
+
+class LatencyLaggingRouter:
+    def __init__(self, window_s: float = 2.0) -> None:
+        self.window_s = window_s
+        self._samples: dict[int, deque[tuple[float, float]]] = {}
+        self._sums: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+
+    def on_request_finished(self, instance_index: int, request: Request, latency_s: float, now_s: float) -> None:
+        self._samples.setdefault(instance_index, deque()).append((now_s, latency_s))
+        self._sums[instance_index] = self._sums.get(instance_index, 0.0) + latency_s
+
+    def average_s(self, instance_index: int, now_s: float) -> float:
+        """Mean latency over the window ending at ``now_s`` (the last known mean if the window is empty)."""
+        samples = self._samples.get(instance_index)
+        if not samples:
+            return self._last.get(instance_index, 0.0)
+        cutoff = now_s - self.window_s
+        total = self._sums[instance_index]
+        while samples and samples[0][0] < cutoff:
+            total -= samples.popleft()[1]
+        self._sums[instance_index] = total if samples else 0.0
+        if samples:
+            self._last[instance_index] = total / len(samples)
+        return self._last.get(instance_index, 0.0)
+
+    def route(self, request: Request, instances: Sequence[InstanceView], now_s: float) -> int:
+        best_position = 0
+        best = None
+        for position, instance in enumerate(instances):
+            value = self.average_s(instance.index, now_s)
+            if best is None or value < best:
+                best = value
+                best_position = position
+        return best_position
+
+
+@ROUTERS.register("latency-lagging")
+def build(params: Mapping[str, Any], context: PolicyContext) -> LatencyLaggingRouter:
+    reject_unknown_params("latency-lagging", params, {"window_s"})
+    window = param(params, "window_s", 2.0, float)
+    if not window > 0:
+        raise ConfigError("latency-lagging.window_s", f"must be > 0, got {window}")
+    return LatencyLaggingRouter(window)

@@ -1,0 +1,49 @@
+"""Router ``workload-balanced`` (Hexgen-Text2SQL, DESIGN 4.1): trade execution speed against load balance.
+
+``score(q, m) = (1 - alpha) * beta / max(t_queue(m), min_queue_s) - alpha * t_comp(q, m)``; the highest
+score wins (ties: lowest index). ``alpha`` in [0, 1]: 0 sends each call to the least loaded instance
+(load measured in that instance's own seconds), 1 to the instance that would run it fastest. ``beta``
+(seconds squared) scales the balance term against ``t_comp``. The queue term is floored at
+``min_queue_s`` so an empty instance gets a large but finite score (alpha still breaks ties between
+empty instances). ``alpha`` may be changed between decisions (the alpha tuner does).
+
+Parameters: ``alpha`` (0.0), ``beta`` (100.0), ``min_queue_s`` (1.0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from slosched.core.errors import ConfigError
+from slosched.core.request import Request
+from slosched.core.views import InstanceView
+from slosched.policies.cluster.base import ROUTERS, ScoringRouter
+from slosched.policies.cost import request_t_comp_s, t_queue_s
+from slosched.policies.registry import PolicyContext, param, reject_unknown_params
+
+
+class WorkloadBalancedRouter(ScoringRouter):
+    def __init__(self, alpha: float, beta: float, min_queue_s: float) -> None:
+        if not 0.0 <= alpha <= 1.0:
+            raise ConfigError("workload-balanced.alpha", f"must be in [0, 1], got {alpha}")
+        if beta <= 0 or min_queue_s <= 0:
+            raise ConfigError("workload-balanced", "beta and min_queue_s must be > 0")
+        self.alpha = alpha
+        self.beta = beta
+        self.min_queue_s = min_queue_s
+
+    def score(self, request: Request, instance: InstanceView, now_s: float) -> float:
+        queue_s = max(t_queue_s(instance), self.min_queue_s)
+        balance = (1.0 - self.alpha) * self.beta / queue_s
+        if self.alpha == 0.0:
+            return balance
+        return balance - self.alpha * request_t_comp_s(request, instance.step_predictor)
+
+
+@ROUTERS.register("workload-balanced")
+def build(params: Mapping[str, Any], context: PolicyContext) -> WorkloadBalancedRouter:
+    reject_unknown_params("workload-balanced", params, {"alpha", "beta", "min_queue_s"})
+    return WorkloadBalancedRouter(
+        param(params, "alpha", 0.0), param(params, "beta", 100.0), param(params, "min_queue_s", 1.0)
+    )

@@ -1,0 +1,79 @@
+"""Admission ``saber``: admit a request only if the predicted per-request speed still meets every
+deadline (DESIGN 4.4). No fixed concurrency cap: the speed model decides how many run together.
+
+With L requests running (plus those admitted earlier in this pass), a *high*-tier request (required
+speed <= f(1)) is admitted iff ``f(L+1) >= its required speed`` and ``f(L+1) >= the required speed of
+every running request that can still make its deadline``; running requests that cannot (required speed
+above f(1), or deadline passed) are lost causes and constrain nobody. The first deferred high request
+ends the high queue's turn for this pass (SABER leaves it queued and stops). A *low*-tier (demoted)
+request is served best effort, only when the high queue is empty (every high request was admitted in
+this pass), and only if it does not push a running request below its requirement.
+
+The ordering ``saber`` must come with it (it puts high before low and draws the window); the preset
+``saber`` composes the two with one speed model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from slosched.core.views import EngineView, SeqView
+from slosched.perf.speed_models import AnySpeedModel
+from slosched.policies.engine.base import ADMISSIONS
+from slosched.policies.engine.saber_common import (
+    DEMANDS,
+    AdmissionPass,
+    choice,
+    required_speed,
+    speed_model_from_params,
+)
+from slosched.policies.registry import PolicyContext, reject_unknown_params
+
+
+class SaberAdmission:
+    time_invariant = False
+
+    def __init__(self, model: AnySpeedModel, demand: str) -> None:
+        self.model = model
+        self.max_speed = model.speed(1.0)
+        self.demand = demand
+        self._pass = AdmissionPass()
+
+    def running_requirement(self, engine: EngineView) -> float:
+        """Largest required speed among running requests that can still meet their deadline."""
+        now = engine.now_s
+        needed = 0.0
+        for seq in engine.running_seqs:
+            need = required_speed(seq, now, self.demand)
+            if need <= self.max_speed and need > needed:
+                needed = need
+        return needed
+
+    def admit(self, seq: SeqView, engine: EngineView) -> bool:
+        state = self._pass
+        if state.begin_if_new(seq, engine):
+            state.max_required = self.running_requirement(engine) if engine.num_running else 0.0
+        need = required_speed(seq, engine.now_s, self.demand)
+        next_speed = self.model.speed(engine.num_running + state.admitted + 1.0)
+        if need <= self.max_speed:
+            if state.high_blocked or next_speed < need or next_speed < state.max_required:
+                state.high_blocked = True
+                return False
+            state.max_required = max(state.max_required, need)
+        elif state.high_blocked or next_speed < state.max_required:
+            return False
+        state.admitted += 1
+        return True
+
+
+def saber_admission_from_params(params: Mapping[str, Any], model: AnySpeedModel | None = None) -> SaberAdmission:
+    demand = choice("saber", params, "demand", "max_tokens", DEMANDS)
+    speed = model if model is not None else speed_model_from_params("saber", params)
+    return SaberAdmission(speed, demand)
+
+
+@ADMISSIONS.register("saber")
+def build(params: Mapping[str, Any], context: PolicyContext) -> SaberAdmission:
+    reject_unknown_params("saber admission", params, {"demand", "profile", "model", "speed"})
+    return saber_admission_from_params(params)

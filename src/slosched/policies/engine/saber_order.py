@@ -1,0 +1,112 @@
+"""Ordering ``saber``: SABER's two-tier queue with windowed random picks (DESIGN 4.4).
+
+A waiting request is *high* tier while its required speed is at most ``f(1)`` (the fastest any request
+can go), otherwise it is demoted to the *low* tier: it can no longer make its deadline even alone.
+Required speed only grows while a request waits, so demotion is permanent until it runs.
+
+The queue order is all high requests, then all low ones. High requests are sorted by deadline
+(``order = "deadline"``, default) or arrival (``"arrival"``) and then drawn as SABER's admission loop
+draws them: position 0 is a uniformly random one of the first ``window``, position 1 a random one of the
+first ``window`` that remain, and so on (a windowed shuffle; ``window = 1`` is plain sorted order). Low
+requests follow, most likely to still make it first (lowest required speed), as best effort.
+
+Keys depend on time, so ``static_keys`` and ``time_invariant`` are False. The ranking is computed once
+per (time, queue content) and served to the mechanism's per-request ``key`` calls from a cache; the
+random draws come from the run's seeded ``PolicyContext.rng``, one vector per ranking, so runs are
+deterministic by seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from slosched.core.errors import ConfigError
+from slosched.core.views import EngineView, SeqView
+from slosched.perf.speed_models import AnySpeedModel
+from slosched.policies.engine.base import ORDERINGS
+from slosched.policies.engine.saber_common import DEMANDS, choice, required_speed, speed_model_from_params
+from slosched.policies.registry import PolicyContext, param, reject_unknown_params
+
+HIGH, LOW = 0, 1
+ORDERS = ("deadline", "arrival")
+
+
+def windowed_shuffle(items: list[Any], window: int, uniforms: np.ndarray) -> list[Any]:
+    """Repeatedly take a uniformly random one of the first ``window`` remaining items (``uniforms`` holds
+    one U[0,1) draw per item)."""
+    pool = list(items)
+    picked: list[Any] = []
+    for draw in uniforms[: len(items)].tolist():
+        span = min(window, len(pool))
+        picked.append(pool.pop(min(int(draw * span), span - 1)))
+    return picked
+
+
+class SaberOrdering:
+    static_keys = False
+    time_invariant = False
+
+    def __init__(self, model: AnySpeedModel, window: int, rng: np.random.Generator, order: str, demand: str) -> None:
+        self.model = model
+        self.max_speed = model.speed(1.0)
+        self.window = window
+        self.rng = rng
+        self.order = order
+        self.demand = demand
+        self._now = -1.0
+        self._ranks: dict[str, tuple[int, int]] = {}
+
+    def is_high(self, seq: SeqView, now_s: float) -> bool:
+        """High tier iff the request can still make its deadline running alone (required <= f(1))."""
+        return required_speed(seq, now_s, self.demand) <= self.max_speed
+
+    def key(self, seq: SeqView, engine: EngineView) -> Any:
+        rank = self._ranks.get(seq.request.id) if engine.now_s == self._now else None
+        if rank is None:
+            self._rank(engine)
+            rank = self._ranks[seq.request.id]
+        return rank
+
+    def _rank(self, engine: EngineView) -> None:
+        now = engine.now_s
+        high: list[tuple[float, float, str]] = []
+        low: list[tuple[float, float, str]] = []
+        for seq in engine.waiting:
+            request = seq.request
+            need = required_speed(seq, now, self.demand)
+            if need <= self.max_speed:
+                first = request.deadline_s if self.order == "deadline" else request.arrival_s
+                high.append((first, request.arrival_s, request.id))
+            else:
+                low.append((need, request.arrival_s, request.id))
+        high.sort()
+        low.sort()
+        uniforms = self.rng.random(len(high)) if self.window > 1 and len(high) > 1 else np.zeros(len(high))
+        ranks: dict[str, tuple[int, int]] = {}
+        for position, entry in enumerate(windowed_shuffle(high, self.window, uniforms)):
+            ranks[entry[2]] = (HIGH, position)
+        for position, entry in enumerate(low):
+            ranks[entry[2]] = (LOW, position)
+        self._now = now
+        self._ranks = ranks
+
+
+def saber_ordering_from_params(
+    params: Mapping[str, Any], context: PolicyContext, model: AnySpeedModel | None = None
+) -> SaberOrdering:
+    window = param(params, "window", 5, int)
+    if window < 1:
+        raise ConfigError("saber.window", f"must be >= 1, got {window}")
+    order = choice("saber", params, "order", "deadline", ORDERS)
+    demand = choice("saber", params, "demand", "max_tokens", DEMANDS)
+    speed = model if model is not None else speed_model_from_params("saber", params)
+    return SaberOrdering(speed, window, context.rng, order, demand)
+
+
+@ORDERINGS.register("saber")
+def build(params: Mapping[str, Any], context: PolicyContext) -> SaberOrdering:
+    reject_unknown_params("saber ordering", params, {"window", "order", "demand", "profile", "model", "speed"})
+    return saber_ordering_from_params(params, context)

@@ -1,0 +1,43 @@
+"""Job policy ``static-sum``: vLLM-SP's static job priority — the sum of per-request estimates, fixed
+when the job's stage is released (lower runs sooner), with ordering ``static-priority``.
+
+A request's estimate is its service time alone on a generic instance: a prefill of its prompt plus
+(predicted output - 1) single-request decode steps, read off a linear step-time belief that has seen no
+steps yet (``perf.linear`` prior, an offline profile; the job layer sees no instance's learned model).
+Every request of the stage gets the whole sum, so one relQuery is scheduled as a unit and shorter
+relQueries go first. Budgets are set as ``deadline`` sets them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from slosched.core.request import Request
+from slosched.core.views import JobView
+from slosched.perf.linear import LinearStepPredictor
+from slosched.policies.job.base import JOB_POLICIES
+from slosched.policies.registry import PolicyContext, reject_unknown_params
+
+
+class StaticSumPriority:
+    def __init__(self) -> None:
+        self._predictor = LinearStepPredictor()
+
+    def request_estimate_s(self, request: Request) -> float:
+        predict = self._predictor.predict_s
+        prefill_s = predict(request.prompt_tokens, 0, 0, 0)
+        decode_step_s = predict(0, 0, 1, request.prompt_tokens)
+        return prefill_s + max(request.predicted_output_tokens - 1.0, 0.0) * decode_step_s
+
+    def on_stage_released(self, job: JobView, requests: Sequence[Request], now_s: float) -> None:
+        total = sum(self.request_estimate_s(request) for request in requests)
+        for request in requests:
+            request.budget_s = job.deadline_s - now_s
+            request.priority = total
+
+
+@JOB_POLICIES.register("static-sum")
+def build(params: Mapping[str, Any], context: PolicyContext) -> StaticSumPriority:
+    reject_unknown_params("static-sum", params, set())
+    return StaticSumPriority()

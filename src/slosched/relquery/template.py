@@ -1,0 +1,70 @@
+"""Prompt templates with ``{column}`` placeholders, applied to every row of a table.
+
+The literal text before the first placeholder is the *shared prefix*: identical for every row, so a
+prefix cache can reuse its KV blocks across the rows of one relQuery. ``{{`` and ``}}`` are literal
+braces. Placeholders are plain column names (no format specs, conversions, indexing or positional
+fields), so a template can never run code or reach attributes.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from slosched.core.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class PromptTemplate:
+    """Invariants: ``columns`` is non-empty, in order of first appearance, without repeats; ``prefix`` is
+    the rendered literal text before the first placeholder."""
+
+    text: str
+    columns: tuple[str, ...]
+    prefix: str
+
+    @classmethod
+    def parse(cls, text: str) -> PromptTemplate:
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError("template", "expected a non-empty string with {column} placeholders")
+        try:
+            parts = list(string.Formatter().parse(text))
+        except ValueError as error:
+            raise ConfigError("template", f"malformed braces: {error} (write {{{{ or }}}} for a brace)") from None
+        columns: list[str] = []
+        prefix: list[str] = []
+        seen_field = False
+        for literal, field, spec, conversion in parts:
+            if not seen_field:
+                prefix.append(literal)
+            if field is None:
+                continue
+            seen_field = True
+            if not field.strip() or field.isdigit() or spec or conversion or any(c in field for c in ".[]"):
+                raise ConfigError(
+                    "template",
+                    f"placeholder {{{field}{'!' + conversion if conversion else ''}}} must be "
+                    "a plain column name such as {title}",
+                )
+            if field not in columns:
+                columns.append(field)
+        if not columns:
+            raise ConfigError("template", "has no {column} placeholder; a relQuery needs at least one")
+        return cls(text=text, columns=tuple(columns), prefix="".join(prefix))
+
+    def render(self, row: Mapping[str, Any]) -> str:
+        """The prompt for one row; NULL values render as an empty string."""
+        missing = [column for column in self.columns if column not in row]
+        if missing:
+            raise ConfigError("template", f"row lacks columns {missing}")
+        return self.text.format_map({column: _text(row[column]) for column in self.columns})
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -1,0 +1,142 @@
+"""Gateway configuration (YAML, validated with pydantic): backends, policies, timeouts, limits, security.
+
+Every error names the field (dotted path) and, for names, the registered values. Policy names are checked
+against the registries at load, so a typo fails before the server binds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from slosched.core.errors import ConfigError, UnknownNameError
+from slosched.core.instance import InstanceSpec
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class BackendConfig(BaseModel):
+    """One vLLM server. ``max_concurrency`` is the gateway's concurrency window for it (requests forwarded
+    and not finished); ``max_queue`` bounds the requests waiting at the gateway for a slot on it."""
+
+    model_config = _STRICT
+    name: str = Field(min_length=1)
+    url: str = Field(pattern=r"^https?://")
+    model: str = "tiny"
+    gpu: str = "cpu"
+    max_concurrency: int = Field(default=32, ge=1)
+    max_queue: int = Field(default=256, ge=0)
+    max_model_len: int = Field(default=2048, ge=16)
+    num_kv_blocks: int = Field(default=1024, ge=1)
+    forward_priority: bool = False
+
+    def spec(self) -> InstanceSpec:
+        return InstanceSpec(
+            name=self.name,
+            gpu=self.gpu,
+            model=self.model,
+            max_running=self.max_concurrency,
+            max_model_len=self.max_model_len,
+            num_kv_blocks=self.num_kv_blocks,
+        )
+
+
+class PolicyConfig(BaseModel):
+    """Registry names: a router, an engine preset (its ordering and admission run on the gateway's
+    per-instance queues; its batching part stays inside vLLM) and a job policy, each with parameters."""
+
+    model_config = _STRICT
+    router: str = "least-tokens"
+    router_params: dict[str, Any] = Field(default_factory=dict)
+    engine: str = "chunked-fcfs"
+    engine_params: dict[str, Any] = Field(default_factory=dict)
+    job: str = "deadline"
+    job_params: dict[str, Any] = Field(default_factory=dict)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _known_names(self) -> PolicyConfig:
+        from slosched.policies.cluster.base import ROUTERS
+        from slosched.policies.engine.base import ENGINE_PRESETS
+        from slosched.policies.job.base import JOB_POLICIES
+
+        for field, registry, name in (
+            ("policies.router", ROUTERS, self.router),
+            ("policies.engine", ENGINE_PRESETS, self.engine),
+            ("policies.job", JOB_POLICIES, self.job),
+        ):
+            if name not in registry:
+                raise UnknownNameError(field, name, registry.names())
+        return self
+
+
+class TimeoutConfig(BaseModel):
+    """Seconds. Every wait in the gateway is bounded by one of these."""
+
+    model_config = _STRICT
+    connect_s: float = Field(default=2.0, gt=0)
+    queue_s: float = Field(default=60.0, gt=0)
+    first_byte_s: float = Field(default=60.0, gt=0)
+    read_s: float = Field(default=30.0, gt=0)
+    request_s: float = Field(default=600.0, gt=0)
+    health_s: float = Field(default=2.0, gt=0)
+    job_idle_s: float = Field(default=300.0, gt=0)
+
+
+class GatewayConfig(BaseModel):
+    """The whole gateway. ``host`` defaults to loopback; expose it deliberately."""
+
+    model_config = _STRICT
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    backends: list[BackendConfig] = Field(min_length=1)
+    policies: PolicyConfig = Field(default_factory=PolicyConfig)
+    timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
+    scrape_interval_s: float = Field(default=1.0, gt=0)
+    health_interval_s: float = Field(default=2.0, gt=0)
+    retry_down_after_s: float = Field(default=5.0, gt=0)
+    max_attempts: int = Field(default=3, ge=1)
+    priority_mode: Literal["deadline", "job"] = "deadline"
+    forward_xargs: bool = True
+    tick_s: float = Field(default=0.05, gt=0)
+    default_max_tokens: int = Field(default=256, ge=1)
+    api_keys: list[str] = Field(default_factory=list)
+    tenant_rate_limits: dict[str, float] = Field(default_factory=dict)
+    default_rate_limit: float | None = Field(default=None, gt=0)
+    max_body_bytes: int = Field(default=4_000_000, ge=1024)
+    max_jobs: int = Field(default=10_000, ge=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> GatewayConfig:
+        names = [backend.name for backend in self.backends]
+        if len(set(names)) != len(names):
+            raise ConfigError("backends", f"backend names must be unique, got {names}")
+        for tenant, rate in self.tenant_rate_limits.items():
+            if not rate > 0:
+                raise ConfigError(f"tenant_rate_limits.{tenant}", f"must be > 0 requests/s, got {rate}")
+        return self
+
+
+def parse_config(data: Any, where: str = "config") -> GatewayConfig:
+    """Validate a mapping; pydantic errors become one ConfigError naming the first bad field."""
+    if not isinstance(data, dict):
+        raise ConfigError(where, f"expected a mapping, got {type(data).__name__}")
+    try:
+        return GatewayConfig.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or where
+        raise ConfigError(field, first["msg"]) from error
+
+
+def load_config(path: Path) -> GatewayConfig:
+    if not path.is_file():
+        raise ConfigError(str(path), "gateway config file not found")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ConfigError(str(path), f"invalid YAML: {error}") from error
+    return parse_config(data, str(path))

@@ -1,0 +1,402 @@
+"""The live dispatcher: route with a registry router, queue per instance, forward with retries.
+
+Path of one call: ``accept`` (counted) -> ``open`` [route over healthy, feasible ``BackendView``s ->
+enqueue at that backend's ``InstanceQueue`` -> wait for admission (bounded by ``timeouts.queue_s``) ->
+forward to vLLM -> read the first chunk (the whole body when not streaming)] -> the caller relays the rest
+(``relay``) or takes the body -> ``finish``. Failures before the first byte reaches the client (connect
+error, 5xx, broken or timed-out first read) are retried on another backend, at most ``max_attempts`` in
+all; after that byte, a failure ends the call as ``failed`` (the stream gets an SSE error event).
+
+Invariant: every accepted call ends in exactly one terminal outcome (``finish`` is idempotent and is
+reached from every path, including cancellation), and its queue slot is released in the same place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import numpy as np
+
+from slosched.core.request import Outcome, Request
+from slosched.core.views import StepObservation
+from slosched.perf.linear import LinearStepPredictor
+from slosched.perf.output_length import HistoryOutputPredictor
+from slosched.policies.cluster.base import ROUTERS, CompletionObserver
+from slosched.policies.engine.base import ENGINE_PRESETS
+from slosched.policies.job.base import JOB_POLICIES, JobPolicy
+from slosched.policies.registry import PolicyContext
+from slosched.serve.backends import Backend, periodic
+from slosched.serve.calls import Call, HttpError
+from slosched.serve.config import GatewayConfig
+from slosched.serve.metrics import GatewayMetrics
+from slosched.serve.queues import InstanceQueue, LiveSeq, QueueFullError
+from slosched.serve.views import BackendView
+
+log = logging.getLogger("slosched.serve")
+_NO_DEADLINE_PRIORITY = 2**62  # vLLM priority for calls without a deadline: after every deadline
+_SSE_EVENT = b"data: {"
+
+
+@dataclass(slots=True)
+class Attempt:
+    """A forwarded call whose backend response is open; ``first_chunk`` already read."""
+
+    backend: Backend
+    queue: InstanceQueue
+    seq: LiveSeq
+    response: httpx.Response
+    chunks: AsyncIterator[bytes]
+    first_chunk: bytes
+    sent_s: float
+
+
+class _Retry(Exception):
+    """This attempt failed before any byte reached the client; try another backend."""
+
+
+class Dispatcher:
+    """Owns backends, queues, policies and background loops of one gateway."""
+
+    def __init__(self, config: GatewayConfig, clock: Callable[[], float] | None = None) -> None:
+        self.config = config
+        origin = time.monotonic()
+        # asyncio's default loop clock is time.monotonic: now_s is the event-loop clock, shifted to 0.
+        self.clock = clock or (lambda: time.monotonic() - origin)
+        self.backends = [Backend(index, backend, config) for index, backend in enumerate(config.backends)]
+        self.predictors = [LinearStepPredictor() for _ in self.backends]
+        policies = config.policies
+        self.context = PolicyContext(
+            instances=tuple(backend.spec() for backend in config.backends),
+            rng=np.random.default_rng(policies.seed),
+            output_predictor=HistoryOutputPredictor(default_tokens=config.default_max_tokens // 2),
+            extras={"step_predictors": self.predictors},
+        )
+        self.router = ROUTERS.build(policies.router, policies.router_params, self.context)
+        self.queues = [
+            InstanceQueue(
+                index,
+                self.context.instances[index],
+                ENGINE_PRESETS.build(policies.engine, policies.engine_params, self.context),
+                self.predictors[index],
+                self.clock,
+                backend.max_queue,
+            )
+            for index, backend in enumerate(config.backends)
+        ]
+        self.job_policy: JobPolicy = JOB_POLICIES.build(policies.job, policies.job_params, self.context)
+        self.metrics = GatewayMetrics(self._queue_rows)
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _queue_rows(self) -> list[tuple[str, int, int, bool, int]]:
+        return [
+            (b.name, len(q.waiting), q.num_running, b.healthy, q.window)
+            for b, q in zip(self.backends, self.queues, strict=True)
+        ]
+
+    # --- lifecycle --------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._stop.clear()
+        self._tasks = [
+            asyncio.create_task(periodic(self.config.scrape_interval_s, self.scrape_all, self._stop)),
+            asyncio.create_task(periodic(self.config.health_interval_s, self.check_all, self._stop)),
+        ]
+        if any(not queue.engine.time_invariant for queue in self.queues):
+            self._tasks.append(asyncio.create_task(periodic(self.config.tick_s, self._tick, self._stop)))
+
+    async def stop(self) -> None:
+        self._stop.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for backend in self.backends:
+            await backend.close()
+
+    async def scrape_all(self) -> None:
+        now = self.clock()
+        await asyncio.gather(*(backend.scrape(now) for backend in self.backends))
+        for backend, queue in zip(self.backends, self.queues, strict=True):
+            queue.set_kv_usage(backend.metrics.kv_usage)
+            queue.pump()
+
+    async def check_all(self) -> None:
+        await asyncio.gather(*(backend.check_health() for backend in self.backends))
+
+    async def _tick(self) -> None:
+        """Time-dependent orderings/admissions (urgency, SABER) may change their mind with time alone."""
+        for queue in self.queues:
+            if queue.waiting and not queue.engine.time_invariant:
+                queue.pump()
+
+    # --- routing -----------------------------------------------------------------------------------------
+    def choose(self, request: Request, excluded: set[int]) -> InstanceQueue:
+        """Route over healthy, feasible, not-yet-tried backends; raises 503/400/429 HttpErrors."""
+        now = self.clock()
+        views = [
+            BackendView(backend, self.queues[backend.index], now)
+            for backend in self.backends
+            if backend.index not in excluded and backend.routable()
+        ]
+        if not views:
+            raise HttpError(503, "no_backend", "no healthy backend", self.config.retry_down_after_s)
+        feasible = [view for view in views if request.prompt_tokens < view.spec.max_model_len]
+        if not feasible:
+            raise HttpError(400, "context_length", f"prompt of ~{request.prompt_tokens} tokens is too long")
+        while feasible:
+            position = self.router.route(request, feasible, now)
+            queue = self.queues[feasible[position].index]
+            if len(queue.waiting) < queue.max_queue or queue.num_running < queue.window:
+                return queue
+            feasible.pop(position)  # the router's pick is full: let it choose among the others
+        raise HttpError(429, "queue_full", "every backend queue is full", 1.0)
+
+    # --- one call ----------------------------------------------------------------------------------------
+    def accept(self, call: Call) -> None:
+        """Count the call as accepted and give it its output-length belief (never the truth)."""
+        call.request.predicted_output_tokens = min(
+            self.context.output_predictor.predict(call.request), float(call.request.max_output_tokens)
+        )
+        self.metrics.accepted.inc()
+
+    async def open(self, call: Call) -> Attempt:
+        """Admit and forward ``call``, retrying on another backend until a first chunk arrives."""
+        excluded: set[int] = set()
+        deadline = time.monotonic() + self.config.timeouts.queue_s
+        last_error = "no attempt"
+        while call.attempts < self.config.max_attempts:
+            queue = self.choose(call.request, excluded)
+            call.attempts += 1
+            try:
+                return await self._attempt(call, queue, deadline)
+            except _Retry as retry:
+                last_error = str(retry)
+                excluded.add(queue.index)
+                self.metrics.retries.inc()
+                if len(excluded) >= len(self.backends):
+                    excluded.clear()  # every backend failed once: allow another round, bounded by attempts
+        raise HttpError(502, "backend_failed", f"all {call.attempts} attempts failed; last: {last_error}", 1.0)
+
+    async def _attempt(self, call: Call, queue: InstanceQueue, deadline: float) -> Attempt:
+        backend = self.backends[queue.index]
+        try:
+            seq = queue.enqueue(call.request, call.request.prompt_tokens)
+        except QueueFullError as error:
+            raise HttpError(429, "queue_full", f"queue of {error} is full", 1.0) from error
+        self.metrics.routed.labels(backend.name).inc()
+        try:
+            await asyncio.wait_for(seq.admitted, timeout=max(deadline - time.monotonic(), 0.0))
+        except TimeoutError as error:
+            queue.withdraw(seq)
+            raise HttpError(503, "queue_timeout", "timed out waiting for a backend slot", 1.0) from error
+        except BaseException:
+            queue.withdraw(seq)
+            raise
+        self.metrics.queue_time.labels(backend.name).observe(self.clock() - seq.enqueue_s)
+        try:
+            return await self._forward(call, backend, queue, seq)
+        except BaseException:
+            queue.withdraw(seq)
+            raise
+
+    async def _forward(self, call: Call, backend: Backend, queue: InstanceQueue, seq: LiveSeq) -> Attempt:
+        body = self._backend_body(call, backend)
+        headers = {"x-request-id": call.request.id, "content-type": "application/json"}
+        request = backend.client.build_request("POST", call.path, content=json.dumps(body), headers=headers)
+        sent_s = self.clock()
+        timeout_s = self.config.timeouts.first_byte_s
+        try:
+            response = await asyncio.wait_for(backend.client.send(request, stream=True), timeout_s)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError) as error:
+            backend.mark_down(f"{type(error).__name__}: {error}")
+            raise _Retry(f"{backend.name}: {type(error).__name__}") from error
+        except (TimeoutError, httpx.HTTPError) as error:
+            raise _Retry(f"{backend.name}: {type(error).__name__}") from error
+        chunks = response.aiter_raw() if call.stream else _whole_body(response)
+        try:
+            first = await asyncio.wait_for(anext(chunks, b""), timeout_s)
+        except (TimeoutError, httpx.HTTPError) as error:
+            await response.aclose()
+            if isinstance(error, httpx.ReadError | httpx.RemoteProtocolError):
+                backend.mark_down(f"{type(error).__name__} before first byte")
+            raise _Retry(f"{backend.name}: {type(error).__name__} before first byte") from error
+        except BaseException:
+            await response.aclose()
+            raise
+        if response.status_code >= 500:
+            await response.aclose()
+            raise _Retry(f"{backend.name}: HTTP {response.status_code}")
+        call.backend = backend.name
+        return Attempt(backend, queue, seq, response, chunks, first, sent_s)
+
+    def _backend_body(self, call: Call, backend: Backend) -> dict[str, Any]:
+        """The client's body plus policy metadata: vLLM ``priority`` (when the backend runs priority
+        scheduling) and ``vllm_xargs`` (deadline, job, stage, predicted length) for the engine plugin."""
+        body = dict(call.body)
+        request = call.request
+        body.setdefault("model", backend.config.model)
+        if backend.config.forward_priority:
+            body["priority"] = self.vllm_priority(request)
+        if self.config.forward_xargs:
+            given = body.get("vllm_xargs")
+            xargs: dict[str, Any] = dict(given) if isinstance(given, dict) else {}
+            xargs.update(
+                slosched_job_id=request.job_id,
+                slosched_stage=request.stage,
+                slosched_predicted_tokens=round(request.predicted_output_tokens, 1),
+                slosched_priority=request.priority,
+            )
+            if math.isfinite(request.deadline_s):
+                # Wall clock, so the engine (another process, another clock) can compare it with its own.
+                xargs["slosched_deadline_unix_s"] = round(time.time() + request.deadline_s - self.clock(), 3)
+            if request.budget_s is not None and math.isfinite(request.budget_s):
+                xargs["slosched_budget_s"] = round(request.budget_s, 3)
+            body["vllm_xargs"] = xargs
+        return body
+
+    def vllm_priority(self, request: Request) -> int:
+        """Lower runs sooner in vLLM. ``deadline``: the absolute deadline in ms (EDF in vLLM's waiting
+        queue); ``job``: the job-level priority the job policy or header set."""
+        if self.config.priority_mode == "job":
+            return round(request.priority)
+        if not math.isfinite(request.deadline_s):
+            return _NO_DEADLINE_PRIORITY
+        return max(round(request.deadline_s * 1000.0), 0)
+
+    async def relay(self, call: Call, attempt: Attempt) -> AsyncIterator[bytes]:
+        """Stream the backend's bytes to the client, counting tokens; always finishes the call."""
+        outcome, reason = Outcome.CANCELLED, "client_disconnected"
+        counter = _TokenCounter(attempt.seq, self.clock)
+        try:
+            counter.feed(attempt.first_chunk)
+            yield attempt.first_chunk
+            async for chunk in attempt.chunks:
+                counter.feed(chunk)
+                yield chunk
+            ok = attempt.response.status_code < 400
+            outcome, reason = (Outcome.COMPLETED, "ok") if ok else (Outcome.FAILED, "backend_4xx")
+        except httpx.HTTPError as error:
+            if isinstance(error, httpx.ReadError | httpx.RemoteProtocolError):
+                attempt.backend.mark_down(f"{type(error).__name__} mid-stream")
+            outcome, reason = Outcome.FAILED, "backend_stream_broken"
+            message = {"error": {"message": f"backend failed mid-stream: {type(error).__name__}", "code": 502}}
+            yield f"data: {json.dumps(message)}\n\n".encode()
+        finally:
+            await attempt.response.aclose()
+            call.output_tokens = attempt.seq.num_output_tokens
+            self.finish(call, outcome, reason, attempt)
+
+    async def abandon(self, call: Call, attempt: Attempt) -> None:
+        """The response ended without ``relay`` finishing (client gone before the first chunk was sent)."""
+        if call.outcome is None:
+            await attempt.response.aclose()
+            self.finish(call, Outcome.CANCELLED, "client_disconnected", attempt)
+
+    async def complete(self, call: Call) -> tuple[int, bytes]:
+        """Non-streaming call: status and body (the whole body is read inside ``open``'s retry loop)."""
+        attempt = await self.open(call)
+        try:
+            status = attempt.response.status_code
+            call.output_tokens = _usage_tokens(attempt.first_chunk)
+            attempt.seq.num_output_tokens = call.output_tokens
+            attempt.seq.first_token_s = self.clock()  # the client sees every token when the body arrives
+            outcome = Outcome.COMPLETED if status < 400 else Outcome.FAILED
+            self.finish(call, outcome, "ok" if status < 400 else "backend_4xx", attempt)
+            return status, attempt.first_chunk
+        finally:
+            await attempt.response.aclose()
+            self.finish(call, Outcome.CANCELLED, "cancelled", attempt)
+
+    def finish(self, call: Call, outcome: Outcome, reason: str, attempt: Attempt | None = None) -> None:
+        """Record the call's single terminal outcome; later calls are no-ops. Releases its queue slot."""
+        if call.outcome is not None:
+            return
+        call.outcome, call.reason = outcome.value, reason
+        now = self.clock()
+        call.finish_s = now
+        self.metrics.requests.labels(outcome.value, reason).inc()
+        if attempt is None:
+            if outcome is Outcome.REJECTED:
+                self.metrics.rejections.labels(reason).inc()
+            return
+        seq = attempt.seq
+        call.first_token_s = seq.first_token_s
+        if outcome is Outcome.COMPLETED and reason == "ok":
+            self._learn(call, attempt, now)
+        attempt.queue.withdraw(seq)
+
+    def _learn(self, call: Call, attempt: Attempt, now: float) -> None:
+        request, seq, name = call.request, attempt.seq, attempt.backend.name
+        latency = now - request.arrival_s
+        self.metrics.request_latency.labels(name).observe(latency)
+        if seq.first_token_s is not None:
+            self.metrics.ttft.labels(name).observe(seq.first_token_s - request.arrival_s)
+        if call.output_tokens > 0:
+            self.context.output_predictor.observe(request, call.output_tokens)
+        if isinstance(self.router, CompletionObserver):
+            self.router.on_request_finished(attempt.queue.index, request, latency, now)
+        if call.stream and seq.first_token_s is not None and call.output_tokens >= 2:
+            decode_s = (now - seq.first_token_s) / (call.output_tokens - 1)
+            batch = max(attempt.queue.num_running, 1)
+            context = batch * (request.prompt_tokens + call.output_tokens // 2)
+            self.predictors[attempt.queue.index].observe(StepObservation(0, 0, batch, context, (decode_s,)))
+        self._count_slo(call, now)
+
+    def _count_slo(self, call: Call, now: float) -> None:
+        request = call.request
+        if math.isfinite(request.deadline_s):
+            self.metrics.slo.labels("deadline", str(now <= request.deadline_s).lower()).inc()
+        if request.ttft_slo_s is not None and call.first_token_s is not None:
+            met = call.first_token_s - request.arrival_s <= request.ttft_slo_s
+            self.metrics.slo.labels("ttft", str(met).lower()).inc()
+        if (
+            request.tpot_slo_s is not None
+            and call.stream
+            and call.first_token_s is not None
+            and call.output_tokens >= 2
+        ):
+            tpot = (now - call.first_token_s) / (call.output_tokens - 1)
+            self.metrics.slo.labels("tpot", str(tpot <= request.tpot_slo_s).lower()).inc()
+
+
+class _TokenCounter:
+    """Counts SSE data events (vLLM streams one event per generated token; the chat role event and the
+    final usage event make this an estimate within ~2 tokens) into ``seq.num_output_tokens``."""
+
+    __slots__ = ("_clock", "_tail", "seq")
+
+    def __init__(self, seq: LiveSeq, clock: Callable[[], float]) -> None:
+        self.seq = seq
+        self._clock = clock
+        self._tail = b""
+
+    def feed(self, chunk: bytes) -> None:
+        data = self._tail + chunk
+        events = data.count(_SSE_EVENT)
+        self._tail = data[-(len(_SSE_EVENT) - 1) :]  # an event marker split across two chunks
+        if events:
+            if self.seq.first_token_s is None:
+                self.seq.first_token_s = self._clock()
+            self.seq.num_output_tokens += events
+
+
+async def _whole_body(response: httpx.Response) -> AsyncIterator[bytes]:
+    yield await response.aread()
+
+
+def _usage_tokens(body: bytes) -> int:
+    try:
+        usage = json.loads(body).get("usage") or {}
+        return int(usage.get("completion_tokens", 0))
+    except (ValueError, AttributeError, TypeError):
+        return 0

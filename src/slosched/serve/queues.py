@@ -1,0 +1,184 @@
+"""The gateway's per-instance queues: engine-layer ordering and admission on top of stock vLLM.
+
+Each backend gets an ``InstanceQueue``: requests routed to it wait here until the engine policy's
+ordering puts them first and its admission lets them in, and a concurrency *window* (``max_running`` of
+the backend spec) bounds how many are forwarded and unfinished at once. The queue implements
+``core.views.EngineView`` so the registry's ordering/admission objects run unchanged:
+``now_s`` is the gateway's event-loop clock, ``running_seqs`` the forwarded requests with generated-token
+counts taken from their streams, KV figures come from the backend's scraped ``kv_cache_usage_perc``.
+
+Invariants: a sequence is in exactly one of waiting / running / neither (finished); ``len(running) <=
+window`` except when the window shrinks below the current running count; admission runs only inside
+``pump`` (one pass in ordering order, admitted ones leave ``waiting`` after the pass, as in vLLM and the
+simulator, so ``num_running`` excludes the pass's own admissions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from slosched.core.instance import InstanceSpec
+from slosched.core.request import Request
+from slosched.perf.base import StepPredictor
+from slosched.policies.engine.base import EnginePolicy
+
+
+class QueueFullError(Exception):
+    """The instance's bounded queue holds ``max_queue`` requests already."""
+
+
+@dataclass(slots=True, eq=False)
+class LiveSeq:
+    """A request at one instance queue (implements ``core.views.SeqView``). Progress fields are updated by
+    the dispatcher from the backend's stream; ``admitted`` resolves when the queue admits it."""
+
+    request: Request
+    num_prompt_tokens: int
+    enqueue_s: float
+    admitted: asyncio.Future[None]
+    num_computed_tokens: int = 0
+    num_output_tokens: int = 0
+    first_token_s: float | None = None
+    num_preemptions: int = 0
+    static_key: Any = None
+    running: bool = False
+
+
+@dataclass(slots=True)
+class _Kv:
+    """KV figures from scraping: free blocks = total * (1 - usage)."""
+
+    num_kv_blocks: int
+    usage: float = 0.0
+
+
+class InstanceQueue:
+    """Waiting + running sets of one backend, ordered and gated by an ``EnginePolicy``."""
+
+    def __init__(
+        self,
+        index: int,
+        spec: InstanceSpec,
+        engine: EnginePolicy,
+        predictor: StepPredictor,
+        clock: Callable[[], float],
+        max_queue: int,
+    ) -> None:
+        self.index = index
+        self._spec = spec
+        self.engine = engine
+        self._predictor = predictor
+        self._clock = clock
+        self.max_queue = max_queue
+        self.window = spec.max_running
+        self._waiting: list[LiveSeq] = []
+        self._running: list[LiveSeq] = []
+        self._kv = _Kv(spec.num_kv_blocks or 1)
+        self.waiting_prefill_tokens = 0
+        self.num_admitted_total = 0
+
+    # --- EngineView -------------------------------------------------------------------------------------
+    @property
+    def now_s(self) -> float:
+        return self._clock()
+
+    @property
+    def spec(self) -> InstanceSpec:
+        return self._spec
+
+    @property
+    def num_running(self) -> int:
+        return len(self._running)
+
+    @property
+    def running_seqs(self) -> Sequence[LiveSeq]:
+        return tuple(self._running)
+
+    @property
+    def waiting(self) -> Sequence[LiveSeq]:
+        return self._waiting
+
+    @property
+    def num_free_kv_blocks(self) -> int:
+        return round(self._kv.num_kv_blocks * (1.0 - self._kv.usage))
+
+    @property
+    def num_kv_blocks(self) -> int:
+        return self._kv.num_kv_blocks
+
+    @property
+    def step_predictor(self) -> StepPredictor:
+        return self._predictor
+
+    def cached_prefix_tokens(self, request: Request) -> int:
+        return 0  # the gateway cannot see vLLM's prefix cache; routers fall back to load signals
+
+    # --- mechanism ----------------------------------------------------------------------------------------
+    def set_kv_usage(self, usage: float) -> None:
+        self._kv.usage = usage
+
+    def enqueue(self, request: Request, prompt_tokens: int) -> LiveSeq:
+        """Add a request; raises QueueFullError when the bounded queue is full. Pumps once."""
+        if len(self._waiting) >= self.max_queue and self.num_running >= self.window:
+            raise QueueFullError(self._spec.name)
+        loop = asyncio.get_running_loop()
+        seq = LiveSeq(request, prompt_tokens, self._clock(), loop.create_future())
+        if self.engine.ordering.static_keys:
+            seq.static_key = self.engine.ordering.key(seq, self)
+        self._waiting.append(seq)
+        self.waiting_prefill_tokens += prompt_tokens
+        self.pump()
+        return seq
+
+    def withdraw(self, seq: LiveSeq) -> None:
+        """Remove ``seq`` wherever it is (timeout, client gone, finished); idempotent. Pumps. The waiter
+        owns ``seq.admitted`` (``asyncio.wait_for`` cancels it on timeout), so it is never touched here."""
+        if seq.running:
+            self._running.remove(seq)
+            seq.running = False
+        elif seq in self._waiting:
+            self._waiting.remove(seq)
+            self.waiting_prefill_tokens -= seq.num_prompt_tokens
+        self.pump()
+
+    def pump(self) -> int:
+        """One admission pass in ordering order while the window has room; returns how many were admitted."""
+        if not self._waiting or len(self._running) >= self.window:
+            return 0
+        ordering = self.engine.ordering
+        if ordering.static_keys:
+            self._waiting.sort(key=_static_key)
+        else:
+            keys = {id(seq): ordering.key(seq, self) for seq in self._waiting}
+            self._waiting.sort(key=lambda seq: keys[id(seq)])
+        admission = self.engine.admission
+        admitted: list[LiveSeq] = []
+        room = self.window - len(self._running)
+        for seq in self._waiting:
+            if len(admitted) >= room:
+                break
+            if admission.admit(seq, self):
+                admitted.append(seq)
+        for seq in admitted:
+            self._waiting.remove(seq)
+            self.waiting_prefill_tokens -= seq.num_prompt_tokens
+            self._running.append(seq)
+            seq.running = True
+            self.num_admitted_total += 1
+            if not seq.admitted.done():
+                seq.admitted.set_result(None)
+        return len(admitted)
+
+    @property
+    def waiting_requests(self) -> list[Request]:
+        return [seq.request for seq in self._waiting]
+
+    def export_state(self) -> dict[str, float]:
+        return dict(self.engine.export_state(self))
+
+
+def _static_key(seq: LiveSeq) -> Any:
+    return seq.static_key

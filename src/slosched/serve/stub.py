@@ -1,0 +1,154 @@
+"""An in-process fake vLLM OpenAI server (tests and the gateway benchmark) and a uvicorn runner.
+
+The stub answers ``/v1/completions`` and ``/v1/chat/completions`` (streaming one SSE event per token, like
+vLLM, or one JSON body), ``/metrics`` (vLLM's gauges), ``/health``. Knobs make it slow (per-token delay,
+first-byte delay), fail (HTTP status), or break the stream after some tokens; it records every body it
+received so tests can check what the gateway forwarded (priority, ``vllm_xargs``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+class StubStreamBrokenError(Exception):
+    """Raised inside the stub's stream to cut the connection mid-body."""
+
+
+@dataclass(slots=True)
+class StubBehaviour:
+    """``token_delay_s`` between tokens, ``first_byte_delay_s`` before anything, ``status`` to answer,
+    ``break_after_tokens`` cuts a streamed body after that many events (None: never)."""
+
+    token_delay_s: float = 0.0
+    first_byte_delay_s: float = 0.0
+    status: int = 200
+    break_after_tokens: int | None = None
+    default_tokens: int = 8
+
+
+@dataclass(slots=True)
+class StubBackend:
+    """A fake vLLM server; ``received`` holds (path, body) of every generation request."""
+
+    name: str = "stub"
+    behaviour: StubBehaviour = field(default_factory=StubBehaviour)
+    received: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    running: int = 0
+    max_tokens_seen: int = 0
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/completions", self._generate, methods=["POST"]),
+                Route("/v1/chat/completions", self._generate, methods=["POST"]),
+                Route("/metrics", self._metrics, methods=["GET"]),
+                Route("/health", self._health, methods=["GET"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+            ]
+        )
+
+    async def _health(self, request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def _models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": "tiny", "object": "model"}]})
+
+    async def _metrics(self, request: Request) -> Response:
+        text = (
+            "# TYPE vllm:num_requests_running gauge\n"
+            f'vllm:num_requests_running{{engine="0",model_name="tiny"}} {self.running}\n'
+            "# TYPE vllm:num_requests_waiting gauge\n"
+            'vllm:num_requests_waiting{engine="0",model_name="tiny"} 0\n'
+            "# TYPE vllm:kv_cache_usage_perc gauge\n"
+            f'vllm:kv_cache_usage_perc{{engine="0",model_name="tiny"}} {min(self.running / 100, 1.0)}\n'
+        )
+        return PlainTextResponse(text)
+
+    async def _generate(self, request: Request) -> Response:
+        body = json.loads(await request.body())
+        path = request.url.path
+        self.received.append((path, body))
+        behaviour = self.behaviour
+        if behaviour.first_byte_delay_s:
+            await asyncio.sleep(behaviour.first_byte_delay_s)
+        if behaviour.status != 200:
+            return JSONResponse({"error": {"message": "stub failure"}}, status_code=behaviour.status)
+        tokens = int(body.get("max_tokens") or behaviour.default_tokens)
+        self.max_tokens_seen = max(self.max_tokens_seen, tokens)
+        chat = path.endswith("chat/completions")
+        if body.get("stream"):
+            return StreamingResponse(self._events(tokens, chat), media_type="text/event-stream")
+        self.running += 1
+        try:
+            await asyncio.sleep(behaviour.token_delay_s * tokens)
+        finally:
+            self.running -= 1
+        choice = {"index": 0, "finish_reason": "length"}
+        choice.update({"message": {"role": "assistant", "content": "x " * tokens}} if chat else {"text": "x " * tokens})
+        usage = {"prompt_tokens": 4, "completion_tokens": tokens, "total_tokens": tokens + 4}
+        return JSONResponse({"id": "stub", "object": "completion", "choices": [choice], "usage": usage})
+
+    async def _events(self, tokens: int, chat: bool) -> AsyncIterator[bytes]:
+        self.running += 1
+        try:
+            for index in range(tokens):
+                if self.behaviour.break_after_tokens is not None and index >= self.behaviour.break_after_tokens:
+                    raise StubStreamBrokenError("stub cut the stream")
+                if self.behaviour.token_delay_s:
+                    await asyncio.sleep(self.behaviour.token_delay_s)
+                delta = {"delta": {"content": "x "}} if chat else {"text": "x "}
+                event = {"id": "stub", "choices": [{"index": 0, **delta, "finish_reason": None}]}
+                yield f"data: {json.dumps(event)}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+        finally:
+            self.running -= 1
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class _QuietServer(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Any:  # the test runner / bench owns signals, not this embedded server
+        yield
+
+
+@contextlib.asynccontextmanager
+async def serve_app(
+    app: Any, port: int | None = None, lifespan: Literal["auto", "on", "off"] = "off"
+) -> AsyncIterator[str]:
+    """Run an ASGI app on 127.0.0.1 in this event loop; yields its base URL; stops it on exit."""
+    port = port or free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan=lifespan,
+                            timeout_graceful_shutdown=1)  # fmt: skip
+    server = _QuietServer(config)
+    task = asyncio.create_task(server.serve())
+    for _ in range(500):
+        if server.started or task.done():
+            break
+        await asyncio.sleep(0.01)
+    if not server.started:
+        task.cancel()
+        raise RuntimeError(f"server on port {port} did not start")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, timeout=5)

@@ -1,0 +1,87 @@
+"""Where simulation candidates run: in-process, in local worker processes, or on a Ray cluster.
+
+An executor maps a picklable module-level function over picklable items and returns the results in item
+order (whatever order they finish in), so a tuner's choice never depends on the executor.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Protocol, TypeVar
+
+from slosched.core.errors import ConfigError
+
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
+EXECUTOR_NAMES = ("serial", "process", "ray")
+
+
+class CandidateExecutor(Protocol):
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]: ...
+
+    def close(self) -> None: ...
+
+
+class SerialExecutor:
+    """In the calling process (tests, tiny windows)."""
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        return [fn(item) for item in items]
+
+    def close(self) -> None:
+        return None
+
+
+class ProcessExecutor:
+    """A pool of local worker processes, started on first use and kept until ``close`` (start-up costs
+    more than a small window's simulation, so a tuner reuses it across retunes)."""
+
+    def __init__(self, max_workers: int | None = None) -> None:
+        self.max_workers = max_workers or max(1, os.cpu_count() or 1)
+        self._pool: ProcessPoolExecutor | None = None
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        if len(items) <= 1 or self.max_workers == 1:
+            return [fn(item) for item in items]
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.max_workers)
+        return list(self._pool.map(fn, items))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
+class RayExecutor:
+    """Each candidate a Ray task (``pip install slosched[ray]``). ``address`` None starts or joins a local
+    Ray instance; ``"auto"`` or ``"ray://host:port"`` joins a cluster."""
+
+    def __init__(self, address: str | None = None, num_cpus: int | None = None) -> None:
+        try:
+            self._ray: Any = importlib.import_module("ray")
+        except ImportError as error:
+            raise ConfigError("executor", "'ray' needs the ray extra: pip install 'slosched[ray]'") from error
+        if not self._ray.is_initialized():
+            self._ray.init(address=address, num_cpus=num_cpus, ignore_reinit_error=True, log_to_driver=False)
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        remote = self._ray.remote(fn)
+        return list(self._ray.get([remote.remote(item) for item in items]))
+
+    def close(self) -> None:
+        return None  # the Ray runtime may be shared with other users in this process
+
+
+def make_executor(name: str, max_workers: int | None = None, address: str | None = None) -> CandidateExecutor:
+    """``serial``, ``process`` (local workers) or ``ray``."""
+    if name == "serial":
+        return SerialExecutor()
+    if name == "process":
+        return ProcessExecutor(max_workers)
+    if name == "ray":
+        return RayExecutor(address, max_workers)
+    raise ConfigError("executor", f"got {name!r}; allowed: {', '.join(EXECUTOR_NAMES)}")

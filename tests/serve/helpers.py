@@ -1,0 +1,68 @@
+"""Start stub backends and a gateway in front of them, inside one event loop (tests run ``asyncio.run``)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from slosched.serve.app import Gateway
+from slosched.serve.config import parse_config
+from slosched.serve.metrics import counter_value
+from slosched.serve.stub import StubBackend, serve_app
+
+
+@dataclass
+class Harness:
+    url: str
+    gateway: Gateway
+    stubs: list[StubBackend]
+    stub_urls: list[str]
+
+    def value(self, name: str, **labels: str) -> float:
+        return counter_value(self.gateway.dispatcher.metrics, name, tuple(labels.items()))
+
+    def terminal_total(self) -> float:
+        metrics = self.gateway.dispatcher.metrics
+        total = 0.0
+        for family in metrics.registry.collect():
+            if family.name == "slosched_requests":
+                total += sum(s.value for s in family.samples if s.name == "slosched_requests_total")
+        return total
+
+    def outcomes(self) -> dict[str, float]:
+        result: dict[str, float] = {}
+        for family in self.gateway.dispatcher.metrics.registry.collect():
+            if family.name == "slosched_requests":
+                for sample in family.samples:
+                    if sample.name == "slosched_requests_total":
+                        key = f"{sample.labels['outcome']}/{sample.labels['reason']}"
+                        result[key] = result.get(key, 0.0) + sample.value
+        return result
+
+
+def stub_config(urls: list[str], **overrides: Any) -> dict[str, Any]:
+    backend_overrides = overrides.pop("backend", {})
+    config: dict[str, Any] = {
+        "backends": [
+            {"name": f"b{index}", "url": url, "max_concurrency": 4, "max_queue": 16, **backend_overrides}
+            for index, url in enumerate(urls)
+        ],
+        "scrape_interval_s": 0.2,
+        "health_interval_s": 0.2,
+        "retry_down_after_s": 0.3,
+        "timeouts": {"queue_s": 5.0, "first_byte_s": 5.0, "read_s": 5.0, "connect_s": 1.0, "health_s": 1.0},
+    }
+    config.update(overrides)
+    return config
+
+
+@contextlib.asynccontextmanager
+async def harness(num_stubs: int = 2, **overrides: Any) -> AsyncIterator[Harness]:
+    stubs = [StubBackend(name=f"stub{index}") for index in range(num_stubs)]
+    async with contextlib.AsyncExitStack() as stack:
+        urls = [await stack.enter_async_context(serve_app(stub.app())) for stub in stubs]
+        gateway = Gateway(parse_config(stub_config(urls, **overrides)))
+        url = await stack.enter_async_context(serve_app(gateway.app, lifespan="on"))
+        yield Harness(url, gateway, stubs, urls)
