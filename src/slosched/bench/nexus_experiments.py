@@ -89,7 +89,7 @@ def probe_error(params: StructuralParams, truth: RooflineModel) -> float:
 def zero_config(quick: bool) -> dict[str, Any]:
     """4x H100 with one joining at ``join_s``: its model error and the cluster's latency over time."""
     join_s = 10.0 if quick else 20.0
-    end_s = join_s + (30.0 if quick else 60.0)
+    end_s = join_s + (20.0 if quick else 60.0)
     specs = tuple(InstanceSpec(name=f"h100-{i}", gpu="H100", model=MODEL, stack=STACK) for i in range(4))
     workload = next(w for w in WORKLOADS if w.label == "sharegpt")
     rate = 0.8 * capacity(specs[:3], workload)  # loaded before the join, relieved after it
@@ -154,7 +154,7 @@ def model_accuracy(hardware: tuple[str, int], quick: bool) -> dict[str, Any]:
     mix = {"components": {"sharegpt": 0.5, "summarization": 0.25, "flowgpt": 0.25}}
     probe_jobs = make_workload("mix", {"process": "poisson", "rate": 1.0}, 400, mix, seed=5)
     rate = 0.6 * saturation_throughput((spec,), probe_jobs, "round-robin+chunked-fcfs")
-    duration = 40.0 if quick else 120.0
+    duration = 20.0 if quick else 120.0
     jobs = make_workload("mix", {"process": "poisson", "rate": rate}, max(int(rate * duration), 50), mix, seed=6)
     recorder = _Recorder(observations=[])
     sim, engines = build_sim((spec,), "round-robin", "lens", seed=1, recorder=recorder)
