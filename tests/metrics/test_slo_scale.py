@@ -108,9 +108,7 @@ def test_min_scale_reaches_target_and_nothing_smaller_does(ratios, target):
         assert np.isfinite(array).sum() / array.size < target
 
 
-@given(
-    st.lists(st.tuples(st.floats(0.01, 100.0), st.floats(0.01, 100.0), st.booleans()), min_size=1), targets
-)
+@given(st.lists(st.tuples(st.floats(0.01, 100.0), st.floats(0.01, 100.0), st.booleans()), min_size=1), targets)
 def test_min_scale_for_jobs_matches_curve(specs, target):
     jobs = [
         job(str(i), latency_s=lat, no_contention_s=base) if ok else rejected(str(i))

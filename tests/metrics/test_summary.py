@@ -140,3 +140,24 @@ def test_latency_stats_ignore_non_finite_samples():
 def test_deadline_met_agrees_with_the_record():
     jobs = mixed_run().jobs
     assert summarize(run(jobs)).deadline_met == sum(j.deadline_met for j in jobs)
+
+
+def test_token_slos_count_in_job_attainment() -> None:
+    from slosched.core.job import JobKind
+    from slosched.core.records import JobRecord, RequestRecord, RunResult
+    from slosched.core.request import Outcome
+    from slosched.metrics.summary import token_slo_missed_jobs
+
+    def job(job_id: str) -> JobRecord:
+        return JobRecord(job_id, JobKind.SINGLE, "t", 0.0, Outcome.COMPLETED, 1, 10.0, 1.0, finish_s=2.0)
+
+    def request(job_id: str, ttft_s: float) -> RequestRecord:
+        return RequestRecord(
+            f"{job_id}/r", job_id, "call", "i0", 0.0, 10, 11, Outcome.COMPLETED, first_token_s=ttft_s, finish_s=2.0,
+            ttft_slo_s=0.5, tpot_slo_s=0.2,
+        )  # fmt: skip
+
+    result = RunResult("p", 0, 2.0, requests=[request("ok", 0.1), request("slow", 0.9)], jobs=[job("ok"), job("slow")])
+    assert token_slo_missed_jobs(result.requests) == {"slow"}
+    summary = summarize(result)
+    assert summary.deadline_met == 1 and summary.slo_attainment == 0.5

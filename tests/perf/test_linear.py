@@ -18,12 +18,7 @@ TRUE = LinearStepCoefficients(0.008, 5e-5, 3e-4, 6e-8)
 
 
 def true_time(p: int, pc: int, d: int, dc: int) -> float:
-    return (
-        TRUE.c0_s
-        + TRUE.prefill_s_per_token * p
-        + TRUE.decode_s_per_seq * d
-        + TRUE.context_s_per_token * (pc + dc)
-    )
+    return TRUE.c0_s + TRUE.prefill_s_per_token * p + TRUE.decode_s_per_seq * d + TRUE.context_s_per_token * (pc + dc)
 
 
 def synthetic(rng: np.random.Generator, n: int, noise: float = 0.03) -> list[StepObservation]:
@@ -34,9 +29,7 @@ def synthetic(rng: np.random.Generator, n: int, noise: float = 0.03) -> list[Ste
         d = int(rng.integers(0 if p else 1, 128))
         dc = d * int(rng.integers(100, 4000))
         steps = 1 if p else int(rng.integers(1, 50))
-        durations = [
-            true_time(p, pc, d, dc + k * d) * (1.0 + noise * rng.standard_normal()) for k in range(steps)
-        ]
+        durations = [true_time(p, pc, d, dc + k * d) * (1.0 + noise * rng.standard_normal()) for k in range(steps)]
         observations.append(StepObservation(p, pc, d, dc, durations))
     return observations
 
@@ -72,9 +65,7 @@ def test_converges_from_a_bad_prior() -> None:
 def test_unidentified_coefficients_stay_at_the_prior() -> None:
     predictor = LinearStepPredictor()
     for batch in (1, 4, 16, 64):  # decode only: no prefill information at all
-        predictor.observe(
-            StepObservation(0, 0, batch, batch * 500, [true_time(0, 0, batch, batch * 500)] * 3)
-        )
+        predictor.observe(StepObservation(0, 0, batch, batch * 500, [true_time(0, 0, batch, batch * 500)] * 3))
     assert predictor.coefficients.prefill_s_per_token == pytest.approx(DEFAULT_PRIOR.prefill_s_per_token)
 
 

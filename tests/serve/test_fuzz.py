@@ -27,7 +27,7 @@ _messages = st.lists(
     max_size=3,
 )
 _body = st.dictionaries(st.sampled_from(_fields), _json | _messages, max_size=6)
-_header_values = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=12)
+_header_values = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=12).map(str.strip)
 _headers = st.dictionaries(
     st.sampled_from(["x-slo-deadline-ms", "x-slo-ttft-ms", "x-slo-tpot-ms", "x-tenant", "x-slo-priority"]),
     _header_values | st.sampled_from(["nan", "inf", "-1", "0", "1e12", "100", ""]),

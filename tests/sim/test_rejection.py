@@ -43,3 +43,15 @@ def test_a_request_larger_than_kv_is_rejected_even_if_the_model_length_allows_it
     jobs = [single_job("big", 0.0, CallSpec(200, 5))]
     result = simulate((tiny_kv,), jobs, PolicyPair.parse("least-loaded+fcfs"), 0, SimOptions())
     assert result.requests[0].outcome is Outcome.REJECTED
+
+
+def test_without_a_client_limit_the_cap_is_the_model_length_not_the_true_length() -> None:
+    from slosched.core.job import CallSpec as Call
+
+    instance = make_instance("i", max_model_len=1000)
+    jobs = [single_job("open", 0.0, Call(400, 50)), single_job("long", 0.1, Call(900, 300))]
+    result = simulate((instance,), jobs, PolicyPair.parse("round-robin+fcfs"), 0, SimOptions())
+    records = {record.job_id: record for record in result.requests}
+    assert records["open"].output_tokens == 50
+    # The engine stops at its model length: 900 prompt + 100 generated, like vLLM's default max_tokens.
+    assert records["long"].outcome is Outcome.COMPLETED and records["long"].output_tokens == 100

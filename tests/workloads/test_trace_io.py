@@ -165,18 +165,10 @@ def _workflow_jobs(draw: st.DrawFn) -> JobSpec:
     stages = []
     for index, name in enumerate(names):
         calls = tuple(draw(st.lists(_calls(), max_size=3)))
-        tool_s = draw(
-            st.floats(min_value=1e-3, max_value=100) if not calls else st.just(0.0) | st.floats(0, 100)
-        )
-        after = (
-            draw(st.none() | st.lists(st.sampled_from(names[:index]), unique=True).map(tuple))
-            if index
-            else None
-        )
+        tool_s = draw(st.floats(min_value=1e-3, max_value=100) if not calls else st.just(0.0) | st.floats(0, 100))
+        after = draw(st.none() | st.lists(st.sampled_from(names[:index]), unique=True).map(tuple)) if index else None
         stages.append(StageSpec(name, calls, after, tool_s))
-    return JobSpec(
-        draw(_TEXT), JobKind.WORKFLOW, draw(_TIME), tuple(stages), draw(_SLO), draw(_TEXT), draw(_TEXT)
-    )
+    return JobSpec(draw(_TEXT), JobKind.WORKFLOW, draw(_TIME), tuple(stages), draw(_SLO), draw(_TEXT), draw(_TEXT))
 
 
 @st.composite
@@ -202,12 +194,21 @@ def test_any_job_round_trips(job: JobSpec) -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(
-    st.lists(
-        st.one_of(_single_jobs(), _workflow_jobs(), _relquery_jobs()), max_size=6, unique_by=lambda j: j.id
-    )
-)
+@given(st.lists(st.one_of(_single_jobs(), _workflow_jobs(), _relquery_jobs()), max_size=6, unique_by=lambda j: j.id))
 def test_any_trace_round_trips(tmp_path_factory: pytest.TempPathFactory, jobs: list[JobSpec]) -> None:
     path = tmp_path_factory.mktemp("trace") / "jobs.jsonl"
     save_jobs(path, jobs)
     assert load_jobs(path) == jobs
+
+
+def test_token_slos_round_trip_and_chat_generators_carry_them() -> None:
+    from slosched.workloads.generators import make_workload
+    from slosched.workloads.trace_io import job_from_line, job_to_line
+
+    for name, params in (("flowgpt", {"tpot_slo_s": 0.012}), ("summarization", {"ttft_slo_s": 2.0, "tpot_slo_s": 0.1})):
+        jobs = make_workload(name, {"process": "poisson", "rate": 2.0}, 20, params, seed=1)
+        assert all(job.tpot_slo_s == params["tpot_slo_s"] for job in jobs)
+        assert all(job.ttft_slo_s == params.get("ttft_slo_s") for job in jobs)
+        assert [job_from_line(job_to_line(job)) for job in jobs] == jobs
+    plain = make_workload("coding", {"process": "poisson", "rate": 2.0}, 5, {}, seed=1)
+    assert "slo" not in job_to_line(plain[0])

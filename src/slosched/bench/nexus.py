@@ -114,9 +114,7 @@ def headline(homo: dict[str, Any], hetero: dict[str, Any]) -> dict[str, Any]:
         gains.append(100.0 * (top["prism+lens"]["slo_attainment"] - top["round-robin+fcfs"]["slo_attainment"]))
     summ = homo["summarization"]["loads"]
     ours = max(row["rate"] * row["results"]["prism+lens"]["slo_attainment"] for row in summ)
-    best = max(
-        row["rate"] * row["results"][v.label]["slo_attainment"] for row in summ for v in VARIANTS if v.baseline
-    )
+    best = max(row["rate"] * row["results"][v.label]["slo_attainment"] for row in summ for v in VARIANTS if v.baseline)
     reductions = []
     for data in hetero.values():
         p50 = {label: figures["p50_latency_s"] for label, figures in data["results"].items()}

@@ -14,6 +14,8 @@ BenchFn = Callable[[bool], dict[str, Any]]
 _BENCH_MODULES = {
     "relserve": "slosched.bench.relserve",
     "sim-speed": "slosched.bench.sim_speed",
+    "gateway": "slosched.bench.gateway",
+    "live": "slosched.bench.live",
     "hexgen": "slosched.bench.hexgen",
     "saber": "slosched.bench.saber",
     "nexus": "slosched.bench.nexus",

@@ -20,7 +20,9 @@ class JobKind(StrEnum):
 
 @dataclass(slots=True, frozen=True)
 class CallSpec:
-    """One LLM call. ``output_tokens`` is the true length (simulator only).
+    """One LLM call. ``output_tokens`` is the true length (simulator only). ``max_output_tokens`` None means
+    the client set no limit: like vLLM, the engine then allows up to its model length minus the prompt
+    (never the true length, which nothing but the simulator's physics may see).
 
     ``prefix_key``/``prefix_tokens`` say that the first ``prefix_tokens`` prompt tokens are shared with every
     other call carrying the same key (a template, a session's earlier turns), which is what a prefix cache
@@ -33,9 +35,6 @@ class CallSpec:
     prefix_key: str | None = None
     prefix_tokens: int = 0
     session_id: str | None = None
-
-    def effective_max_output(self) -> int:
-        return self.max_output_tokens if self.max_output_tokens is not None else self.output_tokens
 
 
 @dataclass(slots=True, frozen=True)

@@ -83,9 +83,7 @@ def param(params: Mapping[str, Any], name: str, default: Any, kind: type = float
 def reject_unknown_params(policy: str, params: Mapping[str, Any], allowed: set[str]) -> None:
     unknown = set(params) - allowed
     if unknown:
-        raise ConfigError(
-            f"{policy} parameters", f"unknown {sorted(unknown)}; allowed: {sorted(allowed) or '(none)'}"
-        )
+        raise ConfigError(f"{policy} parameters", f"unknown {sorted(unknown)}; allowed: {sorted(allowed) or '(none)'}")
 
 
 @functools.cache

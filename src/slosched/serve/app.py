@@ -180,9 +180,7 @@ class _RelayResponse(StreamingResponse):
     iterator ever ran (starlette then never enters the generator, so its ``finally`` cannot)."""
 
     def __init__(self, dispatcher: Dispatcher, call: Any, attempt: Attempt, media_type: str) -> None:
-        super().__init__(
-            dispatcher.relay(call, attempt), status_code=attempt.response.status_code, media_type=media_type
-        )
+        super().__init__(dispatcher.relay(call, attempt), status_code=attempt.response.status, media_type=media_type)
         self._dispatcher = dispatcher
         self._call = call
         self._attempt = attempt

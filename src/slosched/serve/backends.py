@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import httpx
+import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from slosched.serve.config import BackendConfig, GatewayConfig
@@ -64,13 +64,20 @@ class Backend:
         self.last_error = ""
         self.metrics = EngineMetrics()
         self._gateway = gateway
-        timeouts = gateway.timeouts
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=config.max_concurrency + 8)
-        self.client = httpx.AsyncClient(
-            base_url=self.url,
-            timeout=httpx.Timeout(timeouts.request_s, connect=timeouts.connect_s, read=timeouts.read_s),
-            limits=limits,
-        )
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The backend's connection pool (made on first use: aiohttp sessions belong to a running loop)."""
+        if self._session is None or self._session.closed:
+            timeouts = self._gateway.timeouts
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30.0),
+                timeout=aiohttp.ClientTimeout(
+                    total=timeouts.request_s, connect=timeouts.connect_s, sock_read=timeouts.read_s
+                ),
+            )
+        return self._session
 
     def mark_down(self, reason: str) -> None:
         if self.healthy:
@@ -91,25 +98,31 @@ class Backend:
             return True
         return time.monotonic() - self.down_since_s >= self._gateway.retry_down_after_s
 
+    async def _get_text(self, path: str) -> tuple[int, str]:
+        timeout = aiohttp.ClientTimeout(total=self._gateway.timeouts.health_s)
+        async with self.session.get(self.url + path, timeout=timeout) as response:
+            return response.status, await response.text()
+
     async def check_health(self) -> bool:
         try:
-            response = await self.client.get("/health", timeout=self._gateway.timeouts.health_s)
-        except httpx.HTTPError as error:
+            status, _ = await self._get_text("/health")
+        except (aiohttp.ClientError, TimeoutError) as error:
             self.mark_down(f"health check: {type(error).__name__}")
             return False
-        if response.status_code == 200:
+        if status == 200:
             self.mark_up()
             return True
-        self.mark_down(f"health check: HTTP {response.status_code}")
+        self.mark_down(f"health check: HTTP {status}")
         return False
 
     async def scrape(self, now_s: float) -> bool:
         """Refresh ``metrics``; a failed scrape keeps the previous values (and their timestamp)."""
         try:
-            response = await self.client.get("/metrics", timeout=self._gateway.timeouts.health_s)
-            response.raise_for_status()
-            metrics = parse_vllm_metrics(response.text)
-        except (httpx.HTTPError, ValueError) as error:
+            status, text = await self._get_text("/metrics")
+            if status != 200:
+                return False
+            metrics = parse_vllm_metrics(text)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
             log.debug("scrape of %s failed: %s", self.name, error)
             return False
         metrics.scraped_s = now_s
@@ -117,7 +130,8 @@ class Backend:
         return True
 
     async def close(self) -> None:
-        await self.client.aclose()
+        if self._session is not None:
+            await self._session.close()
 
 
 async def periodic(interval_s: float, action: Callable[[], Awaitable[object]], stop: asyncio.Event) -> None:

@@ -21,9 +21,8 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
 
-import httpx
+import aiohttp
 import numpy as np
 
 from slosched.core.request import Outcome, Request
@@ -37,13 +36,19 @@ from slosched.policies.registry import PolicyContext
 from slosched.serve.backends import Backend, periodic
 from slosched.serve.calls import Call, HttpError
 from slosched.serve.config import GatewayConfig
+from slosched.serve.forwarding import (
+    TokenCounter,
+    backend_body,
+    close_response,
+    is_broken,
+    usage_tokens,
+    whole_body,
+)
 from slosched.serve.metrics import GatewayMetrics
 from slosched.serve.queues import InstanceQueue, LiveSeq, QueueFullError
 from slosched.serve.views import BackendView
 
 log = logging.getLogger("slosched.serve")
-_NO_DEADLINE_PRIORITY = 2**62  # vLLM priority for calls without a deadline: after every deadline
-_SSE_EVENT = b"data: {"
 
 
 @dataclass(slots=True)
@@ -53,7 +58,7 @@ class Attempt:
     backend: Backend
     queue: InstanceQueue
     seq: LiveSeq
-    response: httpx.Response
+    response: aiohttp.ClientResponse
     chunks: AsyncIterator[bytes]
     first_chunk: bytes
     sent_s: float
@@ -81,6 +86,8 @@ class Dispatcher:
             extras={"step_predictors": self.predictors},
         )
         self.router = ROUTERS.build(policies.router, policies.router_params, self.context)
+        # Checked once: a runtime protocol isinstance costs ~10 us, too much for every request.
+        self._observer = self.router if isinstance(self.router, CompletionObserver) else None
         self.queues = [
             InstanceQueue(
                 index,
@@ -210,111 +217,79 @@ class Dispatcher:
             raise
 
     async def _forward(self, call: Call, backend: Backend, queue: InstanceQueue, seq: LiveSeq) -> Attempt:
-        body = self._backend_body(call, backend)
+        payload = json.dumps(backend_body(call, backend.config, self.config, self.clock())).encode()
         headers = {"x-request-id": call.request.id, "content-type": "application/json"}
-        request = backend.client.build_request("POST", call.path, content=json.dumps(body), headers=headers)
         sent_s = self.clock()
         timeout_s = self.config.timeouts.first_byte_s
         try:
-            response = await asyncio.wait_for(backend.client.send(request, stream=True), timeout_s)
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError) as error:
-            backend.mark_down(f"{type(error).__name__}: {error}")
+            response = await asyncio.wait_for(
+                backend.session.post(backend.url + call.path, data=payload, headers=headers), timeout_s
+            )
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as error:
+            if is_broken(error):
+                backend.mark_down(f"{type(error).__name__}: {error}")
             raise _Retry(f"{backend.name}: {type(error).__name__}") from error
-        except (TimeoutError, httpx.HTTPError) as error:
+        except (TimeoutError, aiohttp.ClientError) as error:
             raise _Retry(f"{backend.name}: {type(error).__name__}") from error
-        chunks = response.aiter_raw() if call.stream else _whole_body(response)
+        chunks = response.content.iter_any() if call.stream else whole_body(response)
         try:
             first = await asyncio.wait_for(anext(chunks, b""), timeout_s)
-        except (TimeoutError, httpx.HTTPError) as error:
-            await response.aclose()
-            if isinstance(error, httpx.ReadError | httpx.RemoteProtocolError):
+        except (TimeoutError, aiohttp.ClientError) as error:
+            response.close()
+            if is_broken(error):
                 backend.mark_down(f"{type(error).__name__} before first byte")
             raise _Retry(f"{backend.name}: {type(error).__name__} before first byte") from error
         except BaseException:
-            await response.aclose()
+            response.close()
             raise
-        if response.status_code >= 500:
-            await response.aclose()
-            raise _Retry(f"{backend.name}: HTTP {response.status_code}")
+        if response.status >= 500:
+            response.close()
+            raise _Retry(f"{backend.name}: HTTP {response.status}")
         call.backend = backend.name
         return Attempt(backend, queue, seq, response, chunks, first, sent_s)
-
-    def _backend_body(self, call: Call, backend: Backend) -> dict[str, Any]:
-        """The client's body plus policy metadata: vLLM ``priority`` (when the backend runs priority
-        scheduling) and ``vllm_xargs`` (deadline, job, stage, predicted length) for the engine plugin."""
-        body = dict(call.body)
-        request = call.request
-        body.setdefault("model", backend.config.model)
-        if backend.config.forward_priority:
-            body["priority"] = self.vllm_priority(request)
-        if self.config.forward_xargs:
-            given = body.get("vllm_xargs")
-            xargs: dict[str, Any] = dict(given) if isinstance(given, dict) else {}
-            xargs.update(
-                slosched_job_id=request.job_id,
-                slosched_stage=request.stage,
-                slosched_predicted_tokens=round(request.predicted_output_tokens, 1),
-                slosched_priority=request.priority,
-            )
-            if math.isfinite(request.deadline_s):
-                # Wall clock, so the engine (another process, another clock) can compare it with its own.
-                xargs["slosched_deadline_unix_s"] = round(time.time() + request.deadline_s - self.clock(), 3)
-            if request.budget_s is not None and math.isfinite(request.budget_s):
-                xargs["slosched_budget_s"] = round(request.budget_s, 3)
-            body["vllm_xargs"] = xargs
-        return body
-
-    def vllm_priority(self, request: Request) -> int:
-        """Lower runs sooner in vLLM. ``deadline``: the absolute deadline in ms (EDF in vLLM's waiting
-        queue); ``job``: the job-level priority the job policy or header set."""
-        if self.config.priority_mode == "job":
-            return round(request.priority)
-        if not math.isfinite(request.deadline_s):
-            return _NO_DEADLINE_PRIORITY
-        return max(round(request.deadline_s * 1000.0), 0)
 
     async def relay(self, call: Call, attempt: Attempt) -> AsyncIterator[bytes]:
         """Stream the backend's bytes to the client, counting tokens; always finishes the call."""
         outcome, reason = Outcome.CANCELLED, "client_disconnected"
-        counter = _TokenCounter(attempt.seq, self.clock)
+        counter = TokenCounter(attempt.seq, self.clock)
         try:
             counter.feed(attempt.first_chunk)
             yield attempt.first_chunk
             async for chunk in attempt.chunks:
                 counter.feed(chunk)
                 yield chunk
-            ok = attempt.response.status_code < 400
+            ok = attempt.response.status < 400
             outcome, reason = (Outcome.COMPLETED, "ok") if ok else (Outcome.FAILED, "backend_4xx")
-        except httpx.HTTPError as error:
-            if isinstance(error, httpx.ReadError | httpx.RemoteProtocolError):
+        except (aiohttp.ClientError, TimeoutError) as error:
+            if is_broken(error):
                 attempt.backend.mark_down(f"{type(error).__name__} mid-stream")
             outcome, reason = Outcome.FAILED, "backend_stream_broken"
             message = {"error": {"message": f"backend failed mid-stream: {type(error).__name__}", "code": 502}}
             yield f"data: {json.dumps(message)}\n\n".encode()
         finally:
-            await attempt.response.aclose()
+            close_response(attempt.response, outcome is Outcome.COMPLETED)
             call.output_tokens = attempt.seq.num_output_tokens
             self.finish(call, outcome, reason, attempt)
 
     async def abandon(self, call: Call, attempt: Attempt) -> None:
         """The response ended without ``relay`` finishing (client gone before the first chunk was sent)."""
         if call.outcome is None:
-            await attempt.response.aclose()
+            attempt.response.close()
             self.finish(call, Outcome.CANCELLED, "client_disconnected", attempt)
 
     async def complete(self, call: Call) -> tuple[int, bytes]:
         """Non-streaming call: status and body (the whole body is read inside ``open``'s retry loop)."""
         attempt = await self.open(call)
         try:
-            status = attempt.response.status_code
-            call.output_tokens = _usage_tokens(attempt.first_chunk)
+            status = attempt.response.status
+            call.output_tokens = usage_tokens(attempt.first_chunk)
             attempt.seq.num_output_tokens = call.output_tokens
             attempt.seq.first_token_s = self.clock()  # the client sees every token when the body arrives
             outcome = Outcome.COMPLETED if status < 400 else Outcome.FAILED
             self.finish(call, outcome, "ok" if status < 400 else "backend_4xx", attempt)
             return status, attempt.first_chunk
         finally:
-            await attempt.response.aclose()
+            close_response(attempt.response, True)
             self.finish(call, Outcome.CANCELLED, "cancelled", attempt)
 
     def finish(self, call: Call, outcome: Outcome, reason: str, attempt: Attempt | None = None) -> None:
@@ -343,8 +318,8 @@ class Dispatcher:
             self.metrics.ttft.labels(name).observe(seq.first_token_s - request.arrival_s)
         if call.output_tokens > 0:
             self.context.output_predictor.observe(request, call.output_tokens)
-        if isinstance(self.router, CompletionObserver):
-            self.router.on_request_finished(attempt.queue.index, request, latency, now)
+        if self._observer is not None:
+            self._observer.on_request_finished(attempt.queue.index, request, latency, now)
         if call.stream and seq.first_token_s is not None and call.output_tokens >= 2:
             decode_s = (now - seq.first_token_s) / (call.output_tokens - 1)
             batch = max(attempt.queue.num_running, 1)
@@ -367,36 +342,3 @@ class Dispatcher:
         ):
             tpot = (now - call.first_token_s) / (call.output_tokens - 1)
             self.metrics.slo.labels("tpot", str(tpot <= request.tpot_slo_s).lower()).inc()
-
-
-class _TokenCounter:
-    """Counts SSE data events (vLLM streams one event per generated token; the chat role event and the
-    final usage event make this an estimate within ~2 tokens) into ``seq.num_output_tokens``."""
-
-    __slots__ = ("_clock", "_tail", "seq")
-
-    def __init__(self, seq: LiveSeq, clock: Callable[[], float]) -> None:
-        self.seq = seq
-        self._clock = clock
-        self._tail = b""
-
-    def feed(self, chunk: bytes) -> None:
-        data = self._tail + chunk
-        events = data.count(_SSE_EVENT)
-        self._tail = data[-(len(_SSE_EVENT) - 1) :]  # an event marker split across two chunks
-        if events:
-            if self.seq.first_token_s is None:
-                self.seq.first_token_s = self._clock()
-            self.seq.num_output_tokens += events
-
-
-async def _whole_body(response: httpx.Response) -> AsyncIterator[bytes]:
-    yield await response.aread()
-
-
-def _usage_tokens(body: bytes) -> int:
-    try:
-        usage = json.loads(body).get("usage") or {}
-        return int(usage.get("completion_tokens", 0))
-    except (ValueError, AttributeError, TypeError):
-        return 0

@@ -183,6 +183,10 @@ class AsyncClient:
     async def job(self, job_id: str) -> dict[str, Any]:
         return dict(_check(await self.http.get(f"/v1/jobs/{job_id}")))
 
+    async def post_body(self, body: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+        """A raw /v1/completions call (the body as given)."""
+        return dict(_check(await self.http.post("/v1/completions", json=body, headers=dict(headers))))
+
 
 @dataclass(slots=True, frozen=True)
 class ReplayResult:
@@ -199,10 +203,15 @@ class ReplayResult:
 class WorkflowRunner:
     """Runs trace jobs against a gateway through the job API (replay mode: fixed lengths via ignore_eos)."""
 
-    def __init__(self, client: AsyncClient, default_slo_s: float | None = None, time_scale: float = 1.0) -> None:
+    def __init__(
+        self, client: AsyncClient, default_slo_s: float | None = None, time_scale: float = 1.0, direct: bool = False
+    ) -> None:
+        """``direct``: post each call to /v1/completions instead of the job API (any OpenAI endpoint, e.g. a
+        peer router; the remaining job deadline still goes out as ``x-slo-deadline-ms``)."""
         self.client = client
         self.default_slo_s = default_slo_s
         self.time_scale = time_scale
+        self.direct = direct
 
     async def replay(self, jobs: Sequence[JobSpec]) -> list[ReplayResult]:
         """Replay ``jobs`` at their arrival times (scaled by ``time_scale``); one result per job, in order."""
@@ -217,18 +226,23 @@ class WorkflowRunner:
     async def run_job(self, job: JobSpec) -> ReplayResult:
         slo_s = job.slo_s if job.slo_s is not None else self.default_slo_s
         begin = time.monotonic()
+        if self.direct:
+            status = await self._run_stages(job, None, begin + slo_s if slo_s is not None else None)
+            latency = time.monotonic() - begin
+            met = status == "completed" and (slo_s is None or latency <= slo_s)
+            return ReplayResult(job.id, "", status, latency, slo_s, met)
         try:
             # Every trace job replays as a workflow: a relQuery's rows are one stage of parallel calls.
             created = await self.client.create_job("workflow", slo_s, template=job.template, tenant=job.tenant)
         except GatewayError as error:
             return ReplayResult(job.id, "", f"rejected:{error.status}", time.monotonic() - begin, slo_s, False)
         job_id = created["id"]
-        status = await self._run_stages(job, job_id)
+        status = await self._run_stages(job, job_id, None)
         latency = time.monotonic() - begin
         met = status == "completed" and (slo_s is None or latency <= slo_s)
         return ReplayResult(job.id, job_id, status, latency, slo_s, met)
 
-    async def _run_stages(self, job: JobSpec, job_id: str) -> str:
+    async def _run_stages(self, job: JobSpec, job_id: str | None, deadline: float | None) -> str:
         deps = job.dependencies()
         done: dict[str, asyncio.Event] = {stage.name: asyncio.Event() for stage in job.stages}
         failed: list[str] = []
@@ -241,22 +255,34 @@ class WorkflowRunner:
                 if stage.tool_duration_s > 0:
                     await asyncio.sleep(stage.tool_duration_s * self.time_scale)
                 if stage.calls:
-                    try:
-                        answer = await self.client.run_stage(job_id, stage.name, [call_body(c) for c in stage.calls])
-                        if answer["job"]["status"] == "failed":
-                            failed.append(answer["job"]["reason"])
-                    except GatewayError as error:
-                        failed.append(str(error))
+                    await self._stage_calls(job_id, stage.name, stage.calls, deadline, failed)
             done[stage.name].set()
 
         await asyncio.gather(*(run(index) for index in range(len(job.stages))))
         if failed:
             return "failed"
+        if job_id is None:
+            return "completed"
         try:
             final = await self.client.complete_job(job_id)
         except GatewayError:
             return "failed"
         return str(final["status"])
+
+    async def _stage_calls(
+        self, job_id: str | None, name: str, calls: Sequence[CallSpec], deadline: float | None, failed: list[str]
+    ) -> None:
+        try:
+            if job_id is not None:
+                answer = await self.client.run_stage(job_id, name, [call_body(c) for c in calls])
+                if answer["job"]["status"] == "failed":
+                    failed.append(answer["job"]["reason"])
+                return
+            left_ms = None if deadline is None else max((deadline - time.monotonic()) * 1000.0, 1.0)
+            headers = slo_headers(deadline_ms=left_ms)
+            await asyncio.gather(*(self.client.post_body(call_body(c), headers) for c in calls))
+        except GatewayError as error:
+            failed.append(str(error))
 
 
 def attainment(results: Sequence[ReplayResult]) -> tuple[float, float]:

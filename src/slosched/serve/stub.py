@@ -152,3 +152,19 @@ async def serve_app(
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, timeout=5)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m slosched.serve.stub --port P``: a standalone stub server (benchmarks run it apart)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="fake vLLM OpenAI server")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--tokens", type=int, default=8)
+    args = parser.parse_args(argv)
+    stub = StubBackend(behaviour=StubBehaviour(default_tokens=args.tokens))
+    uvicorn.run(stub.app(), host="127.0.0.1", port=args.port, log_level="error", access_log=False)
+
+
+if __name__ == "__main__":
+    main()

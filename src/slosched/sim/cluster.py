@@ -81,6 +81,7 @@ class ClusterSim:
         self._snapshots: list[InstanceSnapshot | None] = [None] * len(self.instances)
         self._block_size = models[0].spec.block_size
         self._shortest_model_len = min(model.max_model_len for model in models)
+        self._longest_model_len = max(model.max_model_len for model in models)
         self._last_join_s = max(model.spec.available_from_s for model in models)
         self._joins_later = self._last_join_s > 0
         if min(model.spec.available_from_s for model in models) > 0:
@@ -170,7 +171,11 @@ class ClusterSim:
             stage=stage.name,
             template=spec.template,
             prompt_tokens=call.input_tokens,
-            max_output_tokens=call.effective_max_output(),
+            max_output_tokens=(
+                call.max_output_tokens
+                if call.max_output_tokens is not None
+                else max(self._longest_model_len - call.input_tokens, 1)
+            ),
             arrival_s=self.kernel.now_s,
             job_arrival_s=spec.arrival_s,
             deadline_s=job.deadline_s,
@@ -210,7 +215,8 @@ class ClusterSim:
 
     # ---- routing -------------------------------------------------------------------------------------
     def _route(self, request: Request, job: JobState, call: CallSpec) -> None:
-        needed = request.prompt_tokens + request.max_output_tokens
+        # Without a client limit the engine caps output at its own model length (vLLM's default max_tokens).
+        needed = request.prompt_tokens + (call.max_output_tokens if call.max_output_tokens is not None else 1)
         views = self._views()
         if needed > self._shortest_model_len:
             views = [view for view in views if needed <= self._models[view.index].max_model_len]
@@ -221,7 +227,8 @@ class ClusterSim:
         if isinstance(chosen, InstanceSnapshot):
             chosen.note_routed(request)
         self._pending[request.id] = _Pending(request, job, call)
-        seq = Seq(request, call.output_tokens, self.kernel.now_s, 0, request.prompt_tokens)
+        output_tokens = min(call.output_tokens, self._models[chosen.index].max_model_len - request.prompt_tokens)
+        seq = Seq(request, output_tokens, self.kernel.now_s, 0, request.prompt_tokens)
         self.instances[chosen.index].enqueue(seq)
 
     def _views(self) -> Sequence[InstanceView]:

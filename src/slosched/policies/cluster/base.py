@@ -24,9 +24,7 @@ class Router(Protocol):
 class CompletionObserver(Protocol):
     """Routers that learn from outcomes (e.g. lagging latency averages) implement this."""
 
-    def on_request_finished(
-        self, instance_index: int, request: Request, latency_s: float, now_s: float
-    ) -> None: ...
+    def on_request_finished(self, instance_index: int, request: Request, latency_s: float, now_s: float) -> None: ...
 
 
 class ScoringRouter:

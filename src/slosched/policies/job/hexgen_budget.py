@@ -59,16 +59,12 @@ class StageBudget:
 
     def shares(self, job: JobView, requests: Sequence[Request]) -> tuple[float, float]:
         """(tbar of the released stage, sum of tbar over it and the expected later stages)."""
-        current = max(
-            (self.mean_cost_s(r.prompt_tokens, r.predicted_output_tokens) for r in requests), default=0.0
-        )
+        current = max((self.mean_cost_s(r.prompt_tokens, r.predicted_output_tokens) for r in requests), default=0.0)
         template = workflow_template(job.template)
         later = None if template is None else template.expected_after(job.stage, job.finished_stages)
         if not later:
             return current, current
-        future = sum(
-            stage.weight * self.mean_cost_s(stage.input_tokens, stage.output_tokens) for stage in later
-        )
+        future = sum(stage.weight * self.mean_cost_s(stage.input_tokens, stage.output_tokens) for stage in later)
         return current, current + future
 
     def on_stage_released(self, job: JobView, requests: Sequence[Request], now_s: float) -> None:

@@ -75,9 +75,7 @@ class WorkflowTemplate:
         if current.repeat_pmf is not None:
             more = _expected_more_rounds(current.repeat_pmf, round_number)
             if more > 0:
-                expected.append(
-                    ExpectedStage(current.name, more, current.input_tokens, current.output_tokens)
-                )
+                expected.append(ExpectedStage(current.name, more, current.input_tokens, current.output_tokens))
         for kind in self.stages[position + 1 :]:
             weight = self._weight(kind, seen, position)
             if weight > 0:
@@ -137,9 +135,7 @@ def _chess() -> WorkflowTemplate:
             kind("UT1", "UT"),
             kind("GUT", "GUT", prob=0.947),
             kind("UT2", "UT"),
-            kind(
-                "EVAL", "EVAL", prob=1.0 - fanout.get(0, 0.0), num_calls=sum(k * p for k, p in fanout.items())
-            ),
+            kind("EVAL", "EVAL", prob=1.0 - fanout.get(0, 0.0), num_calls=sum(k * p for k, p in fanout.items())),
             kind("UT3", "UT"),
         ),
     )
