@@ -26,6 +26,14 @@ $(VLLM_STAMP):
 
 vllm-venv: $(VLLM_STAMP)
 
+# slosched inside the vLLM venv: its scheduler plugin runs in vLLM's EngineCore (needs scipy, not in vLLM).
+VLLM_PLUGIN_STAMP := $(VLLM_VENV)/.slosched-plugin-stamp
+$(VLLM_PLUGIN_STAMP): $(VLLM_STAMP) pyproject.toml
+	$(VLLM_VENV)/bin/pip install -q --no-deps -e .
+	$(VLLM_VENV)/bin/pip install -q "scipy>=1.11"
+	@touch $(VLLM_PLUGIN_STAMP)
+vllm-venv test: $(VLLM_PLUGIN_STAMP)
+
 ## demo: the bundled heterogeneous-cluster comparison; prints a table, writes reports/demo/
 demo: $(STAMP)
 	$(BIN)/slosched demo --report reports/demo

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from slosched.core.request import Request
 from slosched.serve.app import Gateway
 from slosched.serve.config import parse_config
+from slosched.serve.dispatcher import Dispatcher
 from slosched.serve.metrics import counter_value
 from slosched.serve.stub import StubBackend, serve_app
 
@@ -66,3 +69,27 @@ async def harness(num_stubs: int = 2, **overrides: Any) -> AsyncIterator[Harness
         gateway = Gateway(parse_config(stub_config(urls, **overrides)))
         url = await stack.enter_async_context(serve_app(gateway.app, lifespan="on"))
         yield Harness(url, gateway, stubs, urls)
+
+
+# Parameters without defaults (SABER's speed model, a fixed cap); hardware-aware policies need a GPU and
+# model the hardware tables know, so the backends here claim one.
+_ENGINE_PARAMS = {
+    "saber": {"speed": {"kind": "usl", "lam": 87.0, "sigma": 0.02, "kappa": 0.0001}},
+    "static-concurrency": {"cap": 2},
+}
+
+
+def offline_dispatcher(router: str = "round-robin", engine: str = "chunked-fcfs") -> Dispatcher:
+    backends = [
+        {"name": f"b{i}", "url": f"http://127.0.0.1:{9 + i}", "max_concurrency": 2, "gpu": "A100-80G",
+         "model": "Llama-3-8B"}
+        for i in range(3)
+    ]  # fmt: skip
+    policies = {"router": router, "engine": engine, "engine_params": _ENGINE_PARAMS.get(engine, {})}
+    return Dispatcher(parse_config({"backends": backends, "policies": policies}))
+
+
+def make_request(index: int, now: float, deadline_s: float = math.inf) -> Request:
+    return Request(id=f"r{index}", job_id=f"j{index}", stage="s", template="t", prompt_tokens=50 + 10 * index,
+                   max_output_tokens=64, arrival_s=now, job_arrival_s=now, deadline_s=deadline_s,
+                   predicted_output_tokens=32.0)  # fmt: skip

@@ -6,7 +6,8 @@ CPU serves them (inputs / 8 capped at 1,500 tokens, outputs / 6 capped at 128); 
 ``ignore_eos`` + ``max_tokens``, so vLLM does exactly the trace's work. A job's SLO is ``slo_scale`` times
 its critical-path work at the per-token times probed on the two servers before the runs (no contention).
 Rows: round-robin + FCFS (the plain vLLM setup), the best slosched compositions, and vllm-router's
-round-robin (the peer, driving the same calls directly, without the job API). The servers come from
+round-robin (the peer, driving the same calls directly, without the job API). The gateway's concurrency
+window is 64 per server, so it never caps vLLM's own batching below what the load needs. The servers come from
 ``$SLOSCHED_VLLM_URLS`` when set (reused), else two are started and stopped by PID here.
 """
 
@@ -56,9 +57,9 @@ def scale_job(job: JobSpec) -> JobSpec:
 
 
 def workloads(quick: bool) -> dict[str, list[JobSpec]]:
-    count_sql, count_chat = (4, 12) if quick else (16, 60)
-    sql = make_workload("text2sql-chess", {"process": "poisson", "rate": 0.25}, count_sql, seed=1)
-    chat = make_workload("sharegpt", {"process": "poisson", "rate": 2.0}, count_chat, seed=2)
+    count_sql, count_chat = (6, 30) if quick else (20, 120)
+    sql = make_workload("text2sql-chess", {"process": "poisson", "rate": 0.6}, count_sql, seed=1)
+    chat = make_workload("sharegpt", {"process": "poisson", "rate": 6.0}, count_chat, seed=2)
     return {"text2sql": [scale_job(j) for j in sql], "chat": [scale_job(j) for j in chat]}
 
 
@@ -88,7 +89,7 @@ async def _probe(url: str) -> tuple[float, float]:
 
 
 def _config(urls: Sequence[str], router: str, engine: str, job: str, priority: bool) -> dict[str, Any]:
-    backends = [{"name": f"vllm-{i}", "url": url, "model": "tiny", "max_concurrency": 16, "max_queue": 1024,
+    backends = [{"name": f"vllm-{i}", "url": url, "model": "tiny", "max_concurrency": 64, "max_queue": 1024,
                  "forward_priority": priority} for i, url in enumerate(urls)]  # fmt: skip
     return {"backends": backends, "policies": {"router": router, "engine": engine, "job": job},
             "scrape_interval_s": 0.5, "timeouts": {"queue_s": 300, "first_byte_s": 300}}  # fmt: skip

@@ -77,7 +77,14 @@ class _Pool:
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
 
     async def request(self, payload: bytes) -> int:
-        conn = self.idle.pop() if self.idle else await asyncio.open_connection(self.host, self.port)
+        if self.idle:
+            try:
+                return await self._send(self.idle.pop(), payload)
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass  # the server closed this idle keep-alive connection (its timeout): retry on a fresh one
+        return await self._send(await asyncio.open_connection(self.host, self.port), payload)
+
+    async def _send(self, conn: tuple[asyncio.StreamReader, asyncio.StreamWriter], payload: bytes) -> int:
         reader, writer = conn
         try:
             writer.write(payload)

@@ -20,6 +20,7 @@ _BENCH_MODULES = {
     "saber": "slosched.bench.saber",
     "nexus": "slosched.bench.nexus",
     "overhead": "slosched.bench.overhead",
+    "engine-live": "slosched.bench.engine_live",
 }
 
 

@@ -320,8 +320,11 @@ class Dispatcher:
             self.context.output_predictor.observe(request, call.output_tokens)
         if self._observer is not None:
             self._observer.on_request_finished(attempt.queue.index, request, latency, now)
-        if call.stream and seq.first_token_s is not None and call.output_tokens >= 2:
-            decode_s = (now - seq.first_token_s) / (call.output_tokens - 1)
+        if call.output_tokens >= 2:
+            if call.stream and seq.first_token_s is not None:
+                decode_s = (now - seq.first_token_s) / (call.output_tokens - 1)
+            else:  # one body at the end: the per-token time includes prefill, so it errs slow
+                decode_s = (now - attempt.sent_s) / call.output_tokens
             batch = max(attempt.queue.num_running, 1)
             context = batch * (request.prompt_tokens + call.output_tokens // 2)
             self.predictors[attempt.queue.index].observe(StepObservation(0, 0, batch, context, (decode_s,)))

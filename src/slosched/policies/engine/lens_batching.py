@@ -175,6 +175,14 @@ class LensBatching:
         mean_decode = scan.outputs / count if count else 0.0
         return choose_target(line, ttft_slo, tpot_slo, mean_decode, min_step, max_step, pressure)
 
+    def _peak(self, engine: EngineView) -> float:
+        """Fitted peak throughput; unbounded (optimistic) until the first shape fit. An instance that has
+        seen no traffic would otherwise keep the deliberately bad guess, look slow to the router, never
+        be sent anything and so never learn (the zero-config trap)."""
+        if self.model.num_shape_fits == 0:
+            return math.inf
+        return self.model.peak_tokens_per_s(engine.spec.max_batched_tokens)
+
     # ---- StateExporter -------------------------------------------------------------------------------
     def export_state(self, engine: EngineView) -> Mapping[str, float]:
         return self.engine_state(engine).to_mapping()
@@ -196,7 +204,7 @@ class LensBatching:
             pending_prefill_tokens=float(queued_prefill + self._pending_running_prefill),
             pending_requests=float(engine.num_running + len(waiting)),
             free_kv_tokens=engine.num_free_kv_blocks * engine.spec.block_size - queued_kv,
-            peak_tokens_per_s=self.model.peak_tokens_per_s(engine.spec.max_batched_tokens),
+            peak_tokens_per_s=self._peak(engine),
         )
 
 

@@ -1,0 +1,206 @@
+"""Plugin configuration: which engine policy runs and where the plugin publishes and listens.
+
+Read once at start-up from ``$SLOSCHED_ENGINE_CONFIG`` (a JSON object, or the path of a JSON file) and
+``$SLOSCHED_ENGINE_POLICY`` (a preset name, shorthand for ``{"preset": NAME}``); a scheduler class may
+supply defaults (``UrgencyScheduler`` -> preset ``urgency``). The control file (``control.py``) later
+overrides any of these keys at run time. Keys (all optional):
+
+- ``preset`` (an ``ENGINE_PRESETS`` name) with ``params``; or ``ordering`` / ``admission`` / ``batching``
+  (registry names, defaults ``fcfs`` / ``always`` / ``chunked``) with ``ordering_params`` /
+  ``admission_params`` / ``params`` (batching). ``preset`` wins when both are given.
+- ``bypass`` (false): stock vLLM scheduling; the plugin only measures steps and exports state.
+- ``drain`` (false): admit nothing (running requests finish; waiting ones wait).
+- ``mode_override`` (none): force every step's mode (``mixed``, ``prefill_first``, ``decode_only``,
+  ``prefill_only``) over the policy's plan, keeping its budget and cap (operations and tests).
+- ``state_file`` (none) and ``export_interval_s`` (0.5): where and how often the state JSON is written.
+- ``control_file`` (none) and ``control_poll_s`` (0.25): the runtime control file and its poll period.
+- ``step_log_file`` (none): a JSON line per step (plan applied, tokens scheduled) for debugging and tests.
+- ``observe_interval_s`` (2.0): how often measured steps are handed to the policy's step observers.
+- ``seed`` (0): the policies' RNG seed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slosched.core.errors import ConfigError
+from slosched.core.instance import InstanceSpec
+from slosched.core.views import StepMode
+from slosched.perf.output_length import HistoryOutputPredictor
+from slosched.policies.engine.base import ADMISSIONS, BATCHINGS, ENGINE_PRESETS, ORDERINGS, EnginePolicy
+from slosched.policies.registry import PolicyContext
+
+CONFIG_ENV = "SLOSCHED_ENGINE_CONFIG"
+POLICY_ENV = "SLOSCHED_ENGINE_POLICY"
+POLICY_KEYS = ("preset", "ordering", "admission", "batching", "params", "ordering_params", "admission_params")
+_KEYS = {
+    *POLICY_KEYS, "bypass", "drain", "mode_override", "state_file", "export_interval_s", "control_file",
+    "control_poll_s", "step_log_file", "observe_interval_s", "seed", "version",
+}  # fmt: skip
+
+
+@dataclass(slots=True, frozen=True)
+class PolicyChoice:
+    """A preset, or an (ordering, admission, batching) triple, with parameters."""
+
+    preset: str | None = None
+    ordering: str = "fcfs"
+    admission: str = "always"
+    batching: str = "chunked"
+    params: Mapping[str, Any] = field(default_factory=dict)
+    ordering_params: Mapping[str, Any] = field(default_factory=dict)
+    admission_params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.preset or f"{self.ordering}+{self.admission}+{self.batching}"
+
+
+@dataclass(slots=True, frozen=True)
+class PluginConfig:
+    policy: PolicyChoice = field(default_factory=PolicyChoice)
+    bypass: bool = False
+    drain: bool = False
+    mode_override: StepMode | None = None
+    state_file: Path | None = None
+    export_interval_s: float = 0.5
+    control_file: Path | None = None
+    control_poll_s: float = 0.25
+    step_log_file: Path | None = None
+    observe_interval_s: float = 2.0
+    seed: int = 0
+
+
+def _mapping(data: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"slosched engine config.{key}", f"expected an object, got {value!r}")
+    return dict(value)
+
+
+def _name(data: Mapping[str, Any], key: str, default: str | None) -> str | None:
+    value = data.get(key, default)
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"slosched engine config.{key}", f"expected a name, got {value!r}")
+    return value
+
+
+def _number(data: Mapping[str, Any], key: str, default: float) -> float:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"slosched engine config.{key}", f"expected a number > 0, got {value!r}")
+    return float(value)
+
+
+def _flag(data: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"slosched engine config.{key}", f"expected true or false, got {value!r}")
+    return value
+
+
+def _path(data: Mapping[str, Any], key: str, default: Path | None) -> Path | None:
+    value = data.get(key, default)
+    if value is None or isinstance(value, Path):
+        return value
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"slosched engine config.{key}", f"expected a file path, got {value!r}")
+    return Path(value)
+
+
+def _mode(data: Mapping[str, Any], default: StepMode | None) -> StepMode | None:
+    if "mode_override" not in data:
+        return default
+    value = data["mode_override"]
+    if value is None:
+        return None
+    allowed = [mode.value for mode in StepMode]
+    if value not in allowed:
+        raise ConfigError("slosched engine config.mode_override", f"got {value!r}; allowed: {allowed} or null")
+    return StepMode(value)
+
+
+def policy_choice(data: Mapping[str, Any], base: PolicyChoice | None = None) -> PolicyChoice:
+    """The policy named in ``data``; without any policy key, ``base`` (or the FCFS default)."""
+    if not any(key in data for key in POLICY_KEYS):
+        return base or PolicyChoice()
+    return PolicyChoice(
+        preset=_name(data, "preset", None),
+        ordering=_name(data, "ordering", "fcfs") or "fcfs",
+        admission=_name(data, "admission", "always") or "always",
+        batching=_name(data, "batching", "chunked") or "chunked",
+        params=_mapping(data, "params"),
+        ordering_params=_mapping(data, "ordering_params"),
+        admission_params=_mapping(data, "admission_params"),
+    )
+
+
+def config_from_mapping(data: Mapping[str, Any], base: PluginConfig | None = None) -> PluginConfig:
+    """``data``'s keys over ``base`` (default: all defaults); unknown keys fail, naming the allowed ones."""
+    unknown = set(data) - _KEYS
+    if unknown:
+        raise ConfigError("slosched engine config", f"unknown keys {sorted(unknown)}; allowed: {sorted(_KEYS)}")
+    base = base or PluginConfig()
+    return replace(
+        base,
+        policy=policy_choice(data, base.policy),
+        bypass=_flag(data, "bypass", base.bypass),
+        drain=_flag(data, "drain", base.drain),
+        mode_override=_mode(data, base.mode_override),
+        state_file=_path(data, "state_file", base.state_file),
+        export_interval_s=_number(data, "export_interval_s", base.export_interval_s),
+        control_file=_path(data, "control_file", base.control_file),
+        control_poll_s=_number(data, "control_poll_s", base.control_poll_s),
+        step_log_file=_path(data, "step_log_file", base.step_log_file),
+        observe_interval_s=_number(data, "observe_interval_s", base.observe_interval_s),
+        seed=int(data.get("seed", base.seed)),
+    )
+
+
+def load_json_object(text: str, source: str) -> dict[str, Any]:
+    """``text`` is a JSON object, or the path of a file holding one."""
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        try:
+            stripped = Path(stripped).read_text()
+        except OSError as error:
+            raise ConfigError(source, f"neither a JSON object nor a readable file: {error}") from None
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError as error:
+        raise ConfigError(source, f"not JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(source, "expected a JSON object")
+    return data
+
+
+def config_from_env(defaults: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> PluginConfig:
+    """Class defaults, then ``$SLOSCHED_ENGINE_POLICY``, then ``$SLOSCHED_ENGINE_CONFIG`` (later wins)."""
+    env = os.environ if env is None else env
+    config = config_from_mapping(defaults or {})
+    if env.get(POLICY_ENV):
+        config = config_from_mapping({"preset": env[POLICY_ENV]}, config)
+    if env.get(CONFIG_ENV):
+        config = config_from_mapping(load_json_object(env[CONFIG_ENV], f"${CONFIG_ENV}"), config)
+    return config
+
+
+def build_policy(choice: PolicyChoice, spec: InstanceSpec, seed: int) -> EnginePolicy:
+    """Fresh policy objects for one engine (policies are stateful); bad names/params raise ConfigError."""
+    context = PolicyContext((spec,), np.random.default_rng(seed), HistoryOutputPredictor())
+    if choice.preset is not None:
+        return ENGINE_PRESETS.build(choice.preset, choice.params, context)
+    return EnginePolicy(
+        name=choice.name,
+        ordering=ORDERINGS.build(choice.ordering, choice.ordering_params, context),
+        admission=ADMISSIONS.build(choice.admission, choice.admission_params, context),
+        batching=BATCHINGS.build(choice.batching, choice.params, context),
+    )

@@ -1,0 +1,98 @@
+"""A small client for the live plugin tests and the engine-live bench: completions with ``vllm_xargs``,
+control-file switches that wait until the engine applied them, and the step log."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from slosched.vllm_ext.control import write_control
+from slosched.vllm_ext.state_export import read_state
+
+_versions = itertools.count(int(time.time()))
+
+
+async def complete(
+    client: httpx.AsyncClient, url: str, prompt: str, max_tokens: int, xargs: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": "tiny", "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True}
+    if xargs:
+        body["vllm_xargs"] = xargs
+    response = await client.post(f"{url}/v1/completions", json=body, timeout=300)
+    response.raise_for_status()
+    data: dict[str, Any] = response.json()
+    data["done_s"] = time.monotonic()
+    return data
+
+
+def _nudge(url: str) -> None:
+    with contextlib.suppress(httpx.HTTPError):
+        httpx.post(f"{url}/v1/completions", json={"model": "tiny", "prompt": "x", "max_tokens": 1}, timeout=120)
+
+
+def set_control(url: str, control: Path, state: Path, document: dict[str, Any], timeout_s: float = 30) -> int:
+    """Write the control file and nudge the engine (a one-token request in the background, so an idle
+    engine runs a step) until its state export shows the new version."""
+    version = next(_versions)
+    write_control(control, {**document, "version": version})
+    deadline = time.monotonic() + timeout_s
+    next_nudge = 0.0
+    while time.monotonic() < deadline:
+        if time.monotonic() >= next_nudge:  # the engine polls the file from its loop: keep it stepping
+            threading.Thread(target=_nudge, args=(url,), daemon=True).start()
+            next_nudge = time.monotonic() + 0.3
+        data = read_state(state)
+        if data and data["plugin"]["control_version"] == version:
+            assert not data["plugin"]["control_error"], data["plugin"]["control_error"]
+            return version
+        time.sleep(0.05)
+    raise TimeoutError(f"engine did not apply control version {version}")
+
+
+def steps_since(log: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """Step-log records written after byte ``offset``, and the new offset."""
+    with log.open("rb") as handle:
+        handle.seek(offset)
+        data = handle.read()
+    complete_part = data[: data.rfind(b"\n") + 1]
+    records = [json.loads(line) for line in complete_part.splitlines() if line.strip()]
+    return records, offset + len(complete_part)
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+_pool = ThreadPoolExecutor(max_workers=64)
+
+
+def submit(url: str, prompt: str, max_tokens: int, xargs: dict[str, Any] | None = None) -> Future[dict[str, Any]]:
+    """A completion in a background thread (tests poll the step log while it runs)."""
+
+    async def one() -> dict[str, Any]:
+        async with httpx.AsyncClient() as client:
+            return await complete(client, url, prompt, max_tokens, xargs)
+
+    return _pool.submit(asyncio.run, one())
+
+
+_WORDS = (
+    "alpha", "brown", "quick", "lazy", "model", "token", "batch", "queue", "deadline", "engine", "cache", "prefix",
+)  # fmt: skip
+_nonce = itertools.count()
+
+
+def unique_prompt(words: int) -> str:
+    """A prompt no earlier request shares (no prefix-cache hits), about ``words`` tokens or more."""
+    seed = next(_nonce)
+    body = " ".join(f"{_WORDS[(seed + 7 * i) % len(_WORDS)]}{(seed * 31 + i) % 97}" for i in range(words))
+    return f"{time.time_ns()} {body}"

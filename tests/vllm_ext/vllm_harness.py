@@ -1,0 +1,233 @@
+"""Randomized property check of the plugin on vLLM's real v1 Scheduler (no model, no server).
+
+Run with the vLLM virtualenv's Python: ``python vllm_harness.py MODEL_DIR STEPS SEED[:async] ...``; prints
+one JSON line. Requests arrive, get aborted, and are scheduled for ``STEPS`` steps under a *chaos* policy
+(random ordering keys, random admission deferrals, random step modes, token budgets and running caps);
+a fake model samples one token per finished prefill. After every step the harness checks: no request is
+lost or duplicated (each live request is in exactly one of running / waiting / kv_holding_waiting), the
+running order is preserved (survivors keep their order, admissions follow), held-back requests were not
+scheduled, decode-only steps admit nothing and schedule no prefill chunk, the step stays within its budget
+and cap, nothing the admission policy deferred was admitted, and the configured limits are restored. Then
+the chaos stops and every request must finish with exactly ``max_tokens`` output tokens (or be aborted).
+Not collected by pytest (no ``test_`` prefix): ``test_real_scheduler.py`` runs it in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+from typing import Any
+
+os.environ.setdefault("SLOSCHED_ENGINE_CONFIG", "{}")
+
+
+def build_scheduler(model_dir: str, async_scheduling: bool) -> Any:
+    import torch
+    from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    from slosched.vllm_ext.scheduler import SloschedScheduler
+
+    scheduler_config = SchedulerConfig(
+        max_num_seqs=8, max_num_batched_tokens=128, max_model_len=1024, enable_chunked_prefill=True,
+        async_scheduling=async_scheduling, is_encoder_decoder=False,
+    )  # fmt: skip
+    model_config = ModelConfig(model=model_dir, dtype="float32", seed=0, skip_tokenizer_init=True)
+    cache_config = CacheConfig(block_size=16, gpu_memory_utilization=0.9, enable_prefix_caching=True)
+    vllm_config = VllmConfig(scheduler_config=scheduler_config, model_config=model_config, cache_config=cache_config)
+    # vLLM turns async scheduling off on CPU (no async executor); the scheduler classes work regardless.
+    vllm_config.scheduler_config.async_scheduling = async_scheduling
+    blocks = 48  # 768 tokens of KV for up to 8 requests of up to ~350 tokens: preemptions happen
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=1, dtype=torch.float32)
+    kv_config = KVCacheConfig(num_blocks=blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["l"], spec)])
+    cache_config.num_gpu_blocks = blocks
+    return SloschedScheduler(
+        vllm_config=vllm_config, kv_cache_config=kv_config,
+        structured_output_manager=StructuredOutputManager(vllm_config), block_size=16, log_stats=False,
+    )  # fmt: skip
+
+
+class Chaos:
+    """Random decisions: an ordering, an admission and a batching part in one object."""
+
+    static_keys = False
+    time_invariant = False
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def key(self, seq: Any, engine: Any) -> Any:
+        return self.rng.random()
+
+    def admit(self, seq: Any, engine: Any) -> bool:
+        return self.rng.random() < 0.7
+
+    def plan(self, engine: Any) -> Any:
+        from slosched.core.views import StepMode, StepPlan
+
+        mode = self.rng.choice(list(StepMode))
+        budget = self.rng.choice([1, 4, 16, 64, 128, 10_000])
+        cap = self.rng.choice([0, 1, 2, 4, 8, 100])
+        return StepPlan(mode, budget, cap, True)
+
+
+def make_request(index: int, rng: random.Random, hasher: Any) -> Any:
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.request import Request
+
+    shared = [7] * rng.choice([0, 32, 64])  # common prefix: prefix-cache hits
+    prompt = shared + [rng.randrange(10, 1000) for _ in range(rng.randint(1, 300))]
+    extra = rng.choice([None, {"slosched_deadline_unix_s": "soon"}, {"slosched_job_id": f"j{index % 5}"}])
+    params = SamplingParams(max_tokens=rng.randint(1, 40), ignore_eos=True, extra_args=extra)
+    return Request(f"r{index}", prompt, params, None, priority=rng.randint(0, 3), block_hasher=hasher)
+
+
+def check_step(sched: Any, before: list[Any], context: Any, output: Any, live: dict[str, Any]) -> list[str]:
+    from slosched.core.views import StepMode
+
+    problems: list[str] = []
+    queues = list(sched.running) + list(sched.waiting) + list(sched.kv_holding_waiting)
+    ids = [raw.request_id for raw in queues]
+    if len(ids) != len(set(ids)):
+        problems.append("duplicate request in the queues")
+    if set(ids) != set(live):
+        problems.append(f"lost {sorted(set(live) - set(ids))[:5]} / unknown {sorted(set(ids) - set(live))[:5]}")
+    after = [raw.request_id for raw in sched.running]
+    before_ids = [raw.request_id for raw in before]
+    survivors = [rid for rid in after if rid in set(before_ids)]
+    if survivors != [rid for rid in before_ids if rid in set(after)] or after[: len(survivors)] != survivors:
+        problems.append("running order changed")
+    if sched.max_num_scheduled_tokens != 128 or sched.max_num_active_reqs != 8:
+        problems.append("limits not restored")
+    if context is None:
+        return problems
+    decision = context.decision
+    scheduled = output.num_scheduled_tokens
+    if any(raw.request_id in scheduled for raw in decision.held_running):
+        problems.append("a held-back running request was scheduled")
+    if output.total_num_scheduled_tokens > decision.token_budget:
+        problems.append("token budget exceeded")
+    new = {item.req_id for item in output.scheduled_new_reqs} | set(output.scheduled_cached_reqs.resumed_req_ids)
+    if new - {raw.request_id for raw in decision.admitted}:
+        problems.append("admitted a request the policy deferred")
+    if new and len(before) + len(new) > max(decision.max_active, len(before)):
+        problems.append("running cap exceeded")
+    if decision.mode is StepMode.DECODE_ONLY and (new or any(n > 1 for n in scheduled.values())):
+        problems.append("decode-only step scheduled a prefill")
+    return problems
+
+
+def fake_model_output(sched: Any, output: Any, rng: random.Random) -> Any:
+    from vllm.v1.outputs import ModelRunnerOutput
+
+    req_ids = list(output.num_scheduled_tokens)
+    sampled = []
+    for rid in req_ids:
+        raw = sched.requests[rid]
+        done_prefill = raw.num_computed_tokens >= raw.num_tokens
+        sampled.append([rng.randrange(10, 1000)] if done_prefill else [])
+    return ModelRunnerOutput(
+        req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)}, sampled_token_ids=sampled
+    )
+
+
+def run(model_dir: str, seed: int, steps: int, async_scheduling: bool) -> dict[str, Any]:
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+    from vllm.v1.request import RequestStatus
+
+    from slosched.policies.engine.always_admit import AlwaysAdmit
+    from slosched.policies.engine.base import EnginePolicy
+    from slosched.policies.engine.chunked import ChunkedBatching
+    from slosched.policies.engine.fcfs_order import FcfsOrdering
+
+    rng = random.Random(seed)
+    init_none_hash(sha256)
+    hasher = get_request_block_hasher(16, sha256)
+    sched = build_scheduler(model_dir, async_scheduling)
+    chaos = Chaos(rng)
+    engine = sched.slosched
+    engine.policy = EnginePolicy("chaos", chaos, chaos, chaos)
+    contexts: list[Any] = []
+    original_before = engine.before_schedule
+
+    def recording_before(s: Any) -> Any:
+        contexts.append(original_before(s))
+        return contexts[-1]
+
+    engine.before_schedule = recording_before
+    live: dict[str, Any] = {}
+    tokens: dict[str, int] = {}
+    expected: dict[str, int] = {}
+    aborted: set[str] = set()
+    violations: list[str] = []
+    preemptions = 0
+    count = 0
+    total_steps = 0
+    for step in range(steps + 4000):
+        chaos_on = step < steps
+        if step == steps:
+            engine.policy = EnginePolicy("calm", FcfsOrdering(), AlwaysAdmit(), ChunkedBatching(None))
+        if chaos_on and rng.random() < 0.5:
+            for _ in range(rng.randint(1, 3)):
+                request = make_request(count, rng, hasher)
+                count += 1
+                sched.add_request(request)
+                live[request.request_id] = request
+                expected[request.request_id] = request.max_tokens
+        if chaos_on and live and rng.random() < 0.03:
+            victim = rng.choice(sorted(live))
+            sched.finish_requests(victim, RequestStatus.FINISHED_ABORTED)
+            aborted.add(victim)
+            del live[victim]
+        if not live and not chaos_on:
+            break
+        before = list(sched.running)
+        output = sched.schedule()
+        total_steps += 1
+        preemptions += len(output.preempted_req_ids)
+        violations += [f"step {step}: {p}" for p in check_step(sched, before, contexts[-1], output, live)]
+        results = sched.update_from_output(output, fake_model_output(sched, output, rng))
+        for engine_outputs in results.values():
+            for item in engine_outputs.outputs:
+                tokens[item.request_id] = tokens.get(item.request_id, 0) + len(item.new_token_ids)
+                if item.finish_reason is not None:
+                    live.pop(item.request_id, None)
+    wrong = [rid for rid, n in expected.items() if rid not in aborted and tokens.get(rid, 0) != n]
+    stats = engine.stats.to_dict()
+    return {
+        "seed": seed, "async": async_scheduling, "class": type(sched).__name__, "steps": total_steps,
+        "requests": count, "aborted": len(aborted), "unfinished": sorted(live)[:10], "wrong_token_counts": wrong[:10],
+        "preemptions": preemptions, "violations": violations[:10], "num_violations": len(violations),
+        "modes": stats["modes"], "relaxed": stats["relaxed"], "held_running": stats["held_running"],
+        "held_waiting": stats["held_waiting"], "metadata_problems": dict(engine.seqs.problems.counts),
+    }  # fmt: skip
+
+
+def version_message() -> str:
+    import importlib
+
+    import vllm
+
+    import slosched.vllm_ext.scheduler as module
+    from slosched.vllm_ext.version import UnsupportedVllmVersionError
+
+    real = vllm.__version__
+    vllm.__version__ = "0.31.0"
+    try:
+        importlib.reload(module)
+    except UnsupportedVllmVersionError as error:
+        return str(error)
+    finally:
+        vllm.__version__ = real
+    return ""
+
+
+if __name__ == "__main__":
+    # python vllm_harness.py MODEL_DIR STEPS SEED[:async] [SEED[:async] ...]
+    model, steps_text, *seeds = sys.argv[1:]
+    runs = [run(model, int(s.split(":")[0]), int(steps_text), s.endswith(":async")) for s in seeds]
+    print(json.dumps({"runs": runs, "version_message": version_message()}))
