@@ -97,9 +97,10 @@ def test_decode_only_steps_hold_back_prefill_chunks(plugin_server: LivePlugin) -
     assert decoder.result(timeout=120)["usage"]["completion_tokens"] == 1500
     records, _ = steps_since(p.step_log_file, offset)
     decode_steps = [r for r in records if r["mode"] == "decode_only" and r["scheduled"]]
-    assert len(decode_steps) > 20  # the override lasted ~0.5 s of steps
-    assert all(max(r["scheduled"].values()) == 1 and not r["new"] and r["held_running"] for r in decode_steps)
-    held = decode_steps[0]["held_running"][0]
+    assert all(max(r["scheduled"].values()) == 1 and not r["new"] for r in decode_steps)  # decodes only
+    holding = [r for r in decode_steps if r["held_running"]]
+    assert len(holding) > 20  # the override lasted >= 0.5 s of steps while the long prompt was mid-prefill
+    held = holding[0]["held_running"][0]
     assert any(r["mode"] != "decode_only" and r["scheduled"].get(held, 0) > 1 for r in records)  # then resumed
 
 

@@ -102,6 +102,8 @@ def check_step(sched: Any, before: list[Any], context: Any, output: Any, live: d
         problems.append("running order changed")
     if sched.max_num_scheduled_tokens != 128 or sched.max_num_active_reqs != 8:
         problems.append("limits not restored")
+    if len(sched.running) > 8:
+        problems.append("more running requests than max_num_seqs")
     if context is None:
         return problems
     decision = context.decision

@@ -86,6 +86,16 @@ class TimeoutConfig(BaseModel):
     job_idle_s: float = Field(default=300.0, gt=0)
 
 
+class AlphaTuningConfig(BaseModel):
+    """Live alpha tuning of the ``workload-balanced`` router (``serve.tuning``): ``window_s`` recording
+    window (100 s in the paper); retune when a window's latencies grew with p below ``p_threshold``."""
+
+    model_config = _STRICT
+    enabled: bool = False
+    window_s: float = Field(default=100.0, gt=0)
+    p_threshold: float = Field(default=0.01, gt=0, lt=1)
+
+
 class GatewayConfig(BaseModel):
     """The whole gateway. ``host`` defaults to loopback; expose it deliberately."""
 
@@ -95,6 +105,7 @@ class GatewayConfig(BaseModel):
     backends: list[BackendConfig] = Field(min_length=1)
     policies: PolicyConfig = Field(default_factory=PolicyConfig)
     timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
+    alpha_tuning: AlphaTuningConfig = Field(default_factory=AlphaTuningConfig)
     scrape_interval_s: float = Field(default=1.0, gt=0)
     health_interval_s: float = Field(default=2.0, gt=0)
     retry_down_after_s: float = Field(default=5.0, gt=0)

@@ -46,7 +46,9 @@ from slosched.serve.forwarding import (
 )
 from slosched.serve.metrics import GatewayMetrics
 from slosched.serve.queues import InstanceQueue, LiveSeq, QueueFullError
+from slosched.serve.tuning import LiveAlphaTuner
 from slosched.serve.views import BackendView
+from slosched.sim.runner import PolicyParams
 
 log = logging.getLogger("slosched.serve")
 
@@ -77,7 +79,9 @@ class Dispatcher:
         # asyncio's default loop clock is time.monotonic: now_s is the event-loop clock, shifted to 0.
         self.clock = clock or (lambda: time.monotonic() - origin)
         self.backends = [Backend(index, backend, config) for index, backend in enumerate(config.backends)]
-        self.predictors = [LinearStepPredictor() for _ in self.backends]
+        # Refit rarely: a refit is an NNLS over the window (milliseconds), and live traffic observes a step
+        # per finished request, far more often than the simulator's refit ticks.
+        self.predictors = [LinearStepPredictor(refit_every=256) for _ in self.backends]
         policies = config.policies
         self.context = PolicyContext(
             instances=tuple(backend.spec() for backend in config.backends),
@@ -100,6 +104,13 @@ class Dispatcher:
             for index, backend in enumerate(config.backends)
         ]
         self.job_policy: JobPolicy = JOB_POLICIES.build(policies.job, policies.job_params, self.context)
+        self.alpha_tuner: LiveAlphaTuner | None = None
+        if config.alpha_tuning.enabled:
+            params = PolicyParams(engine={policies.engine: policies.engine_params},
+                                  job={policies.job: policies.job_params})  # fmt: skip
+            self.alpha_tuner = LiveAlphaTuner.build(self.router, policies.router, self.context.instances,
+                                                    policies.engine, policies.job, params, config.alpha_tuning,
+                                                    self.clock)  # fmt: skip
         self.metrics = GatewayMetrics(self._queue_rows)
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -117,6 +128,9 @@ class Dispatcher:
             asyncio.create_task(periodic(self.config.scrape_interval_s, self.scrape_all, self._stop)),
             asyncio.create_task(periodic(self.config.health_interval_s, self.check_all, self._stop)),
         ]
+        if self.alpha_tuner is not None:
+            interval = min(self.config.alpha_tuning.window_s / 4, 5.0)
+            self._tasks.append(asyncio.create_task(periodic(interval, self.alpha_tuner.tick, self._stop)))
         if any(not queue.engine.time_invariant for queue in self.queues):
             self._tasks.append(asyncio.create_task(periodic(self.config.tick_s, self._tick, self._stop)))
 
@@ -202,7 +216,8 @@ class Dispatcher:
             raise HttpError(429, "queue_full", f"queue of {error} is full", 1.0) from error
         self.metrics.routed.labels(backend.name).inc()
         try:
-            await asyncio.wait_for(seq.admitted, timeout=max(deadline - time.monotonic(), 0.0))
+            if not seq.admitted.done():  # admitted on enqueue (the common case): no timer needed
+                await asyncio.wait_for(seq.admitted, timeout=max(deadline - time.monotonic(), 0.0))
         except TimeoutError as error:
             queue.withdraw(seq)
             raise HttpError(503, "queue_timeout", "timed out waiting for a backend slot", 1.0) from error

@@ -3,8 +3,8 @@ counting, and response-closing rules."""
 
 from __future__ import annotations
 
-import json
 import math
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -18,6 +18,7 @@ from slosched.serve.queues import LiveSeq
 
 _NO_DEADLINE_PRIORITY = 2**62  # vLLM priority for calls without a deadline: after every deadline
 _SSE_EVENT = b"data: {"
+_COMPLETION_TOKENS = re.compile(rb'"completion_tokens"\s*:\s*(\d+)')
 
 
 def backend_body(call: Call, backend: BackendConfig, config: GatewayConfig, now_s: float) -> dict[str, Any]:
@@ -96,8 +97,7 @@ def close_response(response: aiohttp.ClientResponse, fully_read: bool) -> None:
 
 
 def usage_tokens(body: bytes) -> int:
-    try:
-        usage = json.loads(body).get("usage") or {}
-        return int(usage.get("completion_tokens", 0))
-    except (ValueError, AttributeError, TypeError):
-        return 0
+    """``usage.completion_tokens`` of an OpenAI response body (0 when absent). A byte search, not a JSON
+    parse: the body can be large (choices, logprobs) and this runs on every non-streamed call."""
+    match = _COMPLETION_TOKENS.search(body)
+    return int(match.group(1)) if match else 0

@@ -26,6 +26,7 @@ from slosched.core.request import Outcome
 from slosched.core.views import JobView
 from slosched.serve.calls import CHAT, COMPLETIONS, Call, HttpError, SloHeaders, bad_request, parse_call
 from slosched.serve.dispatcher import Dispatcher
+from slosched.serve.tuning import observed_job
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _MAX_ROWS = 10_000
@@ -113,6 +114,7 @@ def _result(call: Call, status: int, body: bytes) -> dict[str, Any]:
     return {
         "outcome": call.outcome, "reason": call.reason, "status": status, "text": text,
         "output_tokens": call.output_tokens, "latency_s": latency, "backend": call.backend, "error": error,
+        "prompt_tokens": call.request.prompt_tokens,
     }  # fmt: skip
 
 
@@ -258,6 +260,11 @@ class JobManager:
         metrics.jobs.labels(job.kind, status).inc()
         if status == "completed":
             metrics.job_latency.labels(job.kind).observe(job.finish_s - job.arrival_s)
+            tuner = self.dispatcher.alpha_tuner
+            if tuner is not None and job.kind == "workflow":
+                observed = observed_job(job.id, job.template, job.arrival_s, job.slo_s, job.stages)
+                if observed is not None:
+                    tuner.record(observed, job.finish_s - job.arrival_s)
             if math.isfinite(job.deadline_s):
                 metrics.job_slo.labels(str(job.finish_s <= job.deadline_s).lower()).inc()
         return True

@@ -79,6 +79,7 @@ class SloschedEngine:
         self.predictor = LinearStepPredictor()
         self.policy = build_policy(self.config.policy, self.spec, self.config.seed)
         self.seqs = SeqCache()
+        self.keys = planning.KeyCache()
         manager = sched.kv_cache_manager
         self.view = VllmEngineView(self.spec, self.predictor, lambda raw: int(manager.get_computed_blocks(raw)[1]))
         self.clock = StepClock(self.predictor, self.policy.observers, self.config.observe_interval_s)
@@ -143,7 +144,7 @@ class SloschedEngine:
         plan: StepPlan = policy.batching.plan(view)
         if self.config.mode_override is not None:
             plan = StepPlan(self.config.mode_override, plan.token_budget, plan.max_running, plan.chunked_prefill)
-        ordered = planning.order_waiting(view.waiting, policy.ordering, view)
+        ordered = planning.order_waiting(view.waiting, policy.ordering, view, self.keys)
         view.waiting = ordered  # admission policies see the queue in the order they are asked
 
         def admit(free_slots: int, token_room: int) -> list[VllmSeq]:
@@ -163,7 +164,8 @@ class SloschedEngine:
             held = {id(raw) for raw in decision.held_running}
             sched.running = [raw for raw in sched.running if id(raw) not in held]
         sched.max_num_scheduled_tokens = decision.token_budget
-        sched.max_num_active_reqs = decision.max_active
+        # vLLM counts only the running list it sees against the cap: the held-back requests still run.
+        sched.max_num_active_reqs = max(decision.max_active - len(decision.held_running), 0)
         return context
 
     def undo(self, sched: Any, context: StepContext | None) -> None:
@@ -206,6 +208,7 @@ class SloschedEngine:
             self._log_step(output, context, mode)
         if stats.num_steps % _PRUNE_EVERY == 0:
             self.seqs.prune(requests.__contains__)
+            self.keys.keys = {rid: key for rid, key in self.keys.keys.items() if rid in requests}
         self._maybe_export(sched, force=False)
         stats.plugin_s += plugin_s + time.perf_counter() - start
         if not scheduled and context is not None and (context.decision.held_waiting or context.decision.held_running):

@@ -30,6 +30,7 @@ from typing import Any
 from slosched.core.views import EngineView, StepMode, StepPlan
 from slosched.policies.engine.always_admit import AlwaysAdmit
 from slosched.policies.engine.base import AdmissionPolicy, OrderingPolicy
+from slosched.policies.engine.fcfs_order import FcfsOrdering
 from slosched.vllm_ext.views import VllmSeq
 
 
@@ -47,11 +48,36 @@ class StepDecision:
     relaxed: str = ""
 
 
-def order_waiting(waiting: Sequence[VllmSeq], ordering: OrderingPolicy, engine: EngineView) -> list[VllmSeq]:
-    """Waiting requests sorted by the ordering's key (stable: ties keep vLLM's queue order)."""
-    if len(waiting) < 2:
+class KeyCache:
+    """Keys of ``static_keys`` orderings, computed once per request (they never change while it waits)."""
+
+    __slots__ = ("keys", "ordering")
+
+    def __init__(self) -> None:
+        self.ordering: object = None
+        self.keys: dict[str, Any] = {}
+
+    def key(self, ordering: OrderingPolicy, seq: VllmSeq, engine: EngineView) -> Any:
+        if ordering is not self.ordering:
+            self.ordering, self.keys = ordering, {}
+        request_id = seq.request.id
+        key = self.keys.get(request_id)
+        if key is None:
+            key = self.keys[request_id] = ordering.key(seq, engine)
+        return key
+
+
+def order_waiting(
+    waiting: Sequence[VllmSeq], ordering: OrderingPolicy, engine: EngineView, cache: KeyCache | None = None
+) -> list[VllmSeq]:
+    """Waiting requests sorted by the ordering's key (stable: ties keep vLLM's queue order). ``fcfs``
+    keeps vLLM's own queue order (arrival; requests preempted by recompute first), at no cost."""
+    if len(waiting) < 2 or isinstance(ordering, FcfsOrdering):
         return list(waiting)
-    keyed = [(ordering.key(seq, engine), index, seq) for index, seq in enumerate(waiting)]
+    if ordering.static_keys and cache is not None:
+        keyed = [(cache.key(ordering, seq, engine), index, seq) for index, seq in enumerate(waiting)]
+    else:
+        keyed = [(ordering.key(seq, engine), index, seq) for index, seq in enumerate(waiting)]
     keyed.sort(key=lambda item: (item[0], item[1]))
     return [seq for _, _, seq in keyed]
 

@@ -82,9 +82,14 @@ class SeqCache:
         return seq
 
     def waiting(self, raws: Iterable[Any]) -> list[VllmSeq]:
-        seqs = [self.get(raw) for raw in raws]
-        for seq in seqs:
-            seq.prefill_target = int(seq.raw.num_tokens)  # prompt + output to recompute after a preemption
+        cache = self.seqs
+        seqs = []
+        for raw in raws:  # one pass: this runs every step over the whole queue
+            seq = cache.get(raw.request_id)
+            if seq is None or seq.raw is not raw:
+                seq = cache[raw.request_id] = VllmSeq(raw, self.problems)
+            seq.prefill_target = raw.num_tokens  # prompt + output to recompute after a preemption
+            seqs.append(seq)
         return seqs
 
     def running(self, raws: Iterable[Any], now_s: float) -> list[VllmSeq]:
@@ -123,7 +128,7 @@ class VllmEngineView:
         self.waiting = waiting
         self.num_free_kv_blocks = free_blocks
         self._cache.clear()
-        self._raw_by_id = {seq.request.id: seq.raw for seq in waiting}
+        self._raw_by_id.clear()  # built on the first prefix-cache lookup of the step
 
     @property
     def num_running(self) -> int:
@@ -133,6 +138,8 @@ class VllmEngineView:
         """Prompt tokens the prefix cache holds for a waiting request (read-only lookup, cached per step)."""
         hit = self._cache.get(request.id)
         if hit is None:
+            if not self._raw_by_id:
+                self._raw_by_id.update((seq.request.id, seq.raw) for seq in self.waiting)
             raw = self._raw_by_id.get(request.id)
             hit = self._lookup(raw) if raw is not None and raw.num_computed_tokens == 0 else 0
             self._cache[request.id] = hit
