@@ -136,10 +136,43 @@ def fake_model_output(sched: Any, output: Any, rng: random.Random) -> Any:
     )
 
 
+class Traffic:
+    """Arrivals (half the chaos steps, 1-3 requests) and aborts (3% of steps), and what came back."""
+
+    def __init__(self) -> None:
+        self.live: dict[str, Any] = {}
+        self.expected: dict[str, int] = {}
+        self.tokens: dict[str, int] = {}
+        self.aborted: set[str] = set()
+        self.count = 0
+
+    def arrive_and_abort(self, sched: Any, rng: random.Random, hasher: Any) -> None:
+        from vllm.v1.request import RequestStatus
+
+        if rng.random() < 0.5:
+            for _ in range(rng.randint(1, 3)):
+                request = make_request(self.count, rng, hasher)
+                self.count += 1
+                sched.add_request(request)
+                self.live[request.request_id] = request
+                self.expected[request.request_id] = request.max_tokens
+        if self.live and rng.random() < 0.03:
+            victim = rng.choice(sorted(self.live))
+            sched.finish_requests(victim, RequestStatus.FINISHED_ABORTED)
+            self.aborted.add(victim)
+            del self.live[victim]
+
+    def record(self, results: Any) -> None:
+        for engine_outputs in results.values():
+            for item in engine_outputs.outputs:
+                self.tokens[item.request_id] = self.tokens.get(item.request_id, 0) + len(item.new_token_ids)
+                if item.finish_reason is not None:
+                    self.live.pop(item.request_id, None)
+
+
 def run(model_dir: str, seed: int, steps: int, async_scheduling: bool) -> dict[str, Any]:
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
-    from vllm.v1.request import RequestStatus
 
     from slosched.policies.engine.always_admit import AlwaysAdmit
     from slosched.policies.engine.base import EnginePolicy
@@ -161,43 +194,29 @@ def run(model_dir: str, seed: int, steps: int, async_scheduling: bool) -> dict[s
         return contexts[-1]
 
     engine.before_schedule = recording_before
-    live: dict[str, Any] = {}
-    tokens: dict[str, int] = {}
-    expected: dict[str, int] = {}
-    aborted: set[str] = set()
+    traffic = Traffic()
     violations: list[str] = []
-    preemptions = 0
-    count = 0
-    total_steps = 0
+    preemptions = total_steps = 0
     for step in range(steps + 4000):
-        chaos_on = step < steps
         if step == steps:
             engine.policy = EnginePolicy("calm", FcfsOrdering(), AlwaysAdmit(), ChunkedBatching(None))
-        if chaos_on and rng.random() < 0.5:
-            for _ in range(rng.randint(1, 3)):
-                request = make_request(count, rng, hasher)
-                count += 1
-                sched.add_request(request)
-                live[request.request_id] = request
-                expected[request.request_id] = request.max_tokens
-        if chaos_on and live and rng.random() < 0.03:
-            victim = rng.choice(sorted(live))
-            sched.finish_requests(victim, RequestStatus.FINISHED_ABORTED)
-            aborted.add(victim)
-            del live[victim]
-        if not live and not chaos_on:
+        if step < steps:
+            traffic.arrive_and_abort(sched, rng, hasher)
+        elif not traffic.live:
             break
         before = list(sched.running)
         output = sched.schedule()
         total_steps += 1
         preemptions += len(output.preempted_req_ids)
-        violations += [f"step {step}: {p}" for p in check_step(sched, before, contexts[-1], output, live)]
-        results = sched.update_from_output(output, fake_model_output(sched, output, rng))
-        for engine_outputs in results.values():
-            for item in engine_outputs.outputs:
-                tokens[item.request_id] = tokens.get(item.request_id, 0) + len(item.new_token_ids)
-                if item.finish_reason is not None:
-                    live.pop(item.request_id, None)
+        violations += [f"step {step}: {p}" for p in check_step(sched, before, contexts[-1], output, traffic.live)]
+        traffic.record(sched.update_from_output(output, fake_model_output(sched, output, rng)))
+    live, expected, aborted, tokens, count = (
+        traffic.live,
+        traffic.expected,
+        traffic.aborted,
+        traffic.tokens,
+        traffic.count,
+    )
     wrong = [rid for rid, n in expected.items() if rid not in aborted and tokens.get(rid, 0) != n]
     stats = engine.stats.to_dict()
     return {

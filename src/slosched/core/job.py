@@ -135,9 +135,7 @@ def validate_job(job: JobSpec) -> None:
     for name, parents in deps.items():
         for parent in parents:
             if parent not in deps:
-                raise ConfigError(
-                    f"{where}.stages[{name}].after", f"unknown stage {parent!r}; known stages: {names}"
-                )
+                raise ConfigError(f"{where}.stages[{name}].after", f"unknown stage {parent!r}; known stages: {names}")
     _reject_cycles(where, deps)
 
 

@@ -30,9 +30,7 @@ ATTAINMENT_PNG = "slo_attainment.png"
 _TARGETS = (0.95, 0.99)
 
 
-def write_report(
-    out_dir: str | Path, results: Mapping[str, RunResult], title: str, scenario_description: str
-) -> Path:
+def write_report(out_dir: str | Path, results: Mapping[str, RunResult], title: str, scenario_description: str) -> Path:
     """Write the report for ``results`` (policy label -> run, in display order) into ``out_dir``
     (created if missing; existing files of the same names are overwritten) and return ``report.md``'s path.
     """
@@ -51,18 +49,14 @@ def write_report(
     return path
 
 
-def _write_figures(
-    folder: Path, results: Mapping[str, RunResult], summaries: Mapping[str, PolicySummary]
-) -> None:
+def _write_figures(folder: Path, results: Mapping[str, RunResult], summaries: Mapping[str, PolicySummary]) -> None:
     latencies = {name: completed_job_latencies(result.jobs) for name, result in results.items()}
     plot_cdfs(latencies, folder / LATENCY_CDF_PNG, title="Job latency (completed jobs)", xlabel="latency (s)")
     ttfts: dict[str, np.ndarray] = {}
     for name, result in results.items():
         columns = request_columns(result.requests)
         ttfts[name] = columns["ttft"][columns["completed"]]
-    plot_cdfs(
-        ttfts, folder / TTFT_CDF_PNG, title="Time to first token (completed requests)", xlabel="TTFT (s)"
-    )
+    plot_cdfs(ttfts, folder / TTFT_CDF_PNG, title="Time to first token (completed requests)", xlabel="TTFT (s)")
     scales = default_scales()
     curves = {name: attainment_at(slowdown_ratios(result.jobs), scales) for name, result in results.items()}
     plot_slo_scale(scales, curves, folder / SLO_SCALE_PNG, targets=_TARGETS)

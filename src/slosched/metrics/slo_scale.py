@@ -53,9 +53,7 @@ def attainment_at(ratios: FloatArray, scales: FloatArray | Sequence[float]) -> F
     return counts / ratios.size
 
 
-def slo_scale_curve(
-    jobs: Sequence[JobRecord], scales: FloatArray | Sequence[float] | None = None
-) -> FloatArray:
+def slo_scale_curve(jobs: Sequence[JobRecord], scales: FloatArray | Sequence[float] | None = None) -> FloatArray:
     """Attainment at each scale (default: ``default_scales()``); same shape as ``scales``."""
     grid = default_scales() if scales is None else scales
     return attainment_at(slowdown_ratios(jobs), grid)

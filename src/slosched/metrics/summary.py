@@ -160,9 +160,7 @@ def token_slo_missed_jobs(requests: Sequence[RequestRecord]) -> set[str]:
     """Ids of jobs with a request that carries a TTFT/TPOT SLO and missed it: such a job misses its SLO
     even when it finished within ``slo_s`` (a job meets its SLO only if every call met its token SLOs)."""
     return {
-        r.job_id
-        for r in requests
-        if (r.ttft_slo_s is not None or r.tpot_slo_s is not None) and not r.token_slos_met
+        r.job_id for r in requests if (r.ttft_slo_s is not None or r.tpot_slo_s is not None) and not r.token_slos_met
     }
 
 
@@ -187,9 +185,7 @@ def _makespan_s(jobs: Sequence[JobRecord]) -> float:
 
 def completed_job_latencies(jobs: Sequence[JobRecord]) -> np.ndarray:
     """``finish_s - arrival_s`` of the completed jobs, in input order."""
-    return np.fromiter(
-        (j.finish_s - j.arrival_s for j in jobs if j.outcome is Outcome.COMPLETED), dtype=float
-    )
+    return np.fromiter((j.finish_s - j.arrival_s for j in jobs if j.outcome is Outcome.COMPLETED), dtype=float)
 
 
 def request_columns(requests: Sequence[RequestRecord]) -> dict[str, np.ndarray]:

@@ -255,9 +255,7 @@ def fit_efficiencies() -> FitResult:
 def format_table(rows: list[AnchorCheck]) -> str:
     lines = [f"{'source':10} {'anchor':52} {'measured':>10} {'model':>10} {'error':>7}"]
     for r in rows:
-        lines.append(
-            f"{r.source:10} {r.label:52} {r.measured_ms:10.3f} {r.model_ms:10.3f} {r.error_pct:+6.1f}%"
-        )
+        lines.append(f"{r.source:10} {r.label:52} {r.measured_ms:10.3f} {r.model_ms:10.3f} {r.error_pct:+6.1f}%")
     return "\n".join(lines)
 
 

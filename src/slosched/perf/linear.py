@@ -37,9 +37,7 @@ class LinearStepCoefficients:
     context_s_per_token: float
 
     def as_array(self) -> np.ndarray:
-        return np.array(
-            [self.c0_s, self.prefill_s_per_token, self.decode_s_per_seq, self.context_s_per_token]
-        )
+        return np.array([self.c0_s, self.prefill_s_per_token, self.decode_s_per_seq, self.context_s_per_token])
 
     @classmethod
     def from_array(cls, values: Sequence[float]) -> LinearStepCoefficients:
@@ -142,14 +140,10 @@ class LinearStepPredictor:
         prior_weight: float = 1e-3,
     ) -> None:
         if window < 1 or refit_every < 1 or max_run_weight <= 0 or prior_weight <= 0:
-            raise ConfigError(
-                "LinearStepPredictor", "window, refit_every, max_run_weight, prior_weight must be > 0"
-            )
+            raise ConfigError("LinearStepPredictor", "window, refit_every, max_run_weight, prior_weight must be > 0")
         self.prior = DEFAULT_PRIOR if prior is None else prior
         self.refit_every = refit_every
-        self.max_run_weight = (
-            max_run_weight  # caps one long fast-forwarded run against the rest of the window
-        )
+        self.max_run_weight = max_run_weight  # caps one long fast-forwarded run against the rest of the window
         self.prior_weight = prior_weight
         # Raw observations; their least-squares rows are built only when a refit needs them, so observing
         # stays cheap for instances whose policies never ask for a prediction.

@@ -76,9 +76,7 @@ def build_single_jobs(
     count = len(arrivals)
     template_list = [templates] * count if isinstance(templates, str) else list(templates)
     slo_list = list(slo_s) if isinstance(slo_s, Sequence) else [slo_s] * count
-    rows = zip(
-        arrivals.tolist(), input_tokens.tolist(), output_tokens.tolist(), template_list, slo_list, strict=True
-    )
+    rows = zip(arrivals.tolist(), input_tokens.tolist(), output_tokens.tolist(), template_list, slo_list, strict=True)
     with gc_paused():
         return [
             single_job(

@@ -68,9 +68,7 @@ def gamma(num_jobs: int, rate: float, cv: float, rng: np.random.Generator) -> np
     return _from_gaps(rng.gamma(shape, 1.0 / (rate * shape), size=num_jobs))
 
 
-def on_off(
-    num_jobs: int, rate_on: float, mean_on_s: float, mean_off_s: float, rng: np.random.Generator
-) -> np.ndarray:
+def on_off(num_jobs: int, rate_on: float, mean_on_s: float, mean_off_s: float, rng: np.random.Generator) -> np.ndarray:
     """Bursts: Poisson arrivals at ``rate_on`` during ON periods, none during OFF periods.
 
     ON and OFF durations are exponential with means ``mean_on_s`` and ``mean_off_s``; the process starts

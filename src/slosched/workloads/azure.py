@@ -27,9 +27,7 @@ from slosched.workloads.bundled import azure_trace, workload_section
 _FACT_KEYS = {"azure-conv": "conversation", "azure-code": "code"}
 
 
-def azure(
-    name: str, params: Mapping[str, Any], arrivals: np.ndarray, rng: np.random.Generator
-) -> list[JobSpec]:
+def azure(name: str, params: Mapping[str, Any], arrivals: np.ndarray, rng: np.random.Generator) -> list[JobSpec]:
     """Jobs for ``azure-conv``/``azure-code``; ``jobs[i]`` arrives at ``arrivals[i]``, template = name."""
     reader = Params(name, params)
     lengths = reader.choice("lengths", "empirical", ("empirical", "lognormal"))

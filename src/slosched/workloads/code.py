@@ -53,9 +53,7 @@ def _tokens(rng: np.random.Generator, dist: Mapping[str, float], size: int, cap:
     return to_tokens(rng.lognormal(dist["mu"], dist["sigma"], size), cap)
 
 
-def code(
-    name: str, params: Mapping[str, Any], arrivals: np.ndarray, rng: np.random.Generator
-) -> list[JobSpec]:
+def code(name: str, params: Mapping[str, Any], arrivals: np.ndarray, rng: np.random.Generator) -> list[JobSpec]:
     """Jobs for a code task or mix; ``jobs[i]`` arrives at ``arrivals[i]``."""
     reader = Params(name, params)
     slo_rule = reader.choice("slo", "paper", ("paper", "none"))

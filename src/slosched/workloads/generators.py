@@ -85,15 +85,11 @@ def _components(raw: Any) -> list[tuple[str, float, Mapping[str, Any]]]:
 
 
 def _builtin_generators() -> dict[str, WorkloadGenerator]:
-    generators: dict[str, WorkloadGenerator] = {
-        name: partial(azure, name) for name in ("azure-conv", "azure-code")
-    }
+    generators: dict[str, WorkloadGenerator] = {name: partial(azure, name) for name in ("azure-conv", "azure-code")}
     generators["flowgpt"] = flowgpt
     generators.update({name: partial(chat, name) for name in ("coding", "sharegpt", "summarization")})
     generators.update({name: partial(code, name) for name in (*CODE_TASKS, *CODE_MIXES)})
-    generators.update(
-        {name: partial(text2sql_chess, name) for name in ("text2sql-chess", "text2sql-chess-hard")}
-    )
+    generators.update({name: partial(text2sql_chess, name) for name in ("text2sql-chess", "text2sql-chess-hard")})
     generators["relquery"] = relquery
     generators["mix"] = mix
     return generators

@@ -111,8 +111,7 @@ def _relquery(job: JobSpec) -> dict[str, Any]:
     fields = _head(job)
     fields["template_tokens"] = template_tokens
     fields["rows"] = [
-        {"input_tokens": call.input_tokens - template_tokens, "output_tokens": call.output_tokens}
-        for call in calls
+        {"input_tokens": call.input_tokens - template_tokens, "output_tokens": call.output_tokens} for call in calls
     ]
     if max_output is not None:
         fields["max_output_tokens"] = max_output
