@@ -218,12 +218,15 @@ def up(
     work_dir: Annotated[Path, typer.Option(help="models and server logs")] = Path("reports/up"),
     config_out: Annotated[Path | None, typer.Option(help="also write the gateway config here")] = None,
     gateway_port: Annotated[int, typer.Option(help="port written into the gateway config")] = 8080,
+    engine_policy: Annotated[
+        str | None, typer.Option(help="run vLLM with slosched's scheduler plugin and this engine preset")
+    ] = None,
 ) -> None:
     """Start N local vLLM CPU servers (tiny generated models), print the gateway config, stop on Ctrl-C."""
     from slosched.serve.up import parse_layers, run_up
 
     depths = parse_layers(layers, count)
-    raise typer.Exit(run_up(depths, work_dir.resolve(), config_out, gateway_port))
+    raise typer.Exit(run_up(depths, work_dir.resolve(), config_out, gateway_port, engine_policy=engine_policy))
 
 
 def main() -> None:

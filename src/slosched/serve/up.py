@@ -210,9 +210,17 @@ def print_to_stderr(text: str) -> None:
 
 
 def run_up(
-    layers: Sequence[int], work_dir: Path, config_out: Path | None, gateway_port: int, priority: bool = True
+    layers: Sequence[int],
+    work_dir: Path,
+    config_out: Path | None,
+    gateway_port: int,
+    priority: bool = True,
+    engine_policy: str | None = None,
 ) -> int:
-    """Start servers, print the ready gateway config (YAML), block until SIGINT/SIGTERM, stop them by PID."""
+    """Start servers, print the ready gateway config (YAML), block until SIGINT/SIGTERM, stop them by PID.
+
+    ``engine_policy`` starts vLLM with slosched's scheduler plugin running that engine preset.
+    """
     import yaml
 
     stop_requested: list[int] = []
@@ -223,7 +231,12 @@ def run_up(
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     servers: list[VllmServer] = []
     try:
-        servers = start_servers(layers, work_dir, priority=priority)
+        if engine_policy:
+            from slosched.vllm_ext.launch import start_plugin_servers
+
+            servers = [plugin.server for plugin in start_plugin_servers(layers, work_dir, engine_policy)]
+        else:
+            servers = start_servers(layers, work_dir, priority=priority)
         print_to_stderr(
             f"starting {len(servers)} vLLM servers (pids {[s.process.pid for s in servers]}); logs in {work_dir}"
         )
