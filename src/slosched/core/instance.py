@@ -12,7 +12,8 @@ class InstanceSpec:
     ``stack`` names the software stack of the ground-truth step-time model (``perf.roofline``: engine
     overheads and weight/KV precision, e.g. ``splitwise`` for a bf16 vLLM-class engine, ``hexgen`` for
     4-bit weights). ``available_from_s`` is when the instance joins the cluster (routers ignore it
-    before), e.g. a fresh, unprofiled replica added to a loaded cluster.
+    before), e.g. a fresh, unprofiled replica added to a loaded cluster. ``profile``: a JSON file from
+    ``slosched profile`` whose measured step model replaces the roofline as ground truth.
     """
 
     name: str
@@ -28,6 +29,7 @@ class InstanceSpec:
     gpu_memory_utilization: float = 0.9
     stack: str = "splitwise"
     available_from_s: float = 0.0
+    profile: str | None = None
 
 
 @dataclass(slots=True, frozen=True)

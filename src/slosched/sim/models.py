@@ -1,4 +1,4 @@
-"""Per-instance models: ground truth (roofline), belief (linear predictor), capacity and limits."""
+"""Per-instance models: ground truth (roofline or a measured profile), belief (linear predictor), capacity, limits."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.perf.base import StepPredictor
 from slosched.perf.linear import LinearStepPredictor
+from slosched.perf.profile_fit import MeasuredProfile, MeasuredStepModel
 from slosched.perf.roofline import RooflineModel
 
 
@@ -19,14 +20,18 @@ class InstanceModels:
     by what its KV cache can hold, as vLLM checks at start-up)."""
 
     spec: InstanceSpec
-    truth: RooflineModel
+    truth: RooflineModel | MeasuredStepModel
     belief: StepPredictor
     num_kv_blocks: int
     max_model_len: int
 
     @classmethod
     def build(cls, spec: InstanceSpec) -> InstanceModels:
-        truth = _truth(spec.gpu, spec.model, spec.tp, spec.stack)
+        truth: RooflineModel | MeasuredStepModel
+        if spec.profile is not None:
+            truth = _measured(spec.profile)
+        else:
+            truth = _truth(spec.gpu, spec.model, spec.tp, spec.stack)
         blocks = spec.num_kv_blocks
         if blocks is None:
             blocks = truth.num_kv_blocks(spec.gpu_memory_utilization, spec.block_size)
@@ -68,5 +73,10 @@ def _truth(gpu: str, model: str, tp: int, stack: str) -> RooflineModel:
     return RooflineModel.build(gpu, model, tp, stack)
 
 
-def _call_latency(truth: RooflineModel, input_tokens: int, output_tokens: int) -> float:
+@functools.lru_cache(maxsize=64)
+def _measured(path: str) -> MeasuredStepModel:
+    return MeasuredProfile.load(path).step_model()
+
+
+def _call_latency(truth: RooflineModel | MeasuredStepModel, input_tokens: int, output_tokens: int) -> float:
     return truth.no_contention_latency_s(input_tokens, output_tokens)

@@ -1,0 +1,262 @@
+"""A step-time model fitted to measurements of a live engine (``slosched profile``), usable as simulator truth.
+
+The measured model is linear in five features of a step (vocabulary of ``perf.base``)::
+
+    t = fixed_s + b * decode_seq_s + (c + b) * kv_token_s + P * prefill_token_s + pairs * prefill_pair_s
+
+with ``P`` prefill tokens, ``pairs = P * (ctx + (P + 1) / 2)`` the causal attention pairs of the prefill
+(costed as one chunk, like ``perf.roofline``), ``b`` decode sequences and ``c`` their context. A decode-only
+step is therefore affine in its context (``decode_step_terms``), as the simulator requires. Parameters are
+fitted by weighted least squares (weights ``1 / t``, i.e. relative errors, so millisecond decode steps
+count as much as second-long prefills); confidence intervals come from the residual covariance
+``s^2 (X^T W X)^-1`` with Student-t quantiles. Invariant: the step model never uses a negative
+coefficient (a negative estimate is clamped to 0 and named in ``MeasuredProfile.clamped``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from slosched.core.errors import ConfigError
+from slosched.core.views import StepObservation
+
+PARAMS = ("fixed_s", "prefill_token_s", "prefill_pair_s", "decode_seq_s", "kv_token_s")
+FORMAT_VERSION = 1
+
+
+def step_features(num_prefill: int, prefill_ctx: int, num_decode: int, decode_ctx: int) -> tuple[float, ...]:
+    """The feature row of one step, in ``PARAMS`` order."""
+    pairs = num_prefill * (prefill_ctx + 0.5 * (num_prefill + 1)) if num_prefill > 0 else 0.0
+    kv = float(decode_ctx + num_decode) if num_decode > 0 else 0.0
+    return (1.0, float(num_prefill), pairs, float(num_decode), kv)
+
+
+def _rows(observations: Iterable[StepObservation]) -> tuple[np.ndarray, np.ndarray]:
+    """One row per measured step; decode context grows by the batch across a run's steps."""
+    features: list[tuple[float, ...]] = []
+    durations: list[float] = []
+    for obs in observations:
+        for index, duration in enumerate(obs.durations_s):
+            context = obs.decode_context_tokens + index * obs.num_decode_seqs
+            features.append(
+                step_features(obs.num_prefill_tokens, obs.prefill_context_tokens, obs.num_decode_seqs, context)
+            )
+            durations.append(float(duration))
+    return np.asarray(features, dtype=np.float64).reshape(-1, len(PARAMS)), np.asarray(durations)
+
+
+@dataclass(slots=True)
+class MeasuredStepModel:
+    """Ground truth from a fit: implements ``perf.base.StepTimeModel`` plus the two methods the simulator
+    also takes from ``RooflineModel`` (``num_kv_blocks``, ``no_contention_latency_s``)."""
+
+    fixed_s: float
+    prefill_token_s: float
+    prefill_pair_s: float
+    decode_seq_s: float
+    kv_token_s: float
+    kv_blocks: int | None = None
+    kv_block_size: int | None = None
+
+    def step_time_s(
+        self, num_prefill_tokens: int, prefill_context_tokens: int, num_decode_seqs: int, decode_context_tokens: int
+    ) -> float:
+        if num_prefill_tokens + num_decode_seqs <= 0:
+            return 0.0
+        # Same float operations, in order, as decode_step_terms: decode-only steps are affine bit for bit.
+        t = self.fixed_s + num_decode_seqs * self.decode_seq_s
+        if num_decode_seqs > 0:
+            t += (decode_context_tokens + num_decode_seqs) * self.kv_token_s
+        if num_prefill_tokens > 0:
+            pairs = num_prefill_tokens * (prefill_context_tokens + 0.5 * (num_prefill_tokens + 1))
+            t += num_prefill_tokens * self.prefill_token_s + pairs * self.prefill_pair_s
+        return t
+
+    def decode_step_terms(self, num_decode_seqs: int) -> tuple[float, float]:
+        return self.fixed_s + num_decode_seqs * self.decode_seq_s, self.kv_token_s
+
+    def decode_run_s(self, num_decode_seqs: int, decode_context_tokens: int, num_steps: int) -> np.ndarray:
+        if num_steps <= 0:
+            return np.empty(0, dtype=np.float64)
+        if num_decode_seqs <= 0:
+            return np.zeros(num_steps, dtype=np.float64)
+        base, per_token = self.decode_step_terms(num_decode_seqs)
+        first = decode_context_tokens + num_decode_seqs
+        if num_steps == 1:
+            return np.array([base + first * per_token], dtype=np.float64)
+        ctx = np.arange(num_steps, dtype=np.float64)
+        ctx *= num_decode_seqs
+        ctx += first
+        ctx *= per_token
+        ctx += base
+        return ctx
+
+    def decode_run_total_s(self, num_decode_seqs: int, decode_context_tokens: int, num_steps: int) -> float:
+        if num_steps <= 0 or num_decode_seqs <= 0:
+            return 0.0
+        base, per_token = self.decode_step_terms(num_decode_seqs)
+        first = decode_context_tokens + num_decode_seqs
+        context_sum = num_steps * first + num_decode_seqs * num_steps * (num_steps - 1) / 2
+        return num_steps * base + context_sum * per_token
+
+    def num_kv_blocks(self, gpu_memory_utilization: float = 0.9, block_size: int = 16) -> int:
+        """The engine's measured KV capacity re-expressed in ``block_size`` blocks. The memory fraction is
+        the engine's own (already applied when it was profiled), so ``gpu_memory_utilization`` is unused."""
+        if self.kv_blocks is None or self.kv_block_size is None:
+            raise ConfigError(
+                "profile.num_gpu_blocks",
+                "the profile does not know the engine's KV capacity; set num_kv_blocks on the instance group",
+            )
+        if block_size < 1:
+            raise ConfigError("block_size", f"must be >= 1, got {block_size}")
+        return self.kv_blocks * self.kv_block_size // block_size
+
+    def no_contention_latency_s(self, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
+        """One request alone: a prefill step of the uncached prompt, then ``output_tokens - 1`` decode steps."""
+        uncached = max(1, prompt_tokens - cached_tokens)
+        total = self.step_time_s(uncached, prompt_tokens - uncached, 0, 0)
+        if output_tokens > 1:
+            total += self.decode_run_total_s(1, prompt_tokens, output_tokens - 1)
+        return total
+
+
+@dataclass(slots=True)
+class MeasuredProfile:
+    """A fitted profile: estimates and 95% (``confidence``) intervals per parameter (``PARAMS`` order),
+    fit quality, and the engine's KV capacity when its ``/metrics`` exposed it."""
+
+    estimates: tuple[float, ...]
+    ci_low: tuple[float, ...]
+    ci_high: tuple[float, ...]
+    num_steps: int
+    residual_rel_std: float
+    confidence: float = 0.95
+    num_gpu_blocks: int | None = None
+    block_size: int | None = None
+    clamped: tuple[str, ...] = ()
+    source: dict[str, Any] = field(default_factory=dict)
+
+    def param(self, name: str) -> tuple[float, float, float]:
+        """``(estimate, ci_low, ci_high)`` of one parameter."""
+        if name not in PARAMS:
+            raise ConfigError("param", f"unknown parameter {name!r}; allowed: {', '.join(PARAMS)}")
+        i = PARAMS.index(name)
+        return self.estimates[i], self.ci_low[i], self.ci_high[i]
+
+    def step_model(self) -> MeasuredStepModel:
+        fixed, prefill_token, prefill_pair, decode_seq, kv_token = (max(0.0, value) for value in self.estimates)
+        return MeasuredStepModel(
+            fixed, prefill_token, prefill_pair, decode_seq, kv_token, self.num_gpu_blocks, self.block_size
+        )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["params"] = {
+            name: {"estimate": e, "ci_low": lo, "ci_high": hi}
+            for name, e, lo, hi in zip(PARAMS, self.estimates, self.ci_low, self.ci_high, strict=True)
+        }
+        for key in ("estimates", "ci_low", "ci_high"):
+            del data[key]
+        return {"format": "slosched-profile", "version": FORMAT_VERSION, **data}
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_json_dict(), indent=2, allow_nan=False) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> MeasuredProfile:
+        path = Path(path)
+        if not path.exists():
+            raise ConfigError("profile", f"file not found: {path}")
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ConfigError("profile", f"{path} is not valid JSON: {error}") from None
+        return cls.from_json_dict(data, str(path))
+
+    @classmethod
+    def from_json_dict(cls, data: Any, where: str = "profile") -> MeasuredProfile:
+        if not isinstance(data, dict) or data.get("format") != "slosched-profile":
+            raise ConfigError(where, "not a slosched profile (expected format: slosched-profile)")
+        if data.get("version") != FORMAT_VERSION:
+            raise ConfigError(f"{where}.version", f"expected {FORMAT_VERSION}, got {data.get('version')!r}")
+        params = data.get("params")
+        if not isinstance(params, dict) or set(params) != set(PARAMS):
+            raise ConfigError(f"{where}.params", f"expected exactly the parameters {', '.join(PARAMS)}")
+        try:
+            triples = [tuple(float(params[name][key]) for key in ("estimate", "ci_low", "ci_high")) for name in PARAMS]
+            return cls(
+                estimates=tuple(t[0] for t in triples),
+                ci_low=tuple(t[1] for t in triples),
+                ci_high=tuple(t[2] for t in triples),
+                num_steps=int(data["num_steps"]),
+                residual_rel_std=float(data["residual_rel_std"]),
+                confidence=float(data.get("confidence", 0.95)),
+                num_gpu_blocks=None if data.get("num_gpu_blocks") is None else int(data["num_gpu_blocks"]),
+                block_size=None if data.get("block_size") is None else int(data["block_size"]),
+                clamped=tuple(str(name) for name in data.get("clamped", ())),
+                source=dict(data.get("source") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise ConfigError(where, f"malformed profile: {error!r}") from None
+
+
+def fit_profile(
+    observations: Sequence[StepObservation],
+    confidence: float = 0.95,
+    num_gpu_blocks: int | None = None,
+    block_size: int | None = None,
+    source: dict[str, Any] | None = None,
+) -> MeasuredProfile:
+    """Weighted least squares of the step model on measured steps (see the module docstring)."""
+    if not 0.0 < confidence < 1.0:
+        raise ConfigError("confidence", f"must be in (0, 1), got {confidence}")
+    x, y = _rows(observations)
+    if len(y) <= len(PARAMS):
+        raise ConfigError("observations", f"need more than {len(PARAMS)} measured steps, got {len(y)}")
+    if not np.all(np.isfinite(y)) or np.any(y <= 0):
+        raise ConfigError("observations", "step durations must be finite and > 0")
+    xw, yw = x / y[:, None], np.ones_like(y)  # rows scaled by 1/t: residuals are relative errors
+    _check_identifiable(xw)
+    beta, *_ = np.linalg.lstsq(xw, yw, rcond=None)
+    residuals = yw - xw @ beta
+    dof = len(y) - len(PARAMS)
+    s2 = float(residuals @ residuals) / dof
+    cov = s2 * np.linalg.inv(xw.T @ xw)
+    half = float(stats.t.ppf(0.5 + confidence / 2, dof)) * np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    return MeasuredProfile(
+        estimates=tuple(float(v) for v in beta),
+        ci_low=tuple(float(v) for v in beta - half),
+        ci_high=tuple(float(v) for v in beta + half),
+        num_steps=len(y),
+        residual_rel_std=math.sqrt(s2),
+        confidence=confidence,
+        num_gpu_blocks=num_gpu_blocks,
+        block_size=block_size,
+        clamped=tuple(name for name, value in zip(PARAMS, beta, strict=True) if value < 0),
+        source=source or {},
+    )
+
+
+def _check_identifiable(xw: np.ndarray) -> None:
+    """Name the parameters the design cannot separate (a column in the span of the others)."""
+    if np.linalg.matrix_rank(xw) == xw.shape[1]:
+        return
+    weak = [
+        name
+        for i, name in enumerate(PARAMS)
+        if np.linalg.matrix_rank(np.delete(xw, i, axis=1)) == np.linalg.matrix_rank(xw)
+    ]
+    raise ConfigError(
+        "observations",
+        f"the sweep cannot identify {', '.join(weak)}: vary prompt lengths (>= 3 values) and concurrency (>= 2)",
+    )
