@@ -174,9 +174,10 @@ def run(model_dir: str, seed: int, steps: int, async_scheduling: bool) -> dict[s
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
 
+    from slosched.core.views import StepMode
     from slosched.policies.engine.always_admit import AlwaysAdmit
     from slosched.policies.engine.base import EnginePolicy
-    from slosched.policies.engine.chunked import ChunkedBatching
+    from slosched.policies.engine.chunked import StaticBatching
     from slosched.policies.engine.fcfs_order import FcfsOrdering
 
     rng = random.Random(seed)
@@ -199,7 +200,9 @@ def run(model_dir: str, seed: int, steps: int, async_scheduling: bool) -> dict[s
     preemptions = total_steps = 0
     for step in range(steps + 4000):
         if step == steps:
-            engine.policy = EnginePolicy("calm", FcfsOrdering(), AlwaysAdmit(), ChunkedBatching(None))
+            engine.policy = EnginePolicy(
+                "calm", FcfsOrdering(), AlwaysAdmit(), StaticBatching(StepMode.MIXED, True, None)
+            )
         if step < steps:
             traffic.arrive_and_abort(sched, rng, hasher)
         elif not traffic.live:

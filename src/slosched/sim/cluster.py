@@ -261,20 +261,7 @@ class ClusterSim:
         )
 
     def _reject(self, request: Request, job: JobState, reason: str) -> None:
-        self._requests.append(
-            RequestRecord(
-                id=request.id,
-                job_id=request.job_id,
-                stage=request.stage,
-                instance="",
-                arrival_s=request.arrival_s,
-                prompt_tokens=request.prompt_tokens,
-                output_tokens=0,
-                outcome=Outcome.REJECTED,
-                reason=reason,
-                deadline_s=request.deadline_s,
-            )
-        )
+        self._requests.append(_unserved_record(request, Outcome.REJECTED, reason))
         if not job.done:
             job.finish(Outcome.REJECTED, self.kernel.now_s, reason)
             self._jobs_open -= 1
@@ -317,20 +304,8 @@ class ClusterSim:
     def _fail_unfinished(self) -> None:
         now = self.kernel.now_s
         for pending in self._pending.values():
-            request = pending.request
             self._requests.append(
-                RequestRecord(
-                    id=request.id,
-                    job_id=request.job_id,
-                    stage=request.stage,
-                    instance="",
-                    arrival_s=request.arrival_s,
-                    prompt_tokens=request.prompt_tokens,
-                    output_tokens=0,
-                    outcome=Outcome.FAILED,
-                    reason="not finished by the simulation horizon",
-                    deadline_s=request.deadline_s,
-                )
+                _unserved_record(pending.request, Outcome.FAILED, "not finished by the simulation horizon")
             )
         self._pending.clear()
         for job in self._jobs:
@@ -340,6 +315,21 @@ class ClusterSim:
 
 def _has_exporter(engine: EnginePolicy) -> bool:
     return any(isinstance(part, StateExporter) for part in (engine.ordering, engine.admission, engine.batching))
+
+
+def _unserved_record(request: Request, outcome: Outcome, reason: str) -> RequestRecord:
+    return RequestRecord(
+        id=request.id,
+        job_id=request.job_id,
+        stage=request.stage,
+        instance="",
+        arrival_s=request.arrival_s,
+        prompt_tokens=request.prompt_tokens,
+        output_tokens=0,
+        outcome=outcome,
+        reason=reason,
+        deadline_s=request.deadline_s,
+    )
 
 
 def _completed_record(seq: Seq, instance_name: str, now_s: float) -> RequestRecord:
