@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,3 +95,29 @@ def make_request(index: int, now: float, deadline_s: float = math.inf) -> Reques
     return Request(id=f"r{index}", job_id=f"j{index}", stage="s", template="t", prompt_tokens=50 + 10 * index,
                    max_output_tokens=64, arrival_s=now, job_arrival_s=now, deadline_s=deadline_s,
                    predicted_output_tokens=32.0)  # fmt: skip
+
+
+@contextlib.contextmanager
+def background_gateway(**overrides: Any) -> Iterator[str]:
+    """A stub-backed gateway on its own event loop in a daemon thread, for synchronous clients; yields its URL
+    and shuts it down on exit."""
+    ready = threading.Event()
+    stop: list[asyncio.Event] = []
+    url: list[str] = []
+
+    async def run() -> None:
+        async with harness(**overrides) as h:
+            url.append(h.url)
+            stop.append(asyncio.Event())
+            ready.set()
+            await stop[0].wait()
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(run(),), daemon=True)
+    thread.start()
+    assert ready.wait(20), "gateway did not start"
+    try:
+        yield url[0]
+    finally:
+        loop.call_soon_threadsafe(stop[0].set)
+        thread.join(20)

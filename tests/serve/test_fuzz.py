@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.serve.helpers import harness
+from tests.serve.helpers import background_gateway
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
@@ -45,26 +43,10 @@ def gateway(gateway_url: str) -> Iterator[httpx.Client]:
 @pytest.fixture(scope="module")
 def gateway_url() -> Iterator[str]:
     """Stub backends + gateway on a background event loop, shared by the fuzz examples."""
-    ready = threading.Event()
-    stop: list[asyncio.Event] = []
-    url: list[str] = []
-
-    async def run() -> None:
-        async with harness(backend={"max_concurrency": 64, "max_queue": 1024}) as h:
-            url.append(h.url)
-            stop.append(asyncio.Event())
-            ready.set()
-            await stop[0].wait()
-
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_until_complete, args=(run(),), daemon=True)
-    thread.start()
-    assert ready.wait(20)
-    with httpx.Client(base_url=url[0], timeout=10) as client:
-        assert client.post("/v1/jobs", json={"kind": "workflow"}).status_code == 201  # job-0 exists
-    yield url[0]
-    loop.call_soon_threadsafe(stop[0].set)
-    thread.join(20)
+    with background_gateway(backend={"max_concurrency": 64, "max_queue": 1024}) as url:
+        with httpx.Client(base_url=url, timeout=10) as client:
+            assert client.post("/v1/jobs", json={"kind": "workflow"}).status_code == 201  # job-0 exists
+        yield url
 
 
 def _check(response: httpx.Response, sent: Any) -> None:

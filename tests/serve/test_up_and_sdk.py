@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
 from slosched.serve.config import parse_config
 from slosched.serve.sdk import AsyncClient, Client, GatewayError, WorkflowRunner, slo_headers
 from slosched.serve.up import VllmServer, gateway_config, parse_layers, stop_servers
-from tests.serve.helpers import harness
+from tests.serve.helpers import background_gateway
 
 
 def test_parse_layers_cycles_and_rejects_bad_values() -> None:
@@ -59,24 +58,8 @@ def _alive_in_group(pgid: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def gateway_url() -> Iterator[str]:
-    ready = threading.Event()
-    stop: list[asyncio.Event] = []
-    url: list[str] = []
-
-    async def run() -> None:
-        async with harness() as h:
-            url.append(h.url)
-            stop.append(asyncio.Event())
-            ready.set()
-            await stop[0].wait()
-
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_until_complete, args=(run(),), daemon=True)
-    thread.start()
-    assert ready.wait(20)
-    yield url[0]
-    loop.call_soon_threadsafe(stop[0].set)
-    thread.join(20)
+    with background_gateway() as url:
+        yield url
 
 
 def test_sync_client_calls_stream_jobs_and_relquery(gateway_url: str) -> None:
