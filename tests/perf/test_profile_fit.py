@@ -54,7 +54,8 @@ def test_noisy_fit_is_close_and_confidence_intervals_cover_the_truth() -> None:
         profile = fit_profile(synthetic_observations(seed))
         lo, hi = np.array(profile.ci_low), np.array(profile.ci_high)
         covered += int(np.sum((lo <= true_values()) & (np.array(true_values()) <= hi)))
-        assert 0.01 < profile.residual_rel_std < 0.04  # the injected 2% noise
+        # 2% noise per step: prefill rows carry it whole, decode rows (a mean over 23 steps) much less.
+        assert 0.002 < profile.residual_rel_std < 0.04
     rate = covered / (trials * len(PARAMS))
     assert 0.88 <= rate <= 1.0, rate  # nominal 95%
     one = fit_profile(synthetic_observations(1))

@@ -21,6 +21,8 @@ _BENCH_MODULES = {
     "nexus": "slosched.bench.nexus",
     "overhead": "slosched.bench.overhead",
     "engine-live": "slosched.bench.engine_live",
+    "fidelity": "slosched.bench.fidelity",
+    "soak": "slosched.bench.soak",
 }
 
 

@@ -7,10 +7,11 @@ The measured model is linear in five features of a step (vocabulary of ``perf.ba
 with ``P`` prefill tokens, ``pairs = P * (ctx + (P + 1) / 2)`` the causal attention pairs of the prefill
 (costed as one chunk, like ``perf.roofline``), ``b`` decode sequences and ``c`` their context. A decode-only
 step is therefore affine in its context (``decode_step_terms``), as the simulator requires. Parameters are
-fitted by weighted least squares (weights ``1 / t``, i.e. relative errors, so millisecond decode steps
-count as much as second-long prefills); confidence intervals come from the residual covariance
-``s^2 (X^T W X)^-1`` with Student-t quantiles. Invariant: the step model never uses a negative
-coefficient (a negative estimate is clamped to 0 and named in ``MeasuredProfile.clamped``).
+fitted robustly (``_robust_log_fit``: log residuals, so millisecond decode steps count as much as
+second-long prefills; a soft-L1 loss, so outliers of a live engine cannot dominate; coefficients bounded
+at 0, since each is a physical cost); confidence intervals come from the residual covariance
+``s^2 (J^T J)^-1`` at the solution with Student-t quantiles. Invariant: the step model never uses a
+negative coefficient (a coefficient at the 0 bound is named in ``MeasuredProfile.clamped``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from slosched.core.errors import ConfigError
 from slosched.core.views import StepObservation
@@ -217,7 +218,7 @@ def fit_profile(
     block_size: int | None = None,
     source: dict[str, Any] | None = None,
 ) -> MeasuredProfile:
-    """Weighted least squares of the step model on measured steps (see the module docstring)."""
+    """Robust fit of the step model on measured steps (see the module docstring)."""
     if not 0.0 < confidence < 1.0:
         raise ConfigError("confidence", f"must be in (0, 1), got {confidence}")
     x, y = _rows(observations)
@@ -225,13 +226,11 @@ def fit_profile(
         raise ConfigError("observations", f"need more than {len(PARAMS)} measured steps, got {len(y)}")
     if not np.all(np.isfinite(y)) or np.any(y <= 0):
         raise ConfigError("observations", "step durations must be finite and > 0")
-    xw, yw = x / y[:, None], np.ones_like(y)  # rows scaled by 1/t: residuals are relative errors
-    _check_identifiable(xw)
-    beta, *_ = np.linalg.lstsq(xw, yw, rcond=None)
-    residuals = yw - xw @ beta
+    _check_identifiable(x / y[:, None])
+    beta, jacobian, residuals = _robust_log_fit(x, y)
     dof = len(y) - len(PARAMS)
     s2 = float(residuals @ residuals) / dof
-    cov = s2 * np.linalg.inv(xw.T @ xw)
+    cov = s2 * np.linalg.pinv(jacobian.T @ jacobian)
     half = float(stats.t.ppf(0.5 + confidence / 2, dof)) * np.sqrt(np.clip(np.diag(cov), 0.0, None))
     return MeasuredProfile(
         estimates=tuple(float(v) for v in beta),
@@ -242,9 +241,34 @@ def fit_profile(
         confidence=confidence,
         num_gpu_blocks=num_gpu_blocks,
         block_size=block_size,
-        clamped=tuple(name for name, value in zip(PARAMS, beta, strict=True) if value < 0),
+        clamped=tuple(name for name, value in zip(PARAMS, beta, strict=True) if value <= 0),
         source=source or {},
     )
+
+
+def _robust_log_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Non-negative coefficients minimising a soft-L1 loss of log residuals ``log(x @ b) - log(y)``.
+
+    Why: timings of a live engine carry multiplicative noise and outliers (a stream the client read late,
+    a step that met a CPU stall); plain least squares on relative errors lets one near-zero duration
+    dominate the fit. Log residuals treat a 2x too slow and a 2x too fast step alike; the soft-L1 loss
+    is quadratic below 10% and linear above, so an outlier cannot pull the fit arbitrarily; coefficients
+    are physical costs and stay >= 0. Starts from the ordinary relative-error least-squares solution.
+    Returns the coefficients, the Jacobian of the residuals and the residuals at the solution."""
+    start, *_ = np.linalg.lstsq(x / y[:, None], np.ones_like(y), rcond=None)
+    scale = np.maximum(np.abs(start), 1e-12)  # solve in units of the start's magnitude (conditioning)
+    floor = 1e-9 * float(np.median(y))
+
+    def residuals(z: np.ndarray) -> np.ndarray:
+        return np.log(np.maximum(x @ (z * scale), floor)) - np.log(y)
+
+    def jacobian(z: np.ndarray) -> np.ndarray:
+        return (x * scale) / np.maximum(x @ (z * scale), floor)[:, None]
+
+    initial = np.where(start > 0, 1.0, 1e-3)
+    fit = optimize.least_squares(residuals, initial, jac=jacobian, bounds=(0.0, np.inf), loss="soft_l1", f_scale=0.1)
+    beta = fit.x * scale
+    return beta, x / np.maximum(x @ beta, floor)[:, None], residuals(fit.x)
 
 
 def _check_identifiable(xw: np.ndarray) -> None:

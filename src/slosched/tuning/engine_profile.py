@@ -9,9 +9,13 @@ token arrival times are recorded on the client's monotonic clock. A wave becomes
   ``max_batched_tokens``; larger waves are chunked over several steps, so their TTFT is not used); its
   duration is the last first-token time minus the first send time (includes one HTTP round trip, which
   the fitted fixed term absorbs);
-* decode: the step emitting token i (i >= 1) runs k sequences whose KV holds ``L + i - 1`` tokens each; its
-  duration is the median over the wave's requests of the gap between tokens i-1 and i (the median drops
-  one-off stalls of a single stream).
+* decode: from the moment every request of the wave has its first token to the moment the first one
+  finishes, each step decodes all k sequences; the wave's mean decode step is tokens over time inside
+  that window (per-chunk token
+  counts from ``continuous_usage_stats``, since a chunk may pack several tokens), the median over the
+  wave's requests (it drops one stream's stalls), recorded at the run's mean context (a decode step is
+  linear in its context, so the mean step is the step at the mean context). Token-by-token gaps are not
+  used: the API server delivers tokens in bursts when it falls behind.
 
 Policies never see this module; it only measures. Optionally reads the engine's ``/metrics``
 (``vllm:cache_config_info``) for the KV capacity, so the simulator knows how many blocks the engine has.
@@ -20,7 +24,9 @@ Policies never see this module; it only measures. Optionally reads the engine's 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+import secrets
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +37,8 @@ import httpx
 from slosched.core.errors import ConfigError
 from slosched.core.views import StepObservation
 from slosched.perf.profile_fit import MeasuredProfile, fit_profile
-from slosched.tuning.openai_client import EndpointError, OpenAIClient, _read_event, _Stream
+from slosched.tuning.openai_client import EndpointError, OpenAIClient, aiter_sse_lines
+from slosched.tuning.prompts import prompt_ids
 from slosched.tuning.saber_profile import ProfileCall
 
 
@@ -68,10 +75,16 @@ class SweepDesign:
 
 @dataclass(slots=True, frozen=True)
 class RequestTrace:
-    """One streamed request: send time and the arrival time of every generated token (one clock)."""
+    """One streamed request: send time, the arrival time of every chunk that carried tokens, and the number
+    of tokens generated so far at each (engines pack several tokens into one chunk when the API server
+    falls behind; ``None`` means one token per chunk)."""
 
     start_s: float
     token_times_s: tuple[float, ...]
+    token_counts: tuple[int, ...] | None = None
+
+    def counts(self) -> tuple[int, ...]:
+        return self.token_counts or tuple(range(1, len(self.token_times_s) + 1))
 
 
 def wave_observations(
@@ -85,32 +98,76 @@ def wave_observations(
     if k * prompt_tokens <= max_batched_tokens:
         ttft = max(t.token_times_s[0] for t in traces) - min(t.start_s for t in traces)
         observations.append(StepObservation(k * prompt_tokens, 0, 0, 0, (ttft,)))
-    steps = min(len(trace.token_times_s) for trace in traces) - 1
-    gaps = [
-        statistics.median(trace.token_times_s[i] - trace.token_times_s[i - 1] for trace in traces)
-        for i in range(1, steps + 1)
-    ]
-    if gaps:
-        observations.append(StepObservation(0, 0, k, k * prompt_tokens, tuple(gaps)))
+    decode = _decode_observation(prompt_tokens, traces)
+    if decode is not None:
+        observations.append(decode)
     return observations
 
 
-async def _stream_tokens(http: httpx.AsyncClient, client: OpenAIClient, call: ProfileCall) -> RequestTrace:
-    """One streamed completion; a token's time is when its chunk arrived (vLLM sends one token a chunk)."""
-    stream = _Stream()
+def _decode_observation(prompt_tokens: int, traces: Sequence[RequestTrace]) -> StepObservation | None:
+    """The wave's mean decode step while every request decodes: from the moment the last request got its
+    first token (all prefills done) to the moment the first request finished. Per request, tokens over
+    time between its first and last chunk inside that window; the median over requests. A decode step is
+    linear in its context, so the mean step equals the step at the mean context, which is what the
+    observation records. None when the window holds no two chunks of any request."""
+    settled = max(trace.token_times_s[0] for trace in traces)
+    first_done = min(trace.token_times_s[-1] for trace in traces)
+    step_s: list[float] = []
+    mean_count: list[float] = []
+    for trace in traces:
+        counts = trace.counts()
+        inside = [i for i, t in enumerate(trace.token_times_s) if settled <= t <= first_done]
+        if len(inside) < 2 or counts[inside[-1]] <= counts[inside[0]]:
+            continue
+        first, last = inside[0], inside[-1]
+        step_s.append((trace.token_times_s[last] - trace.token_times_s[first]) / (counts[last] - counts[first]))
+        mean_count.append((counts[first] + 1 + counts[last]) / 2)  # counts produced by the measured steps
+    if not step_s:
+        return None
+    k = len(traces)
+    # The step producing the c-th token reads a KV of prompt + c - 2 tokens per sequence.
+    context = round(k * (prompt_tokens + statistics.median(mean_count) - 2))
+    return StepObservation(0, 0, k, context, (statistics.median(step_s),))
+
+
+async def _stream_tokens(http: httpx.AsyncClient, client: OpenAIClient, call: ProfileCall, salt: int) -> RequestTrace:
+    """One streamed completion with per-chunk usage (``continuous_usage_stats``: the token count at every
+    chunk, exact even when a chunk packs several tokens). The prompt is ``call.input_tokens`` token ids
+    unique to ``salt``: exact length, no prefix-cache hits."""
     times: list[float] = []
+    counts: list[int] = []
+    body = {**client.request_body(call), "prompt": prompt_ids(call.input_tokens, salt),
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}  # fmt: skip
     start = time.perf_counter()
-    async with http.stream("POST", "/v1/completions", json=client.request_body(call)) as response:
+    async with http.stream("POST", "/v1/completions", json=body) as response:
         if response.status_code != 200:
-            body = (await response.aread()).decode(errors="replace")[:300]
-            raise EndpointError(f"{client.base_url}/v1/completions answered {response.status_code}: {body}")
-        async for line in response.aiter_lines():
-            before = stream.chunks
-            if _read_event(line, stream):
-                break
-            if stream.chunks > before:
+            text = (await response.aread()).decode(errors="replace")[:300]
+            raise EndpointError(f"{client.base_url}/v1/completions answered {response.status_code}: {text}")
+        async for line in aiter_sse_lines(response):
+            count = _chunk_token_count(line, counts[-1] if counts else 0)
+            if count is not None and count > (counts[-1] if counts else 0):
                 times.append(time.perf_counter())
-    return RequestTrace(start, tuple(times))
+                counts.append(count)
+    return RequestTrace(start, tuple(times), tuple(counts))
+
+
+def _chunk_token_count(line: str, previous: int) -> int | None:
+    """Tokens generated so far after this SSE line: its usage count, else one more per chunk with choices."""
+    if not line.startswith("data:"):
+        return None
+    payload = line[len("data:") :].strip()
+    if payload == "[DONE]":
+        return None
+    try:
+        event = json.loads(payload)
+    except json.JSONDecodeError as error:
+        raise EndpointError(f"malformed stream event {payload[:120]!r}") from error
+    if "error" in event:
+        raise EndpointError(f"stream error: {event['error']}")
+    usage = event.get("usage")
+    if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
+        return int(usage["completion_tokens"])
+    return previous + 1 if event.get("choices") else None
 
 
 async def _read_kv_capacity(http: httpx.AsyncClient) -> tuple[int | None, int | None]:
@@ -142,11 +199,13 @@ async def run_sweep(
         base_url=client.base_url.rstrip("/"), headers=headers, timeout=client.timeout_s, limits=limits
     ) as http:
         capacity = await _read_kv_capacity(http)
+        salt = secrets.randbits(40) << 20  # a fresh id space: nothing an earlier sweep cached is hit
         for prompt, k, out in design.points():
             if on_point is not None:
                 on_point(prompt, k, out)
             call = ProfileCall(prompt, out)
-            traces = await asyncio.gather(*(_stream_tokens(http, client, call) for _ in range(k)))
+            traces = await asyncio.gather(*(_stream_tokens(http, client, call, salt + i) for i in range(k)))
+            salt += k
             observations.extend(wave_observations(prompt, traces, design.max_batched_tokens))
     return observations, capacity
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,13 +85,30 @@ class OpenAIClient:
             if response.status_code != 200:
                 body = (await response.aread()).decode(errors="replace")[:300]
                 raise EndpointError(f"{self.base_url}/v1/completions answered {response.status_code}: {body}")
-            async for line in response.aiter_lines():
+            async for line in aiter_sse_lines(response):
                 if _read_event(line, stream):
                     break
         finish = time.perf_counter()
         tokens = stream.usage_tokens if stream.usage_tokens is not None else stream.chunks
         first = stream.first_token_s if stream.first_token_s is not None else finish
         return CallTiming(start, first, finish, tokens)
+
+
+async def aiter_sse_lines(response: httpx.Response) -> AsyncIterator[str]:
+    """The lines of a server-sent-events body, split on ``\n`` only.
+
+    ``httpx``'s ``aiter_lines`` also splits on the Unicode line breaks ``str.splitlines`` knows (U+2028,
+    U+0085, ...), which a model's raw UTF-8 output inside a JSON string may contain: a line cut there is
+    not valid JSON. SSE frames are delimited by ``\n`` (JSON escapes real newlines), so split on that.
+    """
+    pending = b""
+    async for chunk in response.aiter_bytes():
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.rstrip(b"\r").decode("utf-8", errors="replace")
+    if pending:
+        yield pending.rstrip(b"\r").decode("utf-8", errors="replace")
 
 
 def _read_event(line: str, stream: _Stream) -> bool:
