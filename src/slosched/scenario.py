@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.core.instance import InstanceSpec
@@ -47,7 +47,17 @@ class InstanceGroup(BaseModel):
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     stack: str = "splitwise"
     available_from_s: float = Field(default=0.0, ge=0)
-    profile: str | None = None  # measured step model (slosched profile), replaces the roofline truth
+    profile: str | None = None  # measured step model (slosched profile), replaces the roofline truth; a
+    # relative path is relative to the scenario file
+
+    @field_validator("profile")
+    @classmethod
+    def _profile_beside_the_scenario(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A relative profile path names a file beside the scenario file (when loaded from one)."""
+        base = (info.context or {}).get("base_dir")
+        if value is None or base is None or Path(value).is_absolute():
+            return value
+        return str(Path(base) / value)
 
     @model_validator(mode="after")
     def _known_hardware(self) -> InstanceGroup:
@@ -186,9 +196,10 @@ class Scenario(BaseModel):
         return generate_jobs(self.workload.generator, self.workload.params, arrivals, rng)
 
 
-def parse_scenario(data: Mapping[str, Any], where: str = "scenario") -> Scenario:
+def parse_scenario(data: Mapping[str, Any], where: str = "scenario", base_dir: Path | None = None) -> Scenario:
+    """Validate a scenario mapping; relative file paths in it (profiles) resolve against ``base_dir``."""
     try:
-        return Scenario.model_validate(data)
+        return Scenario.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as error:
         first = error.errors()[0]
         location = ".".join(str(part) for part in first["loc"]) or where
@@ -205,4 +216,4 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ConfigError("scenario", f"{path} is not valid YAML: {error}") from None
     if not isinstance(data, Mapping):
         raise ConfigError("scenario", f"{path} must hold a mapping at the top level")
-    return parse_scenario(data, str(path))
+    return parse_scenario(data, str(path), base_dir=path.parent)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -29,11 +30,15 @@ def synthetic_wave(model: MeasuredStepModel, prompt: int, k: int, out: int, rng:
 
 
 def synthetic_observations(seed: int, sigma: float = 0.02):  # type: ignore[no-untyped-def]
+    """Noise-free waves through the real wave -> observation code, then ``sigma`` multiplicative noise on
+    every observation (the fit's noise model: one relative error per row)."""
     rng = np.random.default_rng(seed)
-    design = SweepDesign(prompt_lengths=(64, 512, 2048), concurrencies=(1, 3, 8), output_lengths=(24,))
+    design = SweepDesign(prompt_lengths=(64, 256, 512, 1024, 2048), concurrencies=(1, 3, 8), output_lengths=(24,))
     observations = []
     for prompt, k, out in design.points():
-        observations += wave_observations(prompt, synthetic_wave(TRUE, prompt, k, out, rng, sigma), 8192)
+        for obs in wave_observations(prompt, synthetic_wave(TRUE, prompt, k, out, rng, 0.0), 8192):
+            noisy = tuple(d * (1 + sigma * rng.standard_normal()) for d in obs.durations_s)
+            observations.append(replace(obs, durations_s=noisy))
     return observations
 
 
@@ -43,7 +48,7 @@ def true_values() -> list[float]:
 
 def test_noise_free_timings_recover_the_parameters_exactly() -> None:
     profile = fit_profile(synthetic_observations(0, sigma=0.0))
-    np.testing.assert_allclose(profile.estimates, true_values(), rtol=1e-3)
+    np.testing.assert_allclose(profile.estimates, true_values(), rtol=5e-3)  # streams carry 1 us of jitter
     assert profile.clamped == ()
 
 
@@ -54,8 +59,7 @@ def test_noisy_fit_is_close_and_confidence_intervals_cover_the_truth() -> None:
         profile = fit_profile(synthetic_observations(seed))
         lo, hi = np.array(profile.ci_low), np.array(profile.ci_high)
         covered += int(np.sum((lo <= true_values()) & (np.array(true_values()) <= hi)))
-        # 2% noise per step: prefill rows carry it whole, decode rows (a mean over 23 steps) much less.
-        assert 0.002 < profile.residual_rel_std < 0.04
+        assert 0.01 < profile.residual_rel_std < 0.04  # the injected 2% noise
     rate = covered / (trials * len(PARAMS))
     assert 0.88 <= rate <= 1.0, rate  # nominal 95%
     one = fit_profile(synthetic_observations(1))
@@ -133,3 +137,39 @@ def test_profile_round_trips_through_a_scenario(tmp_path: Path) -> None:
         assert job.no_contention_s == pytest.approx(expected)
     with pytest.raises(ConfigError, match="file not found"):
         parse_scenario({**data, "cluster": {"instances": [{**group, "profile": str(tmp_path / "none.json")}]}})
+
+
+def test_outliers_do_not_pull_the_robust_fit() -> None:
+    observations = synthetic_observations(5, sigma=0.01)
+    # A live engine's worst rows: a stream read late (10x) and a burst read at once (near zero).
+    observations[3] = replace(observations[3], durations_s=(observations[3].durations_s[0] * 10,))
+    observations[6] = replace(observations[6], durations_s=(1e-7,))
+    profile = fit_profile(observations)
+    for name in ("fixed_s", "prefill_token_s", "decode_seq_s"):
+        assert profile.param(name)[0] == pytest.approx(getattr(TRUE, name), rel=0.1)
+
+
+def test_packed_chunks_count_their_tokens() -> None:
+    # Steps of 10 ms; the server packed tokens 3-5 into one chunk: counts say so, the rate stays right.
+    trace = RequestTrace(0.0, (0.05, 0.06, 0.09, 0.10, 0.11), (1, 2, 5, 6, 7))
+    (prefill, decode) = wave_observations(100, [trace], 8192)
+    assert prefill.durations_s == pytest.approx((0.05,))
+    assert decode.num_decode_seqs == 1 and decode.durations_s == pytest.approx((0.01,))
+
+
+def test_a_relative_profile_path_is_relative_to_the_scenario_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+
+    from slosched.scenario import load_scenario
+
+    folder = tmp_path / "scenarios"
+    folder.mkdir()
+    fit_profile(synthetic_observations(2), num_gpu_blocks=1000, block_size=16).save(folder / "engine.json")
+    group = {"name": "a", "gpu": "A100-80G", "model": "Llama-3-8B", "profile": "engine.json"}
+    data = {"cluster": {"instances": [group]}, "workload": {"generator": "azure-conv", "num_jobs": 5}}
+    (folder / "s.yaml").write_text(yaml.safe_dump(data))
+    monkeypatch.chdir(tmp_path)  # not the scenario's folder
+    (spec,) = load_scenario("scenarios/s.yaml").cluster.specs()
+    assert spec.profile is not None and Path(spec.profile).resolve() == (folder / "engine.json").resolve()

@@ -10,7 +10,7 @@ import pytest
 from slosched.core.errors import ConfigError
 from slosched.perf.profile_fit import MeasuredProfile, fit_profile
 from slosched.serve.stub import StubBackend, StubBehaviour, serve_app
-from slosched.tuning.engine_profile import SweepDesign, run_sweep
+from slosched.tuning.engine_profile import ADMISSION_WIDTHS, SweepDesign, fit_request_overhead_s, run_sweep
 from slosched.tuning.openai_client import OpenAIClient
 
 DELAY_S = 0.02
@@ -25,20 +25,29 @@ def test_sweep_against_the_stub_measures_its_token_delay(tmp_path: Path) -> None
         async with serve_app(stub.app()) as url:
             return await run_sweep(OpenAIClient(url, "tiny"), design, lambda *point: seen.append(point))
 
-    observations, capacity = asyncio.run(sweep())
+    sweep_result = asyncio.run(sweep())
+    observations, capacity = sweep_result.observations, sweep_result.capacity
     assert seen == design.points()
     assert capacity == (None, None)  # the stub's /metrics has no cache_config_info
-    # Every wave sent k streamed requests forcing exactly 5 tokens with ignore_eos.
-    assert len(stub.received) == sum(k for _, k, _ in design.points())
-    assert all(body["ignore_eos"] and body["max_tokens"] == 5 and body["stream"] for _, body in stub.received)
+    # First the admission bursts (one-token requests), then every wave: k streamed requests forcing
+    # exactly 5 tokens with ignore_eos, each prompt a token-id list of the wave's length.
+    bursts = [body for _, body in stub.received if body["max_tokens"] == 1]
+    waves = [body for _, body in stub.received if body["max_tokens"] == 5]
+    assert len(bursts) == 3 * sum(ADMISSION_WIDTHS) and len(waves) == sum(k for _, k, _ in design.points())
+    assert all(body["ignore_eos"] and body["stream"] for body in waves)
+    assert sorted(len(body["prompt"]) for body in waves) == sorted(p for p, k, _ in design.points() for _ in range(k))
+    # The stub answers instantly: its front end costs (almost) nothing per request.
+    assert 0.0 <= sweep_result.request_overhead_s < DELAY_S
     prefill = [obs for obs in observations if obs.num_prefill_tokens > 0]
     decode = [obs for obs in observations if obs.num_decode_seqs > 0]
-    assert sorted(obs.num_prefill_tokens for obs in prefill) == sorted(length * k for length, k, _ in design.points())
+    assert sorted(obs.num_prefill_tokens for obs in prefill) == sorted(p for p, k, _ in design.points() if k == 1)
     assert len(decode) == len(design.points()) and all(len(obs.durations_s) == 1 for obs in decode)  # mean step
-    # The stub sleeps DELAY_S before each token: every measured step is about that long.
-    for obs in observations:
-        for duration in obs.durations_s:
-            assert DELAY_S * 0.8 < duration < DELAY_S * 5
+    # The stub sleeps DELAY_S before each token: every decode step is about that long; a prefill row is the
+    # TTFT less the measured front-end cost (here the in-process client and stub share one event loop).
+    for obs in decode:
+        assert DELAY_S * 0.8 < obs.durations_s[0] < DELAY_S * 5
+    for obs in prefill:
+        assert 0 < obs.durations_s[0] < DELAY_S * 5
     profile = fit_profile(observations)
     model = MeasuredProfile.load(profile.save(tmp_path / "stub.json")).step_model()
     assert model.step_time_s(0, 0, 1, 50) == pytest.approx(DELAY_S, rel=0.5)
@@ -50,3 +59,10 @@ def test_design_rejects_bad_values() -> None:
         SweepDesign(output_lengths=(1,))
     with pytest.raises(ConfigError, match="concurrencies"):
         SweepDesign(concurrencies=())
+
+
+def test_request_overhead_is_the_slope_of_burst_time_over_width() -> None:
+    samples = [(1, 0.011), (8, 0.046), (32, 0.166), (1, 0.010), (8, 0.045), (32, 0.165)]
+    assert fit_request_overhead_s(samples) == pytest.approx(0.005, rel=0.01)
+    assert fit_request_overhead_s([(1, 0.02), (8, 0.01), (32, 0.005)]) == 0.0  # never negative
+    assert fit_request_overhead_s([(8, 0.02)]) == 0.0

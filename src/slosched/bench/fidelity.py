@@ -12,7 +12,9 @@ the real runs in ``docs/results/fidelity/`` (the comparison can be recomputed fr
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -35,15 +37,15 @@ from slosched.tuning.engine_profile import SweepDesign, profile_endpoint
 from slosched.tuning.openai_client import OpenAIClient
 
 LAYERS = 4
-LOADS = {"light": 0.3, "medium": 0.6, "heavy": 0.9}
+LOADS = {"light": 0.25, "medium": 0.5, "heavy": 0.75}
 RESULTS_DIR = Path("docs/results/fidelity")
 SEED = 11
 # The server's scheduler limits (vLLM 0.32 CPU defaults for the OpenAI server) and KV block size.
 MAX_BATCHED_TOKENS, MAX_NUM_SEQS, MAX_MODEL_LEN, BLOCK_SIZE = 2048, 128, 2048, 128
 DESIGN = SweepDesign(
-    prompt_lengths=(32, 256, 1024),
+    prompt_lengths=(16, 64, 256, 512, 1024, 1536),  # single-request waves of each give the prefill rows
     concurrencies=(1, 4, 16, 48),
-    output_lengths=(48,),
+    output_lengths=(96,),  # long enough that even a 48-wide wave, admitted over ~0.5 s, decodes together
     repeats=2,
     max_batched_tokens=MAX_BATCHED_TOKENS,
 )
@@ -77,6 +79,22 @@ def plan_cases(profile: MeasuredProfile, quick: bool) -> list[tuple[str, str, li
     return cases
 
 
+def _pin_front_end(api_server_pid: int) -> None:
+    """Keep the HTTP side (the API server's threads and this client) off the engine's core.
+
+    The engine's model threads are bound to core 0 (``VLLM_CPU_OMP_THREADS_BIND``); the API server and the
+    replay client float and would steal core 0 in proportion to the load, making step times load-dependent
+    in a way no step model reproduces. Pinning them to core 1 (on machines with >= 2 cores) keeps the
+    profile valid at every load. Only the API server's own threads move, not its engine child processes."""
+    if (os.cpu_count() or 1) < 2:
+        return
+    front = {1}
+    for task in Path(f"/proc/{api_server_pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(int(task.name), front)
+    os.sched_setaffinity(0, front)
+
+
 def run(quick: bool) -> dict[str, Any]:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="slosched-fidelity-") as tmp:
@@ -85,7 +103,12 @@ def run(quick: bool) -> dict[str, Any]:
         try:
             wait_ready(servers, timeout_s=900)
             startup_s = time.monotonic() - started
-            figures = _measure(servers[0].url, work, quick)
+            previous = os.sched_getaffinity(0)
+            _pin_front_end(servers[0].process.pid)
+            try:
+                figures = _measure(servers[0].url, work, quick)
+            finally:
+                os.sched_setaffinity(0, previous)
         finally:
             stop_servers(servers)
     figures["server_start_s"] = round(startup_s, 1)

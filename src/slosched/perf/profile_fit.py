@@ -8,7 +8,7 @@ with ``P`` prefill tokens, ``pairs = P * (ctx + (P + 1) / 2)`` the causal attent
 (costed as one chunk, like ``perf.roofline``), ``b`` decode sequences and ``c`` their context. A decode-only
 step is therefore affine in its context (``decode_step_terms``), as the simulator requires. Parameters are
 fitted robustly (``_robust_log_fit``: log residuals, so millisecond decode steps count as much as
-second-long prefills; a soft-L1 loss, so outliers of a live engine cannot dominate; coefficients bounded
+second-long prefills; a Cauchy loss, so outliers of a live engine cannot dominate; coefficients bounded
 at 0, since each is a physical cost); confidence intervals come from the residual covariance
 ``s^2 (J^T J)^-1`` at the solution with Student-t quantiles. Invariant: the step model never uses a
 negative coefficient (a coefficient at the 0 bound is named in ``MeasuredProfile.clamped``).
@@ -66,6 +66,7 @@ class MeasuredStepModel:
     kv_token_s: float
     kv_blocks: int | None = None
     kv_block_size: int | None = None
+    request_overhead_s: float = 0.0  # the engine front end's serial cost per request (before the engine sees it)
 
     def step_time_s(
         self, num_prefill_tokens: int, prefill_context_tokens: int, num_decode_seqs: int, decode_context_tokens: int
@@ -121,9 +122,10 @@ class MeasuredStepModel:
         return self.kv_blocks * self.kv_block_size // block_size
 
     def no_contention_latency_s(self, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
-        """One request alone: a prefill step of the uncached prompt, then ``output_tokens - 1`` decode steps."""
+        """One request alone: the front end, a prefill step of the uncached prompt, then ``output_tokens - 1``
+        decode steps."""
         uncached = max(1, prompt_tokens - cached_tokens)
-        total = self.step_time_s(uncached, prompt_tokens - uncached, 0, 0)
+        total = self.request_overhead_s + self.step_time_s(uncached, prompt_tokens - uncached, 0, 0)
         if output_tokens > 1:
             total += self.decode_run_total_s(1, prompt_tokens, output_tokens - 1)
         return total
@@ -144,6 +146,7 @@ class MeasuredProfile:
     block_size: int | None = None
     clamped: tuple[str, ...] = ()
     source: dict[str, Any] = field(default_factory=dict)
+    request_overhead_s: float = 0.0
 
     def param(self, name: str) -> tuple[float, float, float]:
         """``(estimate, ci_low, ci_high)`` of one parameter."""
@@ -155,8 +158,9 @@ class MeasuredProfile:
     def step_model(self) -> MeasuredStepModel:
         fixed, prefill_token, prefill_pair, decode_seq, kv_token = (max(0.0, value) for value in self.estimates)
         return MeasuredStepModel(
-            fixed, prefill_token, prefill_pair, decode_seq, kv_token, self.num_gpu_blocks, self.block_size
-        )
+            fixed, prefill_token, prefill_pair, decode_seq, kv_token, self.num_gpu_blocks, self.block_size,
+            max(0.0, self.request_overhead_s),
+        )  # fmt: skip
 
     def to_json_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -206,6 +210,7 @@ class MeasuredProfile:
                 block_size=None if data.get("block_size") is None else int(data["block_size"]),
                 clamped=tuple(str(name) for name in data.get("clamped", ())),
                 source=dict(data.get("source") or {}),
+                request_overhead_s=float(data.get("request_overhead_s", 0.0)),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ConfigError(where, f"malformed profile: {error!r}") from None
@@ -247,12 +252,12 @@ def fit_profile(
 
 
 def _robust_log_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Non-negative coefficients minimising a soft-L1 loss of log residuals ``log(x @ b) - log(y)``.
+    """Non-negative coefficients minimising a Cauchy loss of log residuals ``log(x @ b) - log(y)``.
 
     Why: timings of a live engine carry multiplicative noise and outliers (a stream the client read late,
     a step that met a CPU stall); plain least squares on relative errors lets one near-zero duration
-    dominate the fit. Log residuals treat a 2x too slow and a 2x too fast step alike; the soft-L1 loss
-    is quadratic below 10% and linear above, so an outlier cannot pull the fit arbitrarily; coefficients
+    dominate the fit. Log residuals treat a 2x too slow and a 2x too fast step alike; the Cauchy loss is
+    quadratic below about 10% and only logarithmic above, so a wild row barely pulls the fit; coefficients
     are physical costs and stay >= 0. Starts from the ordinary relative-error least-squares solution.
     Returns the coefficients, the Jacobian of the residuals and the residuals at the solution."""
     start, *_ = np.linalg.lstsq(x / y[:, None], np.ones_like(y), rcond=None)
@@ -266,7 +271,9 @@ def _robust_log_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarra
         return (x * scale) / np.maximum(x @ (z * scale), floor)[:, None]
 
     initial = np.where(start > 0, 1.0, 1e-3)
-    fit = optimize.least_squares(residuals, initial, jac=jacobian, bounds=(0.0, np.inf), loss="soft_l1", f_scale=0.1)
+    fit = optimize.least_squares(
+        residuals, initial, jac=jacobian, bounds=(0.0, np.inf), loss="cauchy", f_scale=0.1, xtol=1e-12, ftol=1e-12
+    )
     beta = fit.x * scale
     return beta, x / np.maximum(x @ beta, floor)[:, None], residuals(fit.x)
 

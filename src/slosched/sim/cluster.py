@@ -75,6 +75,8 @@ class ClusterSim:
             for index, (model, engine) in enumerate(zip(models, engines, strict=True))
         ]
         self._models = list(models)
+        self._frontend_s = [model.frontend_s for model in models]
+        self._frontend_free_s = [0.0] * len(models)
         # Instances of one GPU/model/TP share a truth model; the no-contention latency needs each once.
         self._distinct_models = list({(m.spec.gpu, m.spec.model, m.spec.tp, m.spec.stack): m for m in models}.values())
         self._has_exporters = [_has_exporter(engine) for engine in engines]
@@ -228,8 +230,22 @@ class ClusterSim:
             chosen.note_routed(request)
         self._pending[request.id] = _Pending(request, job, call)
         output_tokens = min(call.output_tokens, self._models[chosen.index].max_model_len - request.prompt_tokens)
-        seq = Seq(request, output_tokens, self.kernel.now_s, 0, request.prompt_tokens)
-        self.instances[chosen.index].enqueue(seq)
+        frontend = self._frontend_s[chosen.index]
+        if frontend <= 0:
+            self.instances[chosen.index].enqueue(
+                Seq(request, output_tokens, self.kernel.now_s, 0, request.prompt_tokens)
+            )
+            return
+        # A measured engine's API server admits requests one after another, each costing ``frontend``
+        # seconds, before its engine sees them (a burst reaches the engine spread out).
+        ready = max(self.kernel.now_s, self._frontend_free_s[chosen.index]) + frontend
+        self._frontend_free_s[chosen.index] = ready
+        seq = Seq(request, output_tokens, ready, 0, request.prompt_tokens)
+        self.kernel.schedule(ready, self._enqueue_after_frontend, (chosen.index, seq))
+
+    def _enqueue_after_frontend(self, payload: tuple[int, Seq]) -> None:
+        index, seq = payload
+        self.instances[index].enqueue(seq)
 
     def _views(self) -> Sequence[InstanceView]:
         """Fresh instances themselves, or snapshots refreshed once they are ``view_staleness_s`` old."""

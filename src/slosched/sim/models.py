@@ -67,6 +67,12 @@ class InstanceModels:
     def call_latency_s(self, input_tokens: int, output_tokens: int) -> float:
         return _call_latency(self.truth, input_tokens, output_tokens)
 
+    @property
+    def frontend_s(self) -> float:
+        """Serial cost per request of the engine's front end (API server) before the engine sees it; only a
+        measured profile knows it (the roofline models the engine alone)."""
+        return self.truth.request_overhead_s if isinstance(self.truth, MeasuredStepModel) else 0.0
+
 
 @functools.lru_cache(maxsize=64)
 def _truth(gpu: str, model: str, tp: int, stack: str) -> RooflineModel:

@@ -5,10 +5,11 @@ requests at once (``ignore_eos``, ``max_tokens`` = O, so each generates exactly 
 times, waves strictly one after another (the engine is idle when a wave starts). Each request's streamed
 token arrival times are recorded on the client's monotonic clock. A wave becomes step observations:
 
-* prefill: the whole wave is one prefill step of ``k * L`` tokens (vLLM batches simultaneous prompts up to
-  ``max_batched_tokens``; larger waves are chunked over several steps, so their TTFT is not used); its
-  duration is the last first-token time minus the first send time (includes one HTTP round trip, which
-  the fitted fixed term absorbs);
+* front end: before the waves, bursts of 1, 8 and 32 one-token requests measure the API server's serial
+  cost per request (the slope of burst time over width; ``request_overhead_s``). The server admits
+  requests one after another, so the k requests of a wave reach the engine spread over k such costs;
+* prefill: only single-request waves (k = 1) give one: a prefill step of L tokens lasting the TTFT minus
+  the front-end cost (the TTFT of a wider wave spans several engine steps, see above);
 * decode: from the moment every request of the wave has its first token to the moment the first one
   finishes, each step decodes all k sequences; the wave's mean decode step is tokens over time inside
   that window (per-chunk token
@@ -33,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
+import numpy as np
 
 from slosched.core.errors import ConfigError
 from slosched.core.views import StepObservation
@@ -88,16 +90,20 @@ class RequestTrace:
 
 
 def wave_observations(
-    prompt_tokens: int, traces: Sequence[RequestTrace], max_batched_tokens: int = 8192
+    prompt_tokens: int,
+    traces: Sequence[RequestTrace],
+    max_batched_tokens: int = 8192,
+    request_overhead_s: float = 0.0,
 ) -> list[StepObservation]:
     """Step observations of one wave of ``len(traces)`` simultaneous identical requests (module docstring)."""
     k = len(traces)
     if k == 0 or any(not trace.token_times_s for trace in traces):
         raise EndpointError("a profiling request streamed no tokens")
     observations: list[StepObservation] = []
-    if k * prompt_tokens <= max_batched_tokens:
-        ttft = max(t.token_times_s[0] for t in traces) - min(t.start_s for t in traces)
-        observations.append(StepObservation(k * prompt_tokens, 0, 0, 0, (ttft,)))
+    if k == 1 and prompt_tokens <= max_batched_tokens:
+        ttft = traces[0].token_times_s[0] - traces[0].start_s - request_overhead_s
+        if ttft > 0:
+            observations.append(StepObservation(prompt_tokens, 0, 0, 0, (ttft,)))
     decode = _decode_observation(prompt_tokens, traces)
     if decode is not None:
         observations.append(decode)
@@ -170,6 +176,40 @@ def _chunk_token_count(line: str, previous: int) -> int | None:
     return previous + 1 if event.get("choices") else None
 
 
+ADMISSION_WIDTHS = (1, 8, 32)
+
+
+async def _one_token(http: httpx.AsyncClient, client: OpenAIClient, salt: int) -> None:
+    body = {"model": client.model, "prompt": prompt_ids(1, salt), "max_tokens": 1, "ignore_eos": True}
+    response = await http.post("/v1/completions", json=body)
+    if response.status_code != 200:
+        raise EndpointError(f"{client.base_url}/v1/completions answered {response.status_code}: {response.text[:300]}")
+
+
+async def admission_samples(
+    http: httpx.AsyncClient, client: OpenAIClient, salt: int, repeats: int = 3
+) -> list[tuple[int, float]]:
+    """``(k, seconds)``: k one-token requests with one-token prompts sent at once, until the last answer.
+    The engine work hardly grows with k, so the growth is the server front end's serial cost per request."""
+    samples = []
+    for _ in range(repeats):
+        for width in ADMISSION_WIDTHS:
+            start = time.perf_counter()
+            await asyncio.gather(*(_one_token(http, client, salt + i) for i in range(width)))
+            samples.append((width, time.perf_counter() - start))
+            salt += width
+    return samples
+
+
+def fit_request_overhead_s(samples: Sequence[tuple[int, float]]) -> float:
+    """The front end's cost per request: the least-squares slope of burst time over burst width (>= 0)."""
+    widths = np.array([k for k, _ in samples], dtype=np.float64)
+    if len(samples) < 2 or np.ptp(widths) == 0:
+        return 0.0
+    slope = float(np.polyfit(widths, np.array([t for _, t in samples]), 1)[0])
+    return max(0.0, slope)
+
+
 async def _read_kv_capacity(http: httpx.AsyncClient) -> tuple[int | None, int | None]:
     """``(num_gpu_blocks, block_size)`` from vLLM's ``cache_config_info`` gauge labels, if exposed."""
     try:
@@ -187,10 +227,20 @@ async def _read_kv_capacity(http: httpx.AsyncClient) -> tuple[int | None, int | 
     return None, None
 
 
+@dataclass(slots=True, frozen=True)
+class SweepResult:
+    """What a sweep measured: step observations, the KV capacity ``(blocks, block size)`` if the engine
+    exposes it, and the front end's serial cost per request (seconds)."""
+
+    observations: list[StepObservation]
+    capacity: tuple[int | None, int | None]
+    request_overhead_s: float
+
+
 async def run_sweep(
     client: OpenAIClient, design: SweepDesign, on_point: Callable[[int, int, int], None] | None = None
-) -> tuple[list[StepObservation], tuple[int | None, int | None]]:
-    """Run every wave of ``design`` in order; returns the step observations and the KV capacity."""
+) -> SweepResult:
+    """Measure the front end's per-request cost, then run every wave of ``design`` in order."""
     headers = {"Authorization": f"Bearer {client.api_key}"} if client.api_key else {}
     widest = max(design.concurrencies)
     limits = httpx.Limits(max_connections=widest + 1, max_keepalive_connections=widest + 1)
@@ -200,14 +250,16 @@ async def run_sweep(
     ) as http:
         capacity = await _read_kv_capacity(http)
         salt = secrets.randbits(40) << 20  # a fresh id space: nothing an earlier sweep cached is hit
+        overhead = fit_request_overhead_s(await admission_samples(http, client, salt))
+        salt += 1 << 16
         for prompt, k, out in design.points():
             if on_point is not None:
                 on_point(prompt, k, out)
             call = ProfileCall(prompt, out)
             traces = await asyncio.gather(*(_stream_tokens(http, client, call, salt + i) for i in range(k)))
             salt += k
-            observations.extend(wave_observations(prompt, traces, design.max_batched_tokens))
-    return observations, capacity
+            observations.extend(wave_observations(prompt, traces, design.max_batched_tokens, overhead))
+    return SweepResult(observations, capacity, overhead)
 
 
 def profile_endpoint(
@@ -216,7 +268,8 @@ def profile_endpoint(
     on_point: Callable[[int, int, int], None] | None = None,
 ) -> MeasuredProfile:
     """Sweep the endpoint and fit a :class:`MeasuredProfile` (the engine must be otherwise idle)."""
-    observations, (blocks, block_size) = asyncio.run(run_sweep(client, design, on_point))
+    sweep = asyncio.run(run_sweep(client, design, on_point))
+    blocks, block_size = sweep.capacity
     source = {
         "base_url": client.base_url,
         "model": client.model,
@@ -225,4 +278,6 @@ def profile_endpoint(
         "output_lengths": list(design.output_lengths),
         "repeats": design.repeats,
     }
-    return fit_profile(observations, num_gpu_blocks=blocks, block_size=block_size, source=source)
+    profile = fit_profile(sweep.observations, num_gpu_blocks=blocks, block_size=block_size, source=source)
+    profile.request_overhead_s = sweep.request_overhead_s
+    return profile
