@@ -173,3 +173,18 @@ def test_a_relative_profile_path_is_relative_to_the_scenario_file(
     monkeypatch.chdir(tmp_path)  # not the scenario's folder
     (spec,) = load_scenario("scenarios/s.yaml").cluster.specs()
     assert spec.profile is not None and Path(spec.profile).resolve() == (folder / "engine.json").resolve()
+
+
+def test_a_constant_request_latency_in_ttft_rows_is_separated_from_the_steps() -> None:
+    latency = 0.012
+    observations = [
+        replace(obs, durations_s=(obs.durations_s[0] + latency,)) if obs.num_decode_seqs == 0 else obs
+        for obs in synthetic_observations(0, sigma=0.0)
+    ]
+    profile = fit_profile(observations, prefill_rows_are_ttfts=True)
+    assert profile.request_latency_s == pytest.approx(latency, rel=0.01)
+    np.testing.assert_allclose(profile.estimates, true_values(), rtol=0.01)
+    model = profile.step_model()
+    assert model.no_contention_latency_s(100, 1) == pytest.approx(latency + TRUE.step_time_s(100, 0, 0, 0), rel=0.01)
+    # Without the flag no step model explains both the TTFT rows and the decode rows.
+    assert fit_profile(observations).residual_rel_std > 10 * profile.residual_rel_std

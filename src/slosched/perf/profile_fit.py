@@ -67,6 +67,7 @@ class MeasuredStepModel:
     kv_blocks: int | None = None
     kv_block_size: int | None = None
     request_overhead_s: float = 0.0  # the engine front end's serial cost per request (before the engine sees it)
+    request_latency_s: float = 0.0  # constant latency a request adds besides engine steps (HTTP, hand-offs)
 
     def step_time_s(
         self, num_prefill_tokens: int, prefill_context_tokens: int, num_decode_seqs: int, decode_context_tokens: int
@@ -122,10 +123,11 @@ class MeasuredStepModel:
         return self.kv_blocks * self.kv_block_size // block_size
 
     def no_contention_latency_s(self, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
-        """One request alone: the front end, a prefill step of the uncached prompt, then ``output_tokens - 1``
-        decode steps."""
+        """One request alone: the front end and request latency, a prefill step of the uncached prompt,
+        then ``output_tokens - 1`` decode steps."""
         uncached = max(1, prompt_tokens - cached_tokens)
-        total = self.request_overhead_s + self.step_time_s(uncached, prompt_tokens - uncached, 0, 0)
+        total = self.request_overhead_s + self.request_latency_s
+        total += self.step_time_s(uncached, prompt_tokens - uncached, 0, 0)
         if output_tokens > 1:
             total += self.decode_run_total_s(1, prompt_tokens, output_tokens - 1)
         return total
@@ -147,6 +149,7 @@ class MeasuredProfile:
     clamped: tuple[str, ...] = ()
     source: dict[str, Any] = field(default_factory=dict)
     request_overhead_s: float = 0.0
+    request_latency_s: float = 0.0
 
     def param(self, name: str) -> tuple[float, float, float]:
         """``(estimate, ci_low, ci_high)`` of one parameter."""
@@ -159,7 +162,7 @@ class MeasuredProfile:
         fixed, prefill_token, prefill_pair, decode_seq, kv_token = (max(0.0, value) for value in self.estimates)
         return MeasuredStepModel(
             fixed, prefill_token, prefill_pair, decode_seq, kv_token, self.num_gpu_blocks, self.block_size,
-            max(0.0, self.request_overhead_s),
+            max(0.0, self.request_overhead_s), max(0.0, self.request_latency_s),
         )  # fmt: skip
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -211,6 +214,7 @@ class MeasuredProfile:
                 clamped=tuple(str(name) for name in data.get("clamped", ())),
                 source=dict(data.get("source") or {}),
                 request_overhead_s=float(data.get("request_overhead_s", 0.0)),
+                request_latency_s=float(data.get("request_latency_s", 0.0)),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ConfigError(where, f"malformed profile: {error!r}") from None
@@ -222,32 +226,43 @@ def fit_profile(
     num_gpu_blocks: int | None = None,
     block_size: int | None = None,
     source: dict[str, Any] | None = None,
+    prefill_rows_are_ttfts: bool = False,
 ) -> MeasuredProfile:
-    """Robust fit of the step model on measured steps (see the module docstring)."""
+    """Robust fit of the step model on measured steps (see the module docstring).
+
+    ``prefill_rows_are_ttfts``: the prefill-only rows are client-side times to first token, which also hold
+    a constant request latency (HTTP, the server's hand-offs to and from its engine) that no engine step
+    has; it is fitted as one more coefficient, ``MeasuredProfile.request_latency_s``."""
     if not 0.0 < confidence < 1.0:
         raise ConfigError("confidence", f"must be in (0, 1), got {confidence}")
     x, y = _rows(observations)
-    if len(y) <= len(PARAMS):
-        raise ConfigError("observations", f"need more than {len(PARAMS)} measured steps, got {len(y)}")
+    names: tuple[str, ...] = PARAMS
+    if prefill_rows_are_ttfts:
+        is_ttft = (x[:, PARAMS.index("prefill_token_s")] > 0) & (x[:, PARAMS.index("decode_seq_s")] == 0)
+        x, names = np.column_stack([x, is_ttft.astype(np.float64)]), (*PARAMS, "request_latency_s")
+    if len(y) <= len(names):
+        raise ConfigError("observations", f"need more than {len(names)} measured steps, got {len(y)}")
     if not np.all(np.isfinite(y)) or np.any(y <= 0):
         raise ConfigError("observations", "step durations must be finite and > 0")
-    _check_identifiable(x / y[:, None])
+    _check_identifiable(x / y[:, None], names)
     beta, jacobian, residuals = _robust_log_fit(x, y)
-    dof = len(y) - len(PARAMS)
+    dof = len(y) - len(names)
     s2 = float(residuals @ residuals) / dof
     cov = s2 * np.linalg.pinv(jacobian.T @ jacobian)
     half = float(stats.t.ppf(0.5 + confidence / 2, dof)) * np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    steps = len(PARAMS)
     return MeasuredProfile(
-        estimates=tuple(float(v) for v in beta),
-        ci_low=tuple(float(v) for v in beta - half),
-        ci_high=tuple(float(v) for v in beta + half),
+        estimates=tuple(float(v) for v in beta[:steps]),
+        ci_low=tuple(float(v) for v in (beta - half)[:steps]),
+        ci_high=tuple(float(v) for v in (beta + half)[:steps]),
         num_steps=len(y),
         residual_rel_std=math.sqrt(s2),
         confidence=confidence,
         num_gpu_blocks=num_gpu_blocks,
         block_size=block_size,
-        clamped=tuple(name for name, value in zip(PARAMS, beta, strict=True) if value <= 0),
+        clamped=tuple(name for name, value in zip(names, beta, strict=True) if value <= 0),
         source=source or {},
+        request_latency_s=float(beta[steps]) if len(beta) > steps else 0.0,
     )
 
 
@@ -278,13 +293,13 @@ def _robust_log_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return beta, x / np.maximum(x @ beta, floor)[:, None], residuals(fit.x)
 
 
-def _check_identifiable(xw: np.ndarray) -> None:
+def _check_identifiable(xw: np.ndarray, names: Sequence[str] = PARAMS) -> None:
     """Name the parameters the design cannot separate (a column in the span of the others)."""
     if np.linalg.matrix_rank(xw) == xw.shape[1]:
         return
     weak = [
         name
-        for i, name in enumerate(PARAMS)
+        for i, name in enumerate(names)
         if np.linalg.matrix_rank(np.delete(xw, i, axis=1)) == np.linalg.matrix_rank(xw)
     ]
     raise ConfigError(

@@ -230,18 +230,18 @@ class ClusterSim:
             chosen.note_routed(request)
         self._pending[request.id] = _Pending(request, job, call)
         output_tokens = min(call.output_tokens, self._models[chosen.index].max_model_len - request.prompt_tokens)
-        frontend = self._frontend_s[chosen.index]
-        if frontend <= 0:
-            self.instances[chosen.index].enqueue(
-                Seq(request, output_tokens, self.kernel.now_s, 0, request.prompt_tokens)
-            )
+        serial, constant = self._frontend_s[chosen.index]
+        if serial <= 0 and constant <= 0:
+            seq = Seq(request, output_tokens, self.kernel.now_s, 0, request.prompt_tokens)
+            self.instances[chosen.index].enqueue(seq)
             return
-        # A measured engine's API server admits requests one after another, each costing ``frontend``
-        # seconds, before its engine sees them (a burst reaches the engine spread out).
-        ready = max(self.kernel.now_s, self._frontend_free_s[chosen.index]) + frontend
-        self._frontend_free_s[chosen.index] = ready
-        seq = Seq(request, output_tokens, ready, 0, request.prompt_tokens)
-        self.kernel.schedule(ready, self._enqueue_after_frontend, (chosen.index, seq))
+        # A measured engine's API server admits requests one after another, each costing ``serial``
+        # seconds (a burst reaches the engine spread out), and every request spends ``constant`` seconds
+        # in HTTP and hand-offs; the engine sees it that much later.
+        admitted = max(self.kernel.now_s, self._frontend_free_s[chosen.index]) + serial
+        self._frontend_free_s[chosen.index] = admitted
+        seq = Seq(request, output_tokens, admitted + constant, 0, request.prompt_tokens)
+        self.kernel.schedule(admitted + constant, self._enqueue_after_frontend, (chosen.index, seq))
 
     def _enqueue_after_frontend(self, payload: tuple[int, Seq]) -> None:
         index, seq = payload

@@ -68,10 +68,13 @@ class InstanceModels:
         return _call_latency(self.truth, input_tokens, output_tokens)
 
     @property
-    def frontend_s(self) -> float:
-        """Serial cost per request of the engine's front end (API server) before the engine sees it; only a
-        measured profile knows it (the roofline models the engine alone)."""
-        return self.truth.request_overhead_s if isinstance(self.truth, MeasuredStepModel) else 0.0
+    def frontend_s(self) -> tuple[float, float]:
+        """``(serial, constant)``: the engine front end's (API server's) serial cost per request and the
+        constant latency a request spends outside engine steps; only a measured profile knows them (the
+        roofline models the engine alone)."""
+        if isinstance(self.truth, MeasuredStepModel):
+            return self.truth.request_overhead_s, self.truth.request_latency_s
+        return 0.0, 0.0
 
 
 @functools.lru_cache(maxsize=64)

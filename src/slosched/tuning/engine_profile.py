@@ -8,8 +8,10 @@ token arrival times are recorded on the client's monotonic clock. A wave becomes
 * front end: before the waves, bursts of 1, 8 and 32 one-token requests measure the API server's serial
   cost per request (the slope of burst time over width; ``request_overhead_s``). The server admits
   requests one after another, so the k requests of a wave reach the engine spread over k such costs;
-* prefill: only single-request waves (k = 1) give one: a prefill step of L tokens lasting the TTFT minus
-  the front-end cost (the TTFT of a wider wave spans several engine steps, see above);
+* prefill: only single-request waves (k = 1) give one: the TTFT minus the front-end cost, i.e. a prefill
+  step of L tokens plus the request's constant latency (HTTP, hand-offs to and from the engine), which
+  the fit separates (``fit_profile(prefill_rows_are_ttfts=True)``); the TTFT of a wider wave spans
+  several engine steps (see above);
 * decode: from the moment every request of the wave has its first token to the moment the first one
   finishes, each step decodes all k sequences; the wave's mean decode step is tokens over time inside
   that window (per-chunk token
@@ -278,6 +280,8 @@ def profile_endpoint(
         "output_lengths": list(design.output_lengths),
         "repeats": design.repeats,
     }
-    profile = fit_profile(sweep.observations, num_gpu_blocks=blocks, block_size=block_size, source=source)
+    profile = fit_profile(
+        sweep.observations, num_gpu_blocks=blocks, block_size=block_size, source=source, prefill_rows_are_ttfts=True
+    )
     profile.request_overhead_s = sweep.request_overhead_s
     return profile
