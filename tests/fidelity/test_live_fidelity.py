@@ -1,0 +1,51 @@
+"""The fidelity pipeline end to end against a real vLLM CPU server: profile, replay, simulate, compare.
+
+Small on purpose (about a minute beside the shared servers' start-up): it proves the pieces work together
+on a real engine and that the profiled simulation is in the right range; the benchmark
+(``slosched bench fidelity``) measures the error itself.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from slosched.bench.fidelity import simulate_trace
+from slosched.core.request import Outcome
+from slosched.fidelity.compare import compare_runs, run_metrics, summarize_cases
+from slosched.fidelity.replay import replay
+from slosched.fidelity.traces import capacity_jobs_per_s, make_trace
+from slosched.serve.up import ServerAddress
+from slosched.tuning.engine_profile import SweepDesign, profile_endpoint
+from slosched.tuning.openai_client import OpenAIClient
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+DESIGN = SweepDesign(
+    prompt_lengths=(16, 256, 1024), concurrencies=(1, 8), output_lengths=(64,), max_batched_tokens=2048
+)
+
+
+def test_profile_replay_simulate_compare(vllm_servers: list[ServerAddress], tmp_path: Path) -> None:
+    url = vllm_servers[0].url
+    profile = profile_endpoint(OpenAIClient(url, "tiny"), DESIGN)
+    assert profile.num_gpu_blocks and profile.block_size == 128  # vLLM's CPU KV capacity, from /metrics
+    assert profile.request_overhead_s >= 0 and profile.step_model().step_time_s(0, 0, 1, 100) > 0
+    path = profile.save(tmp_path / "profile.json")
+    model = profile.step_model()
+    cases = []
+    for trace, num_jobs in (("chat", 16), ("relquery", 3)):
+        rate = 0.4 * capacity_jobs_per_s(make_trace(trace, 100, 1.0, 0), model)
+        jobs = make_trace(trace, num_jobs, rate, seed=1)
+        real = replay(url, jobs)
+        sim = simulate_trace(jobs, path)
+        assert all(r.outcome is Outcome.COMPLETED for r in real.requests), [r.reason for r in real.requests]
+        assert sorted(r.output_tokens for r in real.requests) == sorted(r.output_tokens for r in sim.requests)
+        real_mean = run_metrics(real, job_metrics=True)["request_latency_mean_s"]
+        sim_mean = run_metrics(sim, job_metrics=True)["request_latency_mean_s"]
+        assert real_mean / 3 < sim_mean < real_mean * 3, (trace, real_mean, sim_mean)  # the right range
+        cases += compare_runs(trace, "light", real, sim, job_metrics=trace == "relquery")
+    summary = summarize_cases(cases)
+    assert math.isfinite(summary["mean_abs_error_pct"]) and math.isfinite(summary["p90_abs_error_pct"])
