@@ -9,6 +9,7 @@ running order is preserved (survivors keep their order, admissions follow), held
 scheduled, decode-only steps admit nothing and schedule no prefill chunk, the step stays within its budget
 and cap, nothing the admission policy deferred was admitted, and the configured limits are restored. Then
 the chaos stops and every request must finish with exactly ``max_tokens`` output tokens (or be aborted).
+With ``saber``, it also runs ``SaberScheduler`` with no speed model configured (``saber_run``).
 Not collected by pytest (no ``test_`` prefix): ``test_real_scheduler.py`` runs it in a subprocess.
 """
 
@@ -23,13 +24,13 @@ from typing import Any
 os.environ.setdefault("SLOSCHED_ENGINE_CONFIG", "{}")
 
 
-def build_scheduler(model_dir: str, async_scheduling: bool) -> Any:
+def build_scheduler(model_dir: str, async_scheduling: bool, class_name: str = "SloschedScheduler") -> Any:
     import torch
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.structured_output import StructuredOutputManager
 
-    from slosched.vllm_ext.scheduler import SloschedScheduler
+    import slosched.vllm_ext.scheduler as classes
 
     scheduler_config = SchedulerConfig(
         max_num_seqs=8, max_num_batched_tokens=128, max_model_len=1024, enable_chunked_prefill=True,
@@ -44,7 +45,7 @@ def build_scheduler(model_dir: str, async_scheduling: bool) -> Any:
     spec = FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=1, dtype=torch.float32)
     kv_config = KVCacheConfig(num_blocks=blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["l"], spec)])
     cache_config.num_gpu_blocks = blocks
-    return SloschedScheduler(
+    return getattr(classes, class_name)(
         vllm_config=vllm_config, kv_cache_config=kv_config,
         structured_output_manager=StructuredOutputManager(vllm_config), block_size=16, log_stats=False,
     )  # fmt: skip
@@ -231,6 +232,48 @@ def run(model_dir: str, seed: int, steps: int, async_scheduling: bool) -> dict[s
     }  # fmt: skip
 
 
+def saber_run(model_dir: str, seed: int) -> dict[str, Any]:
+    """``SaberScheduler`` as a deployment names it, with no speed model configured: requests with deadlines
+    (some too tight to make) on a fake model whose steps take 1 ms + 0.5 ms per scheduled request."""
+    import time
+
+    from vllm.sampling_params import SamplingParams
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+    from vllm.v1.request import Request
+
+    init_none_hash(sha256)
+    hasher = get_request_block_hasher(16, sha256)
+    os.environ["SLOSCHED_ENGINE_CONFIG"] = json.dumps({"observe_interval_s": 0.05})
+    rng = random.Random(seed)
+    sched = build_scheduler(model_dir, False, "SaberScheduler")
+    calibration = sched.slosched.calibration
+    prior = dict(calibration.to_dict()) if calibration is not None else None
+    traffic, steps = Traffic(), 0
+    while (traffic.count < 40 or traffic.live) and steps < 5000:
+        if traffic.count < 40 and steps % 5 == 0:
+            slack = rng.choice([0.02, 1.0, 3.0, 10.0])  # 0.02 s: cannot be met (SABER's low tier)
+            xargs = {"slosched_deadline_unix_s": time.time() + slack}
+            params = SamplingParams(max_tokens=rng.randint(5, 30), ignore_eos=True, extra_args=xargs)
+            prompt = [rng.randrange(10, 1000) for _ in range(rng.randint(5, 60))]
+            request = Request(f"s{traffic.count}", prompt, params, None, block_hasher=hasher)
+            sched.add_request(request)
+            traffic.live[request.request_id], traffic.expected[request.request_id] = request, request.max_tokens
+            traffic.count += 1
+        output = sched.schedule()
+        time.sleep(0.001 + 0.0005 * len(output.num_scheduled_tokens))
+        traffic.record(sched.update_from_output(output, fake_model_output(sched, output, rng)))
+        steps += 1
+    wrong = [rid for rid, n in traffic.expected.items() if traffic.tokens.get(rid, 0) != n]
+    final = sched.slosched.calibration
+    return {
+        "class": type(sched).__name__, "policy": sched.slosched.policy.name, "steps": steps,
+        "requests": traffic.count, "unfinished": sorted(traffic.live)[:10], "wrong_token_counts": wrong[:10],
+        "prior": prior, "calibrated": None if final is None else final.to_dict(),
+        "held_waiting": sched.slosched.stats.num_held_waiting,
+    }  # fmt: skip
+
+
 def version_message() -> str:
     import importlib
 
@@ -251,7 +294,8 @@ def version_message() -> str:
 
 
 if __name__ == "__main__":
-    # python vllm_harness.py MODEL_DIR STEPS SEED[:async] [SEED[:async] ...]
+    # python vllm_harness.py MODEL_DIR STEPS SEED[:async] [SEED[:async] ...] [saber]
     model, steps_text, *seeds = sys.argv[1:]
-    runs = [run(model, int(s.split(":")[0]), int(steps_text), s.endswith(":async")) for s in seeds]
-    print(json.dumps({"runs": runs, "version_message": version_message()}))
+    runs = [run(model, int(s.split(":")[0]), int(steps_text), s.endswith(":async")) for s in seeds if s != "saber"]
+    saber = saber_run(model, 1) if "saber" in seeds else None
+    print(json.dumps({"runs": runs, "saber": saber, "version_message": version_message()}))

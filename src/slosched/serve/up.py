@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -95,14 +95,29 @@ def _server_command(python: Path, model_dir: Path, port: int, priority: bool) ->
     return command
 
 
+ServerEnv = Callable[[int, Path], Mapping[str, str]]
+
+
 def start_servers(
     layers: Sequence[int],
     work_dir: Path,
     python: Path | None = None,
     priority: bool = True,
     ports: Sequence[int] | None = None,
+    *,
+    extra_args: Sequence[str] = (),
+    server_env: ServerEnv | None = None,
+    name: str = "vllm",
+    own_dirs: bool = False,
+    first_cpu: int = 0,
 ) -> list[VllmServer]:
-    """Start one server per entry of ``layers`` (all at once; readiness is awaited by ``wait_ready``)."""
+    """Start one server per entry of ``layers`` (all at once; readiness is awaited by ``wait_ready``).
+
+    Server ``i`` (name ``{name}-{i}-l{depth}``) is pinned to core ``(first_cpu + i) % cores`` and runs
+    vLLM's OpenAI server followed by ``extra_args``, with ``server_env(i, folder)`` added to its
+    environment. Its folder (working directory) is ``work_dir`` with log ``{name}-{i}.log``, or with
+    ``own_dirs`` its own ``work_dir/{name}-{i}`` with log ``vllm.log``, where per-server files belong (the
+    scheduler plugin's state and control files). On any failure the servers already started are stopped."""
     python = python or default_vllm_python()
     if not python.exists():
         raise ConfigError("vllm python", f"{python} not found; run `make vllm-venv` (see docs/serving.md)")
@@ -112,19 +127,28 @@ def start_servers(
     try:
         for index, depth in enumerate(layers):
             model_dir = generate_tiny_model(python, work_dir / f"tiny-l{depth}", depth)
+            folder = work_dir / f"{name}-{index}" if own_dirs else work_dir
+            folder.mkdir(exist_ok=True)
+            cpu = (first_cpu + index) % num_cpus
+            env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND=str(cpu))
+            if server_env is not None:
+                env.update(server_env(index, folder))
             port = ports[index] if ports else free_port()
-            log_path = work_dir / f"vllm-{index}.log"
+            log_path = folder / "vllm.log" if own_dirs else work_dir / f"{name}-{index}.log"
             log_file = log_path.open("wb")
-            env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND=str(index % num_cpus))
-            process = subprocess.Popen(
-                _server_command(python, model_dir, port, priority),
-                cwd=work_dir,  # never inside the vllm package folder
-                env=env,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # own process group: stop() reaches the engine-core children
-            )
-            servers.append(VllmServer(f"vllm-{index}-l{depth}", port, depth, process, log_path, index, log_file))
+            try:
+                process = subprocess.Popen(
+                    [*_server_command(python, model_dir, port, priority), *extra_args],
+                    cwd=folder,  # never inside the vllm package folder
+                    env=env,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # own process group: stop() reaches the engine-core children
+                )
+            except BaseException:
+                log_file.close()  # no server owns it yet
+                raise
+            servers.append(VllmServer(f"{name}-{index}-l{depth}", port, depth, process, log_path, cpu, log_file))
     except BaseException:
         stop_servers(servers)
         raise

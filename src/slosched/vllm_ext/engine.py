@@ -27,10 +27,18 @@ from slosched.core.errors import ConfigError
 from slosched.core.instance import InstanceSpec
 from slosched.core.views import StepMode, StepPlan
 from slosched.perf.linear import LinearStepPredictor
+from slosched.policies.engine.base import EnginePolicy
 from slosched.vllm_ext import plan as planning
-from slosched.vllm_ext.config import PluginConfig, build_policy, config_from_env
+from slosched.vllm_ext.config import PluginConfig, PolicyChoice, build_policy, config_from_env
 from slosched.vllm_ext.control import ControlFile, ControlUpdate
 from slosched.vllm_ext.observe import StepClock, StepStats, step_shape
+from slosched.vllm_ext.saber_speed import (
+    DEFAULT_CONTEXT_TOKENS,
+    SaberCalibration,
+    calibrated_parts,
+    speed_from_step_model,
+    with_speed,
+)
 from slosched.vllm_ext.state_export import StateWriter, core_state, step_model
 from slosched.vllm_ext.views import SeqCache, VllmEngineView, VllmSeq
 
@@ -78,7 +86,8 @@ class SloschedEngine:
         self.limits = (self.spec.max_batched_tokens, self.spec.max_running)
         # Refit every 64 steps over the last 256: an NNLS fit costs ~1 ms here, ~15 us amortized per step.
         self.predictor = LinearStepPredictor(window=256, refit_every=64)
-        self.policy = build_policy(self.config.policy, self.spec, self.config.seed)
+        self.policy, self.calibration = self._build(self.config.policy, self.config.seed)
+        self._calibrated_s = float("-inf")
         self.seqs = SeqCache()
         self.keys = planning.KeyCache()
         manager = sched.kv_cache_manager
@@ -104,11 +113,11 @@ class SloschedEngine:
         new = update.config
         if new.policy != self.config.policy or new.seed != self.config.seed:
             try:
-                policy = build_policy(new.policy, self.spec, new.seed)
+                policy, calibration = self._build(new.policy, new.seed)
             except ConfigError as error:
                 self.control_error = str(error)
                 return
-            self.policy = policy
+            self.policy, self.calibration = policy, calibration
             self.clock.observers = list(policy.observers)
         if self.writer is not None:
             self.writer.interval_s = new.export_interval_s
@@ -117,6 +126,22 @@ class SloschedEngine:
         self.config = new
         if step_log_changed:
             self._open_step_log()
+
+    def _build(self, choice: PolicyChoice, seed: int) -> tuple[EnginePolicy, SaberCalibration | None]:
+        """Fresh policy objects; SABER parts given no speed model get one calibrated from the step model
+        (``saber_speed.py``), refreshed by ``_calibrate``."""
+        parts = calibrated_parts(choice)
+        if not parts:
+            return build_policy(choice, self.spec, seed), None
+        model = speed_from_step_model(self.predictor.coefficients, DEFAULT_CONTEXT_TOKENS)
+        return build_policy(with_speed(choice, parts, model), self.spec, seed), SaberCalibration(parts, model)
+
+    def _calibrate(self, now: float) -> None:
+        assert self.calibration is not None
+        running = self.view.running_seqs
+        context = sum(seq.num_computed_tokens for seq in running) / len(running) if running else None
+        self.calibration.refresh(self.policy, self.predictor.coefficients, context)
+        self._calibrated_s = now
 
     def _open_step_log(self) -> None:
         if self._step_log is not None:
@@ -206,7 +231,7 @@ class SloschedEngine:
             stats.num_held_waiting += len(decision.held_waiting)
             self._stalled = bool(decision.held_running) and not scheduled
         if self._step_log is not None:
-            self._log_step(output, context, mode)
+            self._log_step(sched, output, context, mode)
         if stats.num_steps % _PRUNE_EVERY == 0:
             self.seqs.prune(requests.__contains__)
             self.keys.keys = {rid: key for rid, key in self.keys.keys.items() if rid in requests}
@@ -221,7 +246,10 @@ class SloschedEngine:
         if observation is not None:
             self.stats.num_timed_steps += 1
             self.stats.step_s += observation.durations_s[0]
-        self.clock.flush(time.time())
+        now = time.time()
+        self.clock.flush(now)
+        if self.calibration is not None and now - self._calibrated_s >= self.config.observe_interval_s:
+            self._calibrate(now)
         self._maybe_export(sched, force=not sched.running and not sched.waiting)
         self.stats.plugin_s += time.perf_counter() - start
 
@@ -262,14 +290,20 @@ class SloschedEngine:
             "metadata_problems": dict(problems.counts),
             "metadata_requests": problems.num_requests,
             "metadata_requests_with_problems": problems.num_requests_with_problems,
+            "saber_speed": None if self.calibration is None else self.calibration.to_dict(),
         }
         state["snapshot_unix_s"] = now
         state["pid"] = os.getpid()
         return state
 
-    def _log_step(self, output: Any, context: StepContext | None, mode: str) -> None:
+    def _log_step(self, sched: Any, output: Any, context: StepContext | None, mode: str) -> None:
+        """One JSON line: the plan applied, what the step saw (``num_running`` before any request was held
+        back, ``num_waiting`` after it, kv-holding ones included) and did (tokens per request, admissions,
+        requests finished or preempted since the previous step), so a reader can tell from the log alone
+        whether a request was running, waiting, done or preempted at each step."""
         assert self._step_log is not None
         decision = None if context is None else context.decision
+        running = len(sched.running) if context is None else len(context.original_running)
         record = {
             "t": time.time(),
             "mode": mode,
@@ -280,6 +314,10 @@ class SloschedEngine:
             "held_waiting": 0 if decision is None else len(decision.held_waiting),
             "scheduled": dict(output.num_scheduled_tokens),
             "new": [new.req_id for new in output.scheduled_new_reqs],
+            "num_running": running,
+            "num_waiting": len(sched.waiting) + len(sched.kv_holding_waiting),
+            "finished": sorted(getattr(output, "finished_req_ids", None) or ()),
+            "preempted": sorted(getattr(output, "preempted_req_ids", None) or ()),
         }
         self._step_log.write(json.dumps(record) + "\n")
 

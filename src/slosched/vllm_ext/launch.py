@@ -1,19 +1,17 @@
 """Start vLLM CPU servers with slosched's scheduler plugin (for ``slosched up --engine-policy NAME``,
 the plugin tests and ``slosched bench engine-live``).
 
-Builds on ``serve.up`` (tiny model generation, free ports, readiness, stop by process group): each server
-is ``python -m vllm.entrypoints.openai.api_server ... --scheduler-cls CLASS`` with
-``$SLOSCHED_ENGINE_CONFIG`` naming the policy, a state file, a control file and (optionally) a step log in
-the server's work folder. The EngineCore process inherits the environment. ``--scheduling-policy
-priority`` stays on so clients (and the gateway) may send vLLM priorities; the plugin orders the queue
-itself and priorities only pick preemption victims.
+Builds on ``serve.up.start_servers`` (tiny model generation, free ports, core pinning, own process group;
+``wait_ready`` and stop by PID): each server is ``python -m vllm.entrypoints.openai.api_server ...
+--scheduler-cls CLASS`` with ``$SLOSCHED_ENGINE_CONFIG`` naming the policy, a state file, a control file
+and (optionally) a step log in the server's own folder. The EngineCore process inherits the environment.
+``--scheduling-policy priority`` stays on so clients (and the gateway) may send vLLM priorities; the
+plugin orders the queue itself and priorities only pick preemption victims.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,14 +19,8 @@ from typing import Any
 
 from slosched.core.errors import ConfigError
 from slosched.policies.engine.base import ENGINE_PRESETS
-from slosched.serve.up import (
-    SERVED_MODEL_NAME,
-    VllmServer,
-    default_vllm_python,
-    free_port,
-    generate_tiny_model,
-    stop_servers,
-)
+from slosched.serve.up import VllmServer, start_servers, stop_servers
+from slosched.vllm_ext.config import CONFIG_ENV
 
 SCHEDULER_CLASS = "slosched.vllm_ext.scheduler.SloschedScheduler"
 
@@ -69,16 +61,6 @@ def plugin_config(work_dir: Path, engine_policy: str | None, extra: Mapping[str,
     return config
 
 
-def plugin_server_command(python: Path, model_dir: Path, port: int, scheduler_cls: str = SCHEDULER_CLASS) -> list[str]:
-    return [
-        str(python), "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir), "--served-model-name", SERVED_MODEL_NAME,
-        "--host", "127.0.0.1", "--port", str(port),
-        "--max-model-len", "2048", "--dtype", "bfloat16", "--gpu-memory-utilization", "0.3",
-        "--scheduling-policy", "priority", "--scheduler-cls", scheduler_cls,
-    ]  # fmt: skip
-
-
 def start_plugin_servers(
     layers: Sequence[int],
     work_dir: Path,
@@ -91,39 +73,24 @@ def start_plugin_servers(
 ) -> list[PluginServer]:
     """One plugin server per entry of ``layers`` (all started at once; await them with
     ``serve.up.wait_ready([s.server for s in servers])`` and stop them with ``stop_plugin_servers``).
-    ``server_args`` are extra vLLM arguments (e.g. ``--max-num-seqs 8``)."""
-    python = python or default_vllm_python()
-    if not python.exists():
-        raise ConfigError("vllm python", f"{python} not found; run `make vllm-venv` (see docs/vllm-plugin.md)")
-    work_dir.mkdir(parents=True, exist_ok=True)
-    num_cpus = os.cpu_count() or 1
+    ``serve.up.start_servers`` launches them, each in its own folder ``work_dir/plugin-<i>`` holding its
+    log and the plugin's files; ``server_args`` are extra vLLM arguments (e.g. ``--max-num-seqs 8``)."""
+    plugin_config(work_dir, engine_policy, extra_config, step_log)  # a bad preset fails before any start-up
+    configs: dict[int, dict[str, Any]] = {}
+
+    def server_env(index: int, folder: Path) -> dict[str, str]:
+        configs[index] = plugin_config(folder, engine_policy, extra_config, step_log)
+        return {CONFIG_ENV: json.dumps(configs[index])}
+
+    servers = start_servers(
+        layers, work_dir, python, priority=True, extra_args=["--scheduler-cls", SCHEDULER_CLASS, *server_args],
+        server_env=server_env, name="plugin", own_dirs=True, first_cpu=first_cpu,
+    )  # fmt: skip
     started: list[PluginServer] = []
-    try:
-        for index, depth in enumerate(layers):
-            model_dir = generate_tiny_model(python, work_dir / f"tiny-l{depth}", depth)
-            server_dir = work_dir / f"plugin-{index}"
-            server_dir.mkdir(exist_ok=True)
-            config = plugin_config(server_dir, engine_policy, extra_config, step_log)
-            cpu = (first_cpu + index) % num_cpus
-            env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND=str(cpu),
-                       SLOSCHED_ENGINE_CONFIG=json.dumps(config))  # fmt: skip
-            port = free_port()
-            log_path = server_dir / "vllm.log"
-            log_file = log_path.open("wb")
-            process = subprocess.Popen(
-                [*plugin_server_command(python, model_dir, port), *server_args],
-                cwd=server_dir,  # never inside the vllm package folder
-                env=env,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # own process group: stopped by PID with its EngineCore child
-            )
-            server = VllmServer(f"plugin-{index}-l{depth}", port, depth, process, log_path, cpu, log_file)
-            step_file = Path(config["step_log_file"]) if step_log else None
-            started.append(PluginServer(server, Path(config["state_file"]), Path(config["control_file"]), step_file))
-    except BaseException:
-        stop_plugin_servers(started)
-        raise
+    for index, server in enumerate(servers):
+        config = configs[index]
+        step_file = Path(config["step_log_file"]) if step_log else None
+        started.append(PluginServer(server, Path(config["state_file"]), Path(config["control_file"]), step_file))
     return started
 
 

@@ -3,7 +3,8 @@
 Classes (each reads ``$SLOSCHED_ENGINE_CONFIG`` / ``$SLOSCHED_ENGINE_POLICY`` over its own default policy,
 see ``config.py``): ``SloschedScheduler`` (composable; FCFS + chunked by default), ``UrgencyScheduler``
 (preset ``urgency``), ``RelServeScheduler`` (``relserve``), ``LensScheduler`` (``lens``), ``SaberScheduler``
-(``saber``; needs a speed profile in ``params``), ``StaticPriorityScheduler`` (``static-priority``).
+(``saber``; without a speed model in ``params`` it calibrates one from its own steps, ``saber_speed.py``),
+``StaticPriorityScheduler`` (``static-priority``).
 
 Every class wraps ``schedule()``: the policy decides, the decision is applied to the scheduler's queues and
 limits for one call of the base ``schedule()``, and undone right after (``engine.py``, ``plan.py``).
@@ -116,7 +117,8 @@ class LensScheduler(SloschedScheduler):
 
 
 class SaberScheduler(SloschedScheduler):
-    """SABER's SLA-aware admission (preset ``saber``); give the speed model in ``params``."""
+    """SABER's SLA-aware admission (preset ``saber``). With ``params.profile`` or ``params.speed`` that speed
+    model is used; with neither, one is calibrated from the plugin's own step-time model (``saber_speed.py``)."""
 
     default_config: ClassVar[dict[str, Any]] = {"preset": "saber"}
 
