@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slosched.tuning.prompts import prompt_ids
 
 
+@settings(deadline=None)  # numpy generator set-up; the machine is shared and noisy
 @given(st.integers(1, 3000), st.integers(0, 2**40), st.integers(0, 3000))
 def test_length_and_id_range(length: int, salt: int, prefix: int) -> None:
     ids = prompt_ids(length, salt, "k", prefix)
