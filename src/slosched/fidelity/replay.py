@@ -52,7 +52,8 @@ class _Replay:
         self.requests.append(record)
         prompt = prompt_ids(call.input_tokens, self.salt + self.counter, call.prefix_key, call.prefix_tokens)
         body = {"model": self.model, "prompt": prompt, "max_tokens": call.output_tokens, "ignore_eos": True,
-                "stream": True, "temperature": 0.0, "stream_options": {"include_usage": True}}  # fmt: skip
+                "stream": True, "temperature": 0.0,
+                "stream_options": {"include_usage": True, "continuous_usage_stats": True}}  # fmt: skip
         chunks, reported = 0, None
         try:
             async with http.stream("POST", "/v1/completions", json=body) as response:

@@ -9,8 +9,10 @@ steps sleep their duration), and every call is a token-id prompt of exactly the 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
+import secrets
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,10 +21,10 @@ from typing import Any
 import httpx
 
 from slosched.core.job import CallSpec, JobSpec
+from slosched.tuning.prompts import prompt_ids
 
-# Token ids 3..252: byte-level BPE vocabularies (the generated tiny model's has ~500 entries) always hold the
-# 256 byte tokens after a few specials, so these ids are valid for every model slosched serves.
-_FIRST_ID, _VOCAB_SPAN = 3, 250
+# Prompt salts: a fresh id space per process, so no two calls share a prompt unless the trace says so.
+_SALTS = itertools.count(secrets.randbits(40) << 20)
 
 
 class GatewayError(Exception):
@@ -64,8 +66,9 @@ def _sse_events(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
 
 
 def call_body(call: CallSpec) -> dict[str, Any]:
-    """A completions body doing exactly ``call``'s work: token-id prompt, fixed output length."""
-    prompt = [_FIRST_ID + (index * 7) % _VOCAB_SPAN for index in range(call.input_tokens)]
+    """A completions body doing exactly ``call``'s work: a token-id prompt of exactly its length (printable
+    ids, unique to the call except the prefix it shares by ``prefix_key``), a fixed output length."""
+    prompt = prompt_ids(call.input_tokens, next(_SALTS), call.prefix_key, call.prefix_tokens)
     return {"prompt": prompt, "max_tokens": call.output_tokens, "ignore_eos": True}
 
 
