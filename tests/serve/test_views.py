@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from slosched.serve.backends import EngineMetrics, parse_vllm_metrics
 from slosched.serve.views import BackendView
@@ -24,6 +25,19 @@ def test_parse_vllm_metrics_reads_the_gauges() -> None:
     metrics = parse_vllm_metrics(_VLLM_TEXT)
     assert (metrics.num_running, metrics.num_waiting, metrics.kv_usage) == (3.0, 2.0, 0.25)
     assert parse_vllm_metrics("") == EngineMetrics()
+
+
+def test_parse_vllm_metrics_sums_engines_and_skips_other_families_fast() -> None:
+    histogram = "\n".join(
+        f'vllm:e2e_request_latency_seconds_bucket{{engine="{e}",le="{b}",model_name="tiny"}} {b}.0'
+        for e in range(2)
+        for b in range(2000)
+    )
+    second = '\nvllm:num_requests_running{engine="1",model_name="tiny"} 4.0\nvllm:num_requests_running_x 9\n'
+    start = time.perf_counter()
+    metrics = parse_vllm_metrics(_VLLM_TEXT + histogram + second)
+    assert (metrics.num_running, metrics.num_waiting, metrics.kv_usage) == (7.0, 2.0, 0.25)
+    assert time.perf_counter() - start < 0.2  # the whole exposition through the parser takes ~0.5 s
 
 
 def test_view_combines_queue_accounting_with_scraped_gauges() -> None:

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from slosched.core.request import Request
 
 COMPLETIONS = "/v1/completions"
@@ -64,9 +66,14 @@ def next_request_id(prefix: str = "req") -> str:
 
 def parse_json_object(raw: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise bad_request("body", f"invalid JSON ({error.__class__.__name__})") from error
+        body = orjson.loads(raw)  # ~5x cheaper than json.loads on a typical call body
+    except orjson.JSONDecodeError:
+        # orjson refuses some inputs the standard parser accepts (NaN, integers beyond 64 bits, lone
+        # surrogates): the standard parser decides, so the set of accepted bodies is unchanged.
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise bad_request("body", f"invalid JSON ({error.__class__.__name__})") from error
     if not isinstance(body, dict):
         raise bad_request("body", f"expected a JSON object, got {type(body).__name__}")
     return body
@@ -144,7 +151,14 @@ class SloHeaders:
     stage: str | None = None
 
 
+_SLO_HEADER_NAMES = frozenset(("x-tenant", "x-slo-priority", "x-slo-deadline-ms", "x-slo-ttft-ms", "x-slo-tpot-ms",
+                               "x-job-id", "x-job-stage"))  # fmt: skip
+_NO_SLO = SloHeaders()
+
+
 def parse_slo_headers(headers: Mapping[str, str]) -> SloHeaders:
+    if _SLO_HEADER_NAMES.isdisjoint(headers):
+        return _NO_SLO  # the common case: no SLO metadata (and a frozen dataclass costs ~3 us to build)
     tenant = headers.get("x-tenant", "default")
     if not tenant or len(tenant) > 128:
         raise bad_request("header x-tenant", "expected 1..128 characters")

@@ -19,10 +19,9 @@ import json
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import aiohttp
 import numpy as np
 
 from slosched.core.request import Outcome, Request
@@ -37,16 +36,18 @@ from slosched.serve.backends import Backend, periodic
 from slosched.serve.calls import Call, HttpError
 from slosched.serve.config import GatewayConfig
 from slosched.serve.forwarding import (
-    TokenCounter,
+    StreamTokens,
+    adds_usage,
     backend_body,
     close_response,
     is_broken,
+    json_bytes,
     usage_tokens,
-    whole_body,
 )
 from slosched.serve.metrics import GatewayMetrics
 from slosched.serve.queues import InstanceQueue, LiveSeq, QueueFullError
 from slosched.serve.tuning import LiveAlphaTuner
+from slosched.serve.upstream import UpstreamError, UpstreamResponse
 from slosched.serve.views import BackendView
 from slosched.sim.runner import PolicyParams
 
@@ -60,8 +61,7 @@ class Attempt:
     backend: Backend
     queue: InstanceQueue
     seq: LiveSeq
-    response: aiohttp.ClientResponse
-    chunks: AsyncIterator[bytes]
+    response: UpstreamResponse
     first_chunk: bytes
     sent_s: float
 
@@ -214,7 +214,8 @@ class Dispatcher:
             seq = queue.enqueue(call.request, call.request.prompt_tokens)
         except QueueFullError as error:
             raise HttpError(429, "queue_full", f"queue of {error} is full", 1.0) from error
-        self.metrics.routed.labels(backend.name).inc()
+        metrics = self.metrics
+        metrics.labelled(metrics.routed, backend.name).inc()
         try:
             if not seq.admitted.done():  # admitted on enqueue (the common case): no timer needed
                 await asyncio.wait_for(seq.admitted, timeout=max(deadline - time.monotonic(), 0.0))
@@ -224,7 +225,7 @@ class Dispatcher:
         except BaseException:
             queue.withdraw(seq)
             raise
-        self.metrics.queue_time.labels(backend.name).observe(self.clock() - seq.enqueue_s)
+        metrics.labelled(metrics.queue_time, backend.name).observe(self.clock() - seq.enqueue_s)
         try:
             return await self._forward(call, backend, queue, seq)
         except BaseException:
@@ -232,24 +233,20 @@ class Dispatcher:
             raise
 
     async def _forward(self, call: Call, backend: Backend, queue: InstanceQueue, seq: LiveSeq) -> Attempt:
-        payload = json.dumps(backend_body(call, backend.config, self.config, self.clock())).encode()
-        headers = {"x-request-id": call.request.id, "content-type": "application/json"}
+        payload = json_bytes(backend_body(call, backend.config, self.config, self.clock()))
         sent_s = self.clock()
         timeout_s = self.config.timeouts.first_byte_s
         try:
-            response = await asyncio.wait_for(
-                backend.session.post(backend.url + call.path, data=payload, headers=headers), timeout_s
+            response = await backend.pool.request(
+                "POST", call.path, payload, {"x-request-id": call.request.id}, timeout_s
             )
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as error:
+        except UpstreamError as error:
             if is_broken(error):
                 backend.mark_down(f"{type(error).__name__}: {error}")
             raise _Retry(f"{backend.name}: {type(error).__name__}") from error
-        except (TimeoutError, aiohttp.ClientError) as error:
-            raise _Retry(f"{backend.name}: {type(error).__name__}") from error
-        chunks = response.content.iter_any() if call.stream else whole_body(response)
         try:
-            first = await asyncio.wait_for(anext(chunks, b""), timeout_s)
-        except (TimeoutError, aiohttp.ClientError) as error:
+            first = await (response.next_chunk(timeout_s) if call.stream else response.read(timeout_s))
+        except UpstreamError as error:
             response.close()
             if is_broken(error):
                 backend.mark_down(f"{type(error).__name__} before first byte")
@@ -258,31 +255,37 @@ class Dispatcher:
             response.close()
             raise
         if response.status >= 500:
-            response.close()
+            close_response(response, response.complete)
             raise _Retry(f"{backend.name}: HTTP {response.status}")
         call.backend = backend.name
-        return Attempt(backend, queue, seq, response, chunks, first, sent_s)
+        return Attempt(backend, queue, seq, response, first, sent_s)
 
-    async def relay(self, call: Call, attempt: Attempt) -> AsyncIterator[bytes]:
-        """Stream the backend's bytes to the client, counting tokens; always finishes the call."""
+    async def relay(self, call: Call, attempt: Attempt, write: Callable[[bytes, bool], Awaitable[None]]) -> None:
+        """Stream the backend's bytes to the client through ``write(data, last)``, counting tokens; the
+        last write (``last=True``, possibly empty) ends the client's body. Always finishes the call
+        (cancellation included: the client left)."""
         outcome, reason = Outcome.CANCELLED, "client_disconnected"
-        counter = TokenCounter(attempt.seq, self.clock)
+        tokens = StreamTokens(attempt.seq, self.clock, strip_usage=adds_usage(call.body))
+        response, read_s = attempt.response, self.config.timeouts.read_s
         try:
-            counter.feed(attempt.first_chunk)
-            yield attempt.first_chunk
-            async for chunk in attempt.chunks:
-                counter.feed(chunk)
-                yield chunk
-            ok = attempt.response.status < 400
+            chunk = attempt.first_chunk
+            while not response.complete:  # complete: the body ended and every byte was taken
+                out = tokens.feed(chunk)
+                if out:
+                    await write(out, False)
+                chunk = await response.next_chunk(read_s)
+            # The end of the body goes out with the last bytes (one write less per stream).
+            await write(tokens.feed(chunk) + tokens.flush(), True)
+            ok = response.status < 400
             outcome, reason = (Outcome.COMPLETED, "ok") if ok else (Outcome.FAILED, "backend_4xx")
-        except (aiohttp.ClientError, TimeoutError) as error:
+        except UpstreamError as error:
             if is_broken(error):
                 attempt.backend.mark_down(f"{type(error).__name__} mid-stream")
             outcome, reason = Outcome.FAILED, "backend_stream_broken"
             message = {"error": {"message": f"backend failed mid-stream: {type(error).__name__}", "code": 502}}
-            yield f"data: {json.dumps(message)}\n\n".encode()
+            await write(f"data: {json.dumps(message)}\n\n".encode(), True)
         finally:
-            close_response(attempt.response, outcome is Outcome.COMPLETED)
+            close_response(response, outcome is Outcome.COMPLETED)
             call.output_tokens = attempt.seq.num_output_tokens
             self.finish(call, outcome, reason, attempt)
 
@@ -314,10 +317,11 @@ class Dispatcher:
         call.outcome, call.reason = outcome.value, reason
         now = self.clock()
         call.finish_s = now
-        self.metrics.requests.labels(outcome.value, reason).inc()
+        metrics = self.metrics
+        metrics.labelled(metrics.requests, outcome.value, reason).inc()
         if attempt is None:
             if outcome is Outcome.REJECTED:
-                self.metrics.rejections.labels(reason).inc()
+                metrics.labelled(metrics.rejections, reason).inc()
             return
         seq = attempt.seq
         call.first_token_s = seq.first_token_s
@@ -328,9 +332,10 @@ class Dispatcher:
     def _learn(self, call: Call, attempt: Attempt, now: float) -> None:
         request, seq, name = call.request, attempt.seq, attempt.backend.name
         latency = now - request.arrival_s
-        self.metrics.request_latency.labels(name).observe(latency)
+        metrics = self.metrics
+        metrics.labelled(metrics.request_latency, name).observe(latency)
         if seq.first_token_s is not None:
-            self.metrics.ttft.labels(name).observe(seq.first_token_s - request.arrival_s)
+            metrics.labelled(metrics.ttft, name).observe(seq.first_token_s - request.arrival_s)
         if call.output_tokens > 0:
             self.context.output_predictor.observe(request, call.output_tokens)
         if self._observer is not None:
@@ -346,12 +351,12 @@ class Dispatcher:
         self._count_slo(call, now)
 
     def _count_slo(self, call: Call, now: float) -> None:
-        request = call.request
+        request, metrics = call.request, self.metrics
         if math.isfinite(request.deadline_s):
-            self.metrics.slo.labels("deadline", str(now <= request.deadline_s).lower()).inc()
+            metrics.labelled(metrics.slo, "deadline", "true" if now <= request.deadline_s else "false").inc()
         if request.ttft_slo_s is not None and call.first_token_s is not None:
             met = call.first_token_s - request.arrival_s <= request.ttft_slo_s
-            self.metrics.slo.labels("ttft", str(met).lower()).inc()
+            metrics.labelled(metrics.slo, "ttft", "true" if met else "false").inc()
         if (
             request.tpot_slo_s is not None
             and call.stream
@@ -359,4 +364,4 @@ class Dispatcher:
             and call.output_tokens >= 2
         ):
             tpot = (now - call.first_token_s) / (call.output_tokens - 1)
-            self.metrics.slo.labels("tpot", str(tpot <= request.tpot_slo_s).lower()).inc()
+            metrics.labelled(metrics.slo, "tpot", "true" if tpot <= request.tpot_slo_s else "false").inc()
