@@ -11,6 +11,13 @@ from slosched.core.errors import ConfigError
 from slosched.perf.profile_fit import MeasuredProfile, fit_profile
 from slosched.serve.stub import StubBackend, StubBehaviour, serve_app
 from slosched.tuning.engine_profile import ADMISSION_WIDTHS, SweepDesign, fit_request_overhead_s, run_sweep
+from slosched.tuning.frontend_probe import (
+    BACKGROUND_CALL,
+    BACKGROUND_STREAMS,
+    PROBE_WIDTH,
+    token_cost_s,
+    tokens_between,
+)
 from slosched.tuning.openai_client import OpenAIClient
 
 DELAY_S = 0.02
@@ -33,11 +40,14 @@ def test_sweep_against_the_stub_measures_its_token_delay(tmp_path: Path) -> None
     # exactly 5 tokens with ignore_eos, each prompt a token-id list of the wave's length.
     bursts = [body for _, body in stub.received if body["max_tokens"] == 1]
     waves = [body for _, body in stub.received if body["max_tokens"] == 5]
-    assert len(bursts) == 3 * sum(ADMISSION_WIDTHS) and len(waves) == sum(k for _, k, _ in design.points())
+    # (and three bursts of PROBE_WIDTH while BACKGROUND_STREAMS long streams decode: the per-token cost)
+    assert len(bursts) == 3 * sum(ADMISSION_WIDTHS) + 3 * PROBE_WIDTH
+    background = [body for _, body in stub.received if body["max_tokens"] == BACKGROUND_CALL[1]]
+    assert len(background) == BACKGROUND_STREAMS and len(waves) == sum(k for _, k, _ in design.points())
     assert all(body["ignore_eos"] and body["stream"] for body in waves)
     assert sorted(len(body["prompt"]) for body in waves) == sorted(p for p, k, _ in design.points() for _ in range(k))
     # The stub answers instantly: its front end costs (almost) nothing per request.
-    assert 0.0 <= sweep_result.request_overhead_s < DELAY_S
+    assert 0.0 <= sweep_result.request_overhead_s < DELAY_S and sweep_result.token_overhead_s >= 0.0
     prefill = [obs for obs in observations if obs.num_prefill_tokens > 0]
     decode = [obs for obs in observations if obs.num_decode_seqs > 0]
     assert sorted(obs.num_prefill_tokens for obs in prefill) == sorted(p for p, k, _ in design.points() if k == 1)
@@ -66,3 +76,11 @@ def test_request_overhead_is_the_slope_of_burst_time_over_width() -> None:
     assert fit_request_overhead_s(samples) == pytest.approx(0.005, rel=0.01)
     assert fit_request_overhead_s([(1, 0.02), (8, 0.01), (32, 0.005)]) == 0.0  # never negative
     assert fit_request_overhead_s([(8, 0.02)]) == 0.0
+
+
+def test_token_cost_from_the_stretch_of_a_loaded_burst() -> None:
+    # Idle burst 80 ms, 160 ms while 2,000 tokens/s stream: busy half the time, 0.25 ms per token.
+    assert token_cost_s(0.08, 0.16, 2000.0) == pytest.approx(0.5 / 2000.0)
+    assert token_cost_s(0.08, 0.07, 2000.0) == 0.0  # faster when loaded: no measurable cost
+    assert token_cost_s(0.08, 100.0, 10.0) == pytest.approx(0.95 / 10.0)  # capped below saturation
+    assert tokens_between([0.1, 0.2, 0.3, 0.4], [1, 3, 4, 6], 0.15, 0.35) == 3

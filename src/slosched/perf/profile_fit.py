@@ -68,6 +68,7 @@ class MeasuredStepModel:
     kv_block_size: int | None = None
     request_overhead_s: float = 0.0  # the engine front end's serial cost per request (before the engine sees it)
     request_latency_s: float = 0.0  # constant latency a request adds besides engine steps (HTTP, hand-offs)
+    token_overhead_s: float = 0.0  # the front end's work per streamed token (slows its admissions under load)
 
     def step_time_s(
         self, num_prefill_tokens: int, prefill_context_tokens: int, num_decode_seqs: int, decode_context_tokens: int
@@ -150,6 +151,7 @@ class MeasuredProfile:
     source: dict[str, Any] = field(default_factory=dict)
     request_overhead_s: float = 0.0
     request_latency_s: float = 0.0
+    token_overhead_s: float = 0.0
 
     def param(self, name: str) -> tuple[float, float, float]:
         """``(estimate, ci_low, ci_high)`` of one parameter."""
@@ -162,7 +164,7 @@ class MeasuredProfile:
         fixed, prefill_token, prefill_pair, decode_seq, kv_token = (max(0.0, value) for value in self.estimates)
         return MeasuredStepModel(
             fixed, prefill_token, prefill_pair, decode_seq, kv_token, self.num_gpu_blocks, self.block_size,
-            max(0.0, self.request_overhead_s), max(0.0, self.request_latency_s),
+            max(0.0, self.request_overhead_s), max(0.0, self.request_latency_s), max(0.0, self.token_overhead_s),
         )  # fmt: skip
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -215,6 +217,7 @@ class MeasuredProfile:
                 source=dict(data.get("source") or {}),
                 request_overhead_s=float(data.get("request_overhead_s", 0.0)),
                 request_latency_s=float(data.get("request_latency_s", 0.0)),
+                token_overhead_s=float(data.get("token_overhead_s", 0.0)),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ConfigError(where, f"malformed profile: {error!r}") from None

@@ -230,18 +230,29 @@ class ClusterSim:
             chosen.note_routed(request)
         self._pending[request.id] = _Pending(request, job, call)
         output_tokens = min(call.output_tokens, self._models[chosen.index].max_model_len - request.prompt_tokens)
-        serial, constant = self._frontend_s[chosen.index]
+        serial, constant, per_token = self._frontend_s[chosen.index]
         if serial <= 0 and constant <= 0:
             seq = Seq(request, output_tokens, self.kernel.now_s, 0, request.prompt_tokens)
             self.instances[chosen.index].enqueue(seq)
             return
         # A measured engine's API server admits requests one after another, each costing ``serial``
-        # seconds (a burst reaches the engine spread out), and every request spends ``constant`` seconds
-        # in HTTP and hand-offs; the engine sees it that much later.
-        admitted = max(self.kernel.now_s, self._frontend_free_s[chosen.index]) + serial
+        # seconds (a burst reaches the engine spread out), stretched while it also streams tokens (it
+        # shares its time: processor sharing), and every request spends ``constant`` seconds in HTTP and
+        # hand-offs; the engine sees it that much later.
+        busy = min(self._streamed_tokens_per_s(chosen.index) * per_token, 0.9)
+        admitted = max(self.kernel.now_s, self._frontend_free_s[chosen.index]) + serial / (1.0 - busy)
         self._frontend_free_s[chosen.index] = admitted
         seq = Seq(request, output_tokens, admitted + constant, 0, request.prompt_tokens)
         self.kernel.schedule(admitted + constant, self._enqueue_after_frontend, (chosen.index, seq))
+
+    def _streamed_tokens_per_s(self, index: int) -> float:
+        """Tokens per second the instance's decode cohort produces now (one per member per step)."""
+        cohort = self.instances[index].cohort
+        members = len(cohort)
+        if members == 0:
+            return 0.0
+        step = self._models[index].truth.step_time_s(0, 0, members, cohort.context_tokens)
+        return members / step if step > 0 else 0.0
 
     def _enqueue_after_frontend(self, payload: tuple[int, Seq]) -> None:
         index, seq = payload

@@ -68,13 +68,14 @@ class InstanceModels:
         return _call_latency(self.truth, input_tokens, output_tokens)
 
     @property
-    def frontend_s(self) -> tuple[float, float]:
-        """``(serial, constant)``: the engine front end's (API server's) serial cost per request and the
-        constant latency a request spends outside engine steps; only a measured profile knows them (the
-        roofline models the engine alone)."""
+    def frontend_s(self) -> tuple[float, float, float]:
+        """``(serial, constant, per_token)``: the engine front end's (API server's) serial cost per request,
+        the constant latency a request spends outside engine steps, and the front end's work per streamed
+        token; only a measured profile knows them (the roofline models the engine alone)."""
         if isinstance(self.truth, MeasuredStepModel):
-            return self.truth.request_overhead_s, self.truth.request_latency_s
-        return 0.0, 0.0
+            truth = self.truth
+            return truth.request_overhead_s, truth.request_latency_s, truth.token_overhead_s
+        return 0.0, 0.0, 0.0
 
 
 @functools.lru_cache(maxsize=64)

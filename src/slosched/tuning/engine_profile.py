@@ -41,6 +41,7 @@ import numpy as np
 from slosched.core.errors import ConfigError
 from slosched.core.views import StepObservation
 from slosched.perf.profile_fit import MeasuredProfile, fit_profile
+from slosched.tuning import frontend_probe
 from slosched.tuning.openai_client import EndpointError, OpenAIClient, aiter_sse_lines
 from slosched.tuning.prompts import prompt_ids
 from slosched.tuning.saber_profile import ProfileCall
@@ -229,14 +230,34 @@ async def _read_kv_capacity(http: httpx.AsyncClient) -> tuple[int | None, int | 
     return None, None
 
 
+async def _token_cost(
+    http: httpx.AsyncClient, client: OpenAIClient, salt: int, idle: Sequence[tuple[int, float]], overhead: float
+) -> float:
+    """The front end's cost per streamed token (``tuning.frontend_probe``), against idle bursts of the same width."""
+    idle_bursts = [seconds for width, seconds in idle if width == frontend_probe.PROBE_WIDTH]
+    if not idle_bursts:
+        return 0.0
+    prompt, tokens = frontend_probe.BACKGROUND_CALL
+    call = ProfileCall(prompt, tokens)
+    loaded, rate = await frontend_probe.loaded_bursts(
+        http,
+        lambda i: _one_token(http, client, i),
+        lambda i: _stream_tokens(http, client, call, i),
+        salt,
+        settle_s=0.5 + frontend_probe.BACKGROUND_STREAMS * overhead,
+    )
+    return frontend_probe.token_cost_s(statistics.mean(idle_bursts), loaded, rate)
+
+
 @dataclass(slots=True, frozen=True)
 class SweepResult:
     """What a sweep measured: step observations, the KV capacity ``(blocks, block size)`` if the engine
-    exposes it, and the front end's serial cost per request (seconds)."""
+    exposes it, the front end's serial cost per request and its cost per streamed token (seconds)."""
 
     observations: list[StepObservation]
     capacity: tuple[int | None, int | None]
     request_overhead_s: float
+    token_overhead_s: float = 0.0
 
 
 async def run_sweep(
@@ -252,8 +273,10 @@ async def run_sweep(
     ) as http:
         capacity = await _read_kv_capacity(http)
         salt = secrets.randbits(40) << 20  # a fresh id space: nothing an earlier sweep cached is hit
-        overhead = fit_request_overhead_s(await admission_samples(http, client, salt))
-        salt += 1 << 16
+        samples = await admission_samples(http, client, salt)
+        overhead = fit_request_overhead_s(samples)
+        token_cost = await _token_cost(http, client, salt + (1 << 16), samples, overhead)
+        salt += 1 << 17
         for prompt, k, out in design.points():
             if on_point is not None:
                 on_point(prompt, k, out)
@@ -261,7 +284,7 @@ async def run_sweep(
             traces = await asyncio.gather(*(_stream_tokens(http, client, call, salt + i) for i in range(k)))
             salt += k
             observations.extend(wave_observations(prompt, traces, design.max_batched_tokens, overhead))
-    return SweepResult(observations, capacity, overhead)
+    return SweepResult(observations, capacity, overhead, token_cost)
 
 
 def profile_endpoint(
@@ -284,4 +307,5 @@ def profile_endpoint(
         sweep.observations, num_gpu_blocks=blocks, block_size=block_size, source=source, prefill_rows_are_ttfts=True
     )
     profile.request_overhead_s = sweep.request_overhead_s
+    profile.token_overhead_s = sweep.token_overhead_s
     return profile
