@@ -200,15 +200,13 @@ def serve(
     port: Annotated[int | None, typer.Option(help="port (default: the config's)")] = None,
 ) -> None:
     """Run the gateway in front of vLLM servers."""
-    import uvicorn
-
-    from slosched.serve.app import create_app
+    from slosched.serve.app import run_gateway
     from slosched.serve.config import load_config
 
     config = load_config(config_path)
     bind_host, bind_port = host or config.host, port if port is not None else config.port
     err.print(f"slosched gateway on http://{bind_host}:{bind_port} ({len(config.backends)} backends)")
-    uvicorn.run(create_app(config), host=bind_host, port=bind_port, log_level="warning")
+    run_gateway(config, bind_host, bind_port)
 
 
 @app.command()
