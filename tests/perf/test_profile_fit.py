@@ -188,3 +188,18 @@ def test_a_constant_request_latency_in_ttft_rows_is_separated_from_the_steps() -
     assert model.no_contention_latency_s(100, 1) == pytest.approx(latency + TRUE.step_time_s(100, 0, 0, 0), rel=0.01)
     # Without the flag no step model explains both the TTFT rows and the decode rows.
     assert fit_profile(observations).residual_rel_std > 10 * profile.residual_rel_std
+
+
+def test_an_attention_cost_indistinguishable_from_zero_is_dropped() -> None:
+    """No attention cost in the truth: the fit holds the pair coefficient at 0, with an interval around 0."""
+    flat = MeasuredStepModel(0.006, 6e-5, 0.0, 1.5e-4, 4e-8)
+    rng = np.random.default_rng(8)
+    design = SweepDesign(prompt_lengths=(64, 256, 512, 1024, 2048), concurrencies=(1, 3, 8), output_lengths=(24,))
+    observations = []
+    for prompt, k, out in design.points():
+        for obs in wave_observations(prompt, synthetic_wave(flat, prompt, k, out, rng, 0.0), 8192):
+            observations.append(replace(obs, durations_s=(obs.durations_s[0] * (1 + 0.03 * rng.standard_normal()),)))
+    profile = fit_profile(observations)
+    estimate, low, high = profile.param("prefill_pair_s")
+    assert estimate == 0.0 and low <= 0.0 <= high
+    assert profile.param("prefill_token_s")[0] == pytest.approx(6e-5, rel=0.1)

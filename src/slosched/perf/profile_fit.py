@@ -30,6 +30,7 @@ from slosched.core.errors import ConfigError
 from slosched.core.views import StepObservation
 
 PARAMS = ("fixed_s", "prefill_token_s", "prefill_pair_s", "decode_seq_s", "kv_token_s")
+PAIR = PARAMS.index("prefill_pair_s")
 FORMAT_VERSION = 1
 
 
@@ -248,16 +249,19 @@ def fit_profile(
     if not np.all(np.isfinite(y)) or np.any(y <= 0):
         raise ConfigError("observations", "step durations must be finite and > 0")
     _check_identifiable(x / y[:, None], names)
-    beta, jacobian, residuals = _robust_log_fit(x, y)
+    beta, jacobian, residuals, pruned = _fit_pruning_pairs(x, y, confidence)
     dof = len(y) - len(names)
     s2 = float(residuals @ residuals) / dof
     cov = s2 * np.linalg.pinv(jacobian.T @ jacobian)
     half = float(stats.t.ppf(0.5 + confidence / 2, dof)) * np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    low, high = beta - half, beta + half
+    if pruned is not None:  # the dropped coefficient keeps the interval it had (it includes 0)
+        low[PAIR], high[PAIR] = pruned
     steps = len(PARAMS)
     return MeasuredProfile(
         estimates=tuple(float(v) for v in beta[:steps]),
-        ci_low=tuple(float(v) for v in (beta - half)[:steps]),
-        ci_high=tuple(float(v) for v in (beta + half)[:steps]),
+        ci_low=tuple(float(v) for v in low[:steps]),
+        ci_high=tuple(float(v) for v in high[:steps]),
         num_steps=len(y),
         residual_rel_std=math.sqrt(s2),
         confidence=confidence,
@@ -267,6 +271,40 @@ def fit_profile(
         source=source or {},
         request_latency_s=float(beta[steps]) if len(beta) > steps else 0.0,
     )
+
+
+def _fit_pruning_pairs(
+    x: np.ndarray, y: np.ndarray, confidence: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[float, float] | None]:
+    """The robust fit; when the attention-pair coefficient is indistinguishable from 0 (its interval
+    reaches 0), refit without it and return its first interval. Why: a noise-driven pair cost would be
+    charged to every multi-sequence prefill step (the step features cost a step's prefill as one chunk)."""
+    beta, jacobian, residuals = _robust_log_fit(x, y)
+    half = _ci_half_widths(jacobian, residuals, confidence)[PAIR]
+    if not 0 < beta[PAIR] <= half:
+        return beta, jacobian, residuals, None
+    interval = (float(beta[PAIR] - half), float(beta[PAIR] + half))
+    without = x.copy()
+    without[:, PAIR] = 0.0
+    beta, jacobian, residuals = _robust_log_fit_fixed(without, y, PAIR)
+    return beta, jacobian, residuals, interval
+
+
+def _ci_half_widths(jacobian: np.ndarray, residuals: np.ndarray, confidence: float) -> np.ndarray:
+    dof = max(len(residuals) - jacobian.shape[1], 1)
+    cov = float(residuals @ residuals) / dof * np.linalg.pinv(jacobian.T @ jacobian)
+    return float(stats.t.ppf(0.5 + confidence / 2, dof)) * np.sqrt(np.clip(np.diag(cov), 0.0, None))
+
+
+def _robust_log_fit_fixed(x: np.ndarray, y: np.ndarray, zero: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_robust_log_fit`` with coefficient ``zero`` held at 0 (its column is all zeros)."""
+    kept = [i for i in range(x.shape[1]) if i != zero]
+    beta_kept, jacobian_kept, residuals = _robust_log_fit(x[:, kept], y)
+    beta = np.zeros(x.shape[1])
+    beta[kept] = beta_kept
+    jacobian = np.zeros((len(y), x.shape[1]))
+    jacobian[:, kept] = jacobian_kept
+    return beta, jacobian, residuals
 
 
 def _robust_log_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

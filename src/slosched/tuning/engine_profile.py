@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import secrets
 import statistics
@@ -42,6 +43,7 @@ from slosched.core.errors import ConfigError
 from slosched.core.views import StepObservation
 from slosched.perf.profile_fit import MeasuredProfile, fit_profile
 from slosched.tuning import frontend_probe
+from slosched.tuning.frontend_probe import tokens_between
 from slosched.tuning.openai_client import EndpointError, OpenAIClient, aiter_sse_lines
 from slosched.tuning.prompts import prompt_ids
 from slosched.tuning.saber_profile import ProfileCall
@@ -115,28 +117,29 @@ def wave_observations(
 
 def _decode_observation(prompt_tokens: int, traces: Sequence[RequestTrace]) -> StepObservation | None:
     """The wave's mean decode step while every request decodes: from the moment the last request got its
-    first token (all prefills done) to the moment the first request finished. Per request, tokens over
-    time between its first and last chunk inside that window; the median over requests. A decode step is
-    linear in its context, so the mean step equals the step at the mean context, which is what the
-    observation records. None when the window holds no two chunks of any request."""
+    first token (all prefills done) to the moment the first request finished, every step emits one token
+    per request, so the step lasts ``window * k / tokens`` with ``tokens`` counted over all streams in the
+    window (aggregating streams cancels one stream's burst reads). A decode step is linear in its context,
+    so the mean step is the step at the window's mean context, which the observation records. None when
+    the window saw fewer than two tokens per request."""
     settled = max(trace.token_times_s[0] for trace in traces)
-    first_done = min(trace.token_times_s[-1] for trace in traces)
-    step_s: list[float] = []
-    mean_count: list[float] = []
-    for trace in traces:
-        counts = trace.counts()
-        inside = [i for i, t in enumerate(trace.token_times_s) if settled <= t <= first_done]
-        if len(inside) < 2 or counts[inside[-1]] <= counts[inside[0]]:
-            continue
-        first, last = inside[0], inside[-1]
-        step_s.append((trace.token_times_s[last] - trace.token_times_s[first]) / (counts[last] - counts[first]))
-        mean_count.append((counts[first] + 1 + counts[last]) / 2)  # counts produced by the measured steps
-    if not step_s:
-        return None
+    first = min(traces, key=lambda trace: trace.token_times_s[-1])
+    first_done = first.token_times_s[-1]
     k = len(traces)
+    own = tokens_between(first.token_times_s, first.counts(), settled, first_done)
+    if first_done <= settled or own < 2:
+        return None
+    # Tokens of one step reach the streams at slightly different moments: count each stream's tokens up
+    # to half a step past the window's ends so a step is counted whole or not at all.
+    slack = (first_done - settled) / own / 2
+    tokens = sum(tokens_between(t.token_times_s, t.counts(), settled + slack, first_done + slack) for t in traces)
+    if tokens < 2 * k:
+        return None
+    middle = (settled + first_done) / 2
+    count = statistics.median(tokens_between(t.token_times_s, t.counts(), -math.inf, middle) for t in traces)
     # The step producing the c-th token reads a KV of prompt + c - 2 tokens per sequence.
-    context = round(k * (prompt_tokens + statistics.median(mean_count) - 2))
-    return StepObservation(0, 0, k, context, (statistics.median(step_s),))
+    context = round(k * (prompt_tokens + count - 1.5))
+    return StepObservation(0, 0, k, context, ((first_done - settled) * k / tokens,))
 
 
 async def _stream_tokens(http: httpx.AsyncClient, client: OpenAIClient, call: ProfileCall, salt: int) -> RequestTrace:
@@ -230,6 +233,17 @@ async def _read_kv_capacity(http: httpx.AsyncClient) -> tuple[int | None, int | 
     return None, None
 
 
+async def _warm_up(http: httpx.AsyncClient, client: OpenAIClient, design: SweepDesign, salt: int) -> None:
+    """One untimed pass over the sweep's extremes: a fresh server runs its first steps of each new shape
+    (longest prompt, widest batch) several times slower, which would land in the fit as outliers."""
+    widest = max(design.concurrencies)
+    for length in design.prompt_lengths:
+        await _stream_tokens(http, client, ProfileCall(length, 4), salt)
+        salt += 1
+    call = ProfileCall(min(design.prompt_lengths), 16)
+    await asyncio.gather(*(_stream_tokens(http, client, call, salt + i) for i in range(widest)))
+
+
 async def _token_cost(
     http: httpx.AsyncClient, client: OpenAIClient, salt: int, idle: Sequence[tuple[int, float]], overhead: float
 ) -> float:
@@ -273,6 +287,7 @@ async def run_sweep(
     ) as http:
         capacity = await _read_kv_capacity(http)
         salt = secrets.randbits(40) << 20  # a fresh id space: nothing an earlier sweep cached is hit
+        await _warm_up(http, client, design, salt - (1 << 18))
         samples = await admission_samples(http, client, salt)
         overhead = fit_request_overhead_s(samples)
         token_cost = await _token_cost(http, client, salt + (1 << 16), samples, overhead)
