@@ -37,6 +37,9 @@ from slosched.tuning.engine_profile import SweepDesign, profile_endpoint
 from slosched.tuning.openai_client import OpenAIClient
 
 LAYERS = 4
+# Eager mode: torch.compile specializes on new step shapes during a run, and a fresh server meeting new
+# shapes stalls for seconds now and then, which no step model can predict.
+ENGINE_ARGS = ("--enforce-eager",)
 LOADS = {"light": 0.25, "medium": 0.5, "heavy": 0.75}
 RESULTS_DIR = Path("docs/results/fidelity")
 SEED = 11
@@ -99,7 +102,7 @@ def run(quick: bool) -> dict[str, Any]:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="slosched-fidelity-") as tmp:
         work = Path(tmp)
-        servers = start_servers([LAYERS], work, priority=False)
+        servers = start_servers([LAYERS], work, priority=False, extra_args=ENGINE_ARGS)
         try:
             wait_ready(servers, timeout_s=900)
             startup_s = time.monotonic() - started
