@@ -29,7 +29,7 @@ def write_report(figures: dict[str, Any], path: Path = REPORT) -> Path:
     lines = [
         "# Simulator fidelity against a real vLLM engine (`slosched bench fidelity`)",
         "",
-        "One vLLM 0.32.0 CPU server (tiny random-weight 4-layer model, vLLM's default scheduler) profiled by",
+        "One vLLM 0.32.0 CPU server (tiny random-weight 4-layer model, vLLM's default scheduler, eager mode) profiled by",
         "`slosched profile`'s sweep, then every trace replayed against it and simulated with the measured",
         "profile as truth (`chunked-fcfs`, the server's limits, no noise). Cells: real / simulated (error).",
         "",

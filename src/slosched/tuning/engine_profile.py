@@ -143,6 +143,15 @@ def _decode_observation(prompt_tokens: int, traces: Sequence[RequestTrace]) -> S
 
 
 async def _stream_tokens(http: httpx.AsyncClient, client: OpenAIClient, call: ProfileCall, salt: int) -> RequestTrace:
+    """``_stream_once``, sent again once if the connection failed before any answer (a keep-alive
+    connection the server closed while it sat idle in the pool)."""
+    try:
+        return await _stream_once(http, client, call, salt)
+    except (httpx.ReadError, httpx.RemoteProtocolError, httpx.ConnectError):
+        return await _stream_once(http, client, call, salt)
+
+
+async def _stream_once(http: httpx.AsyncClient, client: OpenAIClient, call: ProfileCall, salt: int) -> RequestTrace:
     """One streamed completion with per-chunk usage (``continuous_usage_stats``: the token count at every
     chunk, exact even when a chunk packs several tokens). The prompt is ``call.input_tokens`` token ids
     unique to ``salt``: exact length, no prefix-cache hits."""
