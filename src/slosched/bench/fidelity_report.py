@@ -29,8 +29,8 @@ def write_report(figures: dict[str, Any], path: Path = REPORT) -> Path:
     lines = [
         "# Simulator fidelity against a real vLLM engine (`slosched bench fidelity`)",
         "",
-        "One vLLM 0.32.0 CPU server (tiny random-weight 4-layer model, vLLM's default scheduler, eager mode) profiled by",
-        "`slosched profile`'s sweep, then every trace replayed against it and simulated with the measured",
+        "One vLLM 0.32.0 CPU server (tiny random-weight 4-layer model, vLLM's default scheduler, eager mode)",
+        "profiled by `slosched profile`'s sweep, then every trace replayed against it and simulated with the measured",
         "profile as truth (`chunked-fcfs`, the server's limits, no noise). Cells: real / simulated (error).",
         "",
         f"- mean absolute error of the mean latencies: **{figures['mean_abs_error_pct']:.1f}%**",
