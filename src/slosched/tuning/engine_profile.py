@@ -27,7 +27,6 @@ Policies never see this module; it only measures. Optionally reads the engine's 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import re
 import secrets
@@ -44,7 +43,7 @@ from slosched.core.views import StepObservation
 from slosched.perf.profile_fit import MeasuredProfile, fit_profile
 from slosched.tuning import frontend_probe
 from slosched.tuning.frontend_probe import tokens_between
-from slosched.tuning.openai_client import EndpointError, OpenAIClient, aiter_sse_lines
+from slosched.tuning.openai_client import EndpointError, OpenAIClient, aiter_sse_lines, sse_event
 from slosched.tuning.prompts import prompt_ids
 from slosched.tuning.saber_profile import ProfileCall
 
@@ -174,17 +173,9 @@ async def _stream_once(http: httpx.AsyncClient, client: OpenAIClient, call: Prof
 
 def _chunk_token_count(line: str, previous: int) -> int | None:
     """Tokens generated so far after this SSE line: its usage count, else one more per chunk with choices."""
-    if not line.startswith("data:"):
+    event = sse_event(line)
+    if not isinstance(event, dict):
         return None
-    payload = line[len("data:") :].strip()
-    if payload == "[DONE]":
-        return None
-    try:
-        event = json.loads(payload)
-    except json.JSONDecodeError as error:
-        raise EndpointError(f"malformed stream event {payload[:120]!r}") from error
-    if "error" in event:
-        raise EndpointError(f"stream error: {event['error']}")
     usage = event.get("usage")
     if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
         return int(usage["completion_tokens"])

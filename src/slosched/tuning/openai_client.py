@@ -111,19 +111,31 @@ async def aiter_sse_lines(response: httpx.Response) -> AsyncIterator[str]:
         yield pending.rstrip(b"\r").decode("utf-8", errors="replace")
 
 
-def _read_event(line: str, stream: _Stream) -> bool:
-    """Fold one server-sent-events line into ``stream``; True at ``data: [DONE]``."""
+DONE = "[DONE]"
+
+
+def sse_event(line: str) -> dict[str, Any] | str | None:
+    """One server-sent-events line of an OpenAI stream: its JSON event, ``DONE`` at ``data: [DONE]``, None
+    for other lines; a malformed event or an error event raises ``EndpointError``."""
     if not line.startswith("data:"):
-        return False
+        return None
     payload = line[len("data:") :].strip()
-    if payload == "[DONE]":
-        return True
+    if payload == DONE:
+        return DONE
     try:
         event = json.loads(payload)
     except json.JSONDecodeError as error:
         raise EndpointError(f"malformed stream event {payload[:120]!r}") from error
     if "error" in event:
         raise EndpointError(f"stream error: {event['error']}")
+    return dict(event)
+
+
+def _read_event(line: str, stream: _Stream) -> bool:
+    """Fold one server-sent-events line into ``stream``; True at ``data: [DONE]``."""
+    event = sse_event(line)
+    if not isinstance(event, dict):
+        return event == DONE
     usage = event.get("usage")
     if usage and usage.get("completion_tokens") is not None:
         stream.usage_tokens = int(usage["completion_tokens"])
