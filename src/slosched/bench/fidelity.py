@@ -1,7 +1,7 @@
 """``slosched bench fidelity``: how closely the simulator predicts a real vLLM engine.
 
-One vLLM CPU server (tiny random-weight model, vLLM's default scheduler: FCFS with chunked prefill,
-``max_num_batched_tokens`` 2048, 128 sequences, prefix caching, 128-token blocks) is profiled with
+One vLLM CPU server (tiny random-weight model, eager mode, vLLM's default scheduler: FCFS with chunked
+prefill, ``max_num_batched_tokens`` 2048, 128 sequences, prefix caching, 128-token blocks) is profiled with
 ``slosched profile``'s sweep; then each trace (chat, code mix, Text-to-SQL workflows, relQueries) at a
 light, medium and heavy load (fractions of the capacity estimated from the profile) is replayed directly
 against it (``fidelity.replay``) and simulated with the profile as the instance's truth and the matching
