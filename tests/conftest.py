@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -66,17 +67,26 @@ class _Running:
 
 
 @pytest.fixture(scope="session")
-def vllm_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ServerAddress]]:
-    existing = os.environ.get("SLOSCHED_VLLM_URLS")  # reuse servers already running (development loop)
-    if existing:
-        yield [_Running(f"vllm-{i}", url) for i, url in enumerate(existing.split(","))]
-        return
+def vllm_python() -> Path:
+    """The vLLM virtualenv's interpreter; skips the test without it (fails under SLOSCHED_REQUIRE_VLLM)."""
     python = default_vllm_python()
     if not python.exists():
         message = f"vLLM virtualenv not found at {python} (run `make vllm-venv`)"
         if os.environ.get("SLOSCHED_REQUIRE_VLLM"):
             pytest.fail(message)
         pytest.skip(message)
+    return python
+
+
+@pytest.fixture(scope="session")
+def vllm_servers(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[ServerAddress]]:
+    existing = os.environ.get("SLOSCHED_VLLM_URLS")  # reuse servers already running (development loop)
+    if existing:
+        yield [_Running(f"vllm-{i}", url) for i, url in enumerate(existing.split(","))]
+        return
+    python: Path = request.getfixturevalue("vllm_python")  # only needed when no servers are given
     servers = start_servers([2, 8], tmp_path_factory.mktemp("vllm"), python=python, priority=True)
     try:
         wait_ready(servers, timeout_s=900)

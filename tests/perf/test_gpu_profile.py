@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +26,6 @@ from slosched.perf.gpu_profile_report import (
 )
 from slosched.perf.profile_fit import PARAMS, MeasuredProfile, MeasuredStepModel
 from slosched.perf.roofline import RooflineModel
-from slosched.serve.up import default_vllm_python
 
 LLAMA3_KV_BYTES = 2 * 32 * 8 * 128 * 2  # 128 KiB per token in bf16
 TRUTH = MeasuredStepModel(
@@ -186,14 +184,8 @@ def test_missing_torch_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 @pytest.mark.vllm
-def test_tiny_profile_runs_on_cpu(tmp_path: Path) -> None:
-    python = default_vllm_python()
-    if not python.exists():
-        message = f"vLLM virtualenv (torch + transformers) not found at {python} (run `make vllm-venv`)"
-        if os.environ.get("SLOSCHED_REQUIRE_VLLM"):
-            pytest.fail(message)
-        pytest.skip(message)
-    command = [str(python), "-m", "slosched.perf.gpu_profile", "--tiny", "--quick", "--device", "cpu"]
+def test_tiny_profile_runs_on_cpu(tmp_path: Path, vllm_python: Path) -> None:
+    command = [str(vllm_python), "-m", "slosched.perf.gpu_profile", "--tiny", "--quick", "--device", "cpu"]
     done = subprocess.run([*command, "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     data = json.loads((tmp_path / "gpu_profile.json").read_text())

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from slosched.serve.up import default_vllm_python, generate_tiny_model, wait_ready
+from slosched.serve.up import generate_tiny_model, wait_ready
 
 
 @dataclass(frozen=True)
@@ -22,17 +22,6 @@ class LivePlugin:
     state_file: Path
     control_file: Path
     step_log_file: Path
-
-
-@pytest.fixture(scope="session")
-def vllm_python() -> Path:
-    python = default_vllm_python()
-    if not python.exists():
-        message = f"vLLM virtualenv not found at {python} (run `make vllm-venv`)"
-        if os.environ.get("SLOSCHED_REQUIRE_VLLM"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return python
 
 
 @pytest.fixture(scope="session")
