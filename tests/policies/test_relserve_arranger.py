@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from slosched.core.errors import ConfigError
 from slosched.core.views import StepMode
 from slosched.policies.engine.relserve_arranger import AdaptiveBatchArranger, SingleJobAdmission
+from slosched.policies.engine.relserve_presets import build_relserve
 from slosched.policies.engine.relserve_priority import DynamicPriorityUpdater
 
 from .relserve_fakes import FakeEngine, FixedLines, make_rows, running, spec
 
 
-def arranger(tail_rule: str = "delta", mixed: bool = True) -> AdaptiveBatchArranger:
+def arranger(tail_rule: str = "delta", mixed: bool = True, output_length: str = "limit") -> AdaptiveBatchArranger:
     dpu = DynamicPriorityUpdater(FixedLines(0.001, 0.01, 0.002, 0.02), 4, None)
-    return AdaptiveBatchArranger(dpu, tail_rule, mixed)
+    return AdaptiveBatchArranger(dpu, tail_rule, mixed, output_length)
 
 
 def tail_engine(num_waiting_jobs: int) -> FakeEngine:
@@ -50,18 +52,45 @@ def test_latency_delta_matches_the_hand_computed_rule() -> None:
     engine = tail_engine(1)
     aba = arranger()
     assert not aba.decide(engine) and aba.last_case == "tail-delta-decode"
-    # Candidate: 5 rows (1000-token budget / 200), output 4; running "a": 1 job, 2 tokens left.
+    # Candidate: 5 rows (1000-token budget / 200); OL = the output limit, 10 for "a" and for the candidate.
     candidate = aba.prefill_candidate(engine, "w00")
     assert candidate is not None and (candidate.num_requests, candidate.uncached_tokens) == (5, 1000)
+    assert candidate.output_tokens == 10
+    prefill_beyond_decode = (0.001 * 1000 + 0.01) - (0.002 * 1 + 0.02)
+    d_plus = prefill_beyond_decode * 1 + 0.002 * 5 * min(10, 10)
+    d_minus = 1 * 0.02 * min(10, 10)
+    assert aba.latency_delta_s(engine, candidate, aba.dpu.running_by_job) == pytest.approx(d_plus - d_minus)
+    separate = arranger(mixed=False)
+    separate.decide(engine)
+    d_plus_separate = (0.001 * 1000 + 0.01) + 0.002 * 5 * 10
+    got = separate.latency_delta_s(engine, candidate, separate.dpu.running_by_job)
+    assert got == pytest.approx(d_plus_separate - d_minus)
+
+
+def test_predicted_output_variant_uses_the_remaining_belief() -> None:
+    engine = tail_engine(1)
+    aba = arranger(output_length="predicted")
+    aba.decide(engine)
+    # OL = predicted output within the limit: 4 for the candidate, 4 - 2 generated = 2 for "a".
+    candidate = aba.prefill_candidate(engine, "w00")
+    assert candidate is not None and candidate.output_tokens == 4
     prefill_beyond_decode = (0.001 * 1000 + 0.01) - (0.002 * 1 + 0.02)
     d_plus = prefill_beyond_decode * 1 + 0.002 * 5 * min(2, 4)
     d_minus = 1 * 0.02 * min(4, 2)
     assert aba.latency_delta_s(engine, candidate, aba.dpu.running_by_job) == pytest.approx(d_plus - d_minus)
-    separate = arranger(mixed=False)
-    separate.decide(engine)
-    d_plus_separate = (0.001 * 1000 + 0.01) + 0.002 * 5 * 2
-    got = separate.latency_delta_s(engine, candidate, separate.dpu.running_by_job)
-    assert got == pytest.approx(d_plus_separate - d_minus)
+
+
+def test_output_limit_prefills_where_the_predicted_output_would_decode() -> None:
+    # 8 waiting jobs: D- = 8 * bd * OL outweighs the prefill with OL = 10 (limit), not with OL = 2 (belief).
+    paper = arranger()
+    assert paper.decide(tail_engine(8)) and paper.last_case == "tail-delta-prefill"
+    predicted = arranger(output_length="predicted")
+    assert not predicted.decide(tail_engine(8)) and predicted.last_case == "tail-delta-decode"
+
+
+def test_unknown_output_length_is_rejected() -> None:
+    with pytest.raises(ValueError, match="output_length"):
+        arranger(output_length="truth")
 
 
 def test_many_waiting_jobs_make_deferring_costlier_than_prefilling() -> None:
@@ -101,3 +130,12 @@ def test_admission_takes_only_the_chosen_job() -> None:
     aba.decide(engine)
     assert aba.chosen_job == "b"
     assert [admission.admit(seq, engine) for seq in engine.waiting] == [True, False, False, False]
+
+
+def test_preset_takes_the_output_length_and_defaults_to_the_limit() -> None:
+    default = build_relserve("relserve", "delta", {}).batching
+    predicted = build_relserve("relserve", "delta", {"output_length": "predicted"}).batching
+    assert isinstance(default, AdaptiveBatchArranger) and default.output_length == "limit"
+    assert isinstance(predicted, AdaptiveBatchArranger) and predicted.output_length == "predicted"
+    with pytest.raises(ConfigError, match=r"relserve\.output_length"):
+        build_relserve("relserve", "delta", {"output_length": "truth"})

@@ -15,8 +15,11 @@ jobs (DESIGN 4.3's three cases):
 
 With ``mixed_prefill`` (default) a prefill step also carries the running decodes, so ``D+`` charges the
 running jobs the prefill's time beyond one decode step; without it, steps are prefill-only or decode-only
-as in the paper's vLLM v0 engine. OL is a request's predicted remaining output within its limit
-(belief). The prefill candidate is sized like the engine will admit it: the token budget, free running
+as in the paper's vLLM v0 engine. OL is, as the paper defines it, a relQuery's output length limit
+(the ``max_tokens`` of its requests; ``output_length="limit"``, the default). ``output_length="predicted"``
+uses the predicted remaining output within that limit instead: a belief usually much shorter, which
+shrinks both sides' decode terms and so weighs the prefill's own time more (the tail case decodes more
+often). The prefill candidate is sized like the engine will admit it: the token budget, free running
 slots and free KV blocks. When the prefill cannot start (no slot or no KV) the arranger decodes. The
 admission part lets only ``p``'s requests into a prefill step.
 """
@@ -24,7 +27,7 @@ admission part lets only ``p``'s requests into a prefill step.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from slosched.core.views import EngineView, SeqView, StepMode, StepPlan
@@ -32,6 +35,7 @@ from slosched.policies.engine.relserve_decompose import kv_blocks
 from slosched.policies.engine.relserve_priority import DynamicPriorityUpdater, expected_output_tokens
 
 TAIL_RULES = ("delta", "prefill", "decode")
+OUTPUT_LENGTHS = ("limit", "predicted")
 
 
 @dataclass(slots=True, frozen=True)
@@ -45,12 +49,21 @@ class PrefillCandidate:
 class AdaptiveBatchArranger:
     time_invariant = False
 
-    def __init__(self, dpu: DynamicPriorityUpdater, tail_rule: str = "delta", mixed_prefill: bool = True) -> None:
+    def __init__(
+        self,
+        dpu: DynamicPriorityUpdater,
+        tail_rule: str = "delta",
+        mixed_prefill: bool = True,
+        output_length: str = "limit",
+    ) -> None:
         if tail_rule not in TAIL_RULES:
             raise ValueError(f"tail_rule must be one of {TAIL_RULES}, got {tail_rule!r}")
+        if output_length not in OUTPUT_LENGTHS:
+            raise ValueError(f"output_length must be one of {OUTPUT_LENGTHS}, got {output_length!r}")
         self.dpu = dpu
         self.tail_rule = tail_rule
         self.mixed_prefill = mixed_prefill
+        self.output_length = output_length
         self.chosen_job: str | None = None
         self.last_case = ""
         self.cases: dict[str, int] = {}
@@ -107,7 +120,7 @@ class AdaptiveBatchArranger:
         model = self.dpu.model
         _, _, ad, bd = model.coefficients()
         out_p = candidate.output_tokens
-        outs = [_remaining_output(seqs) for seqs in running.values()]
+        outs = [self.output_limit(seqs) for seqs in running.values()]
         # A prefill step that carries the running decodes delays them by the prefill's extra time only.
         prefill_s = model.prefill_s(candidate.uncached_tokens)
         if self.mixed_prefill:
@@ -132,7 +145,6 @@ class AdaptiveBatchArranger:
         cached = engine.cached_prefix_tokens
         tokens = 0.0
         count = 0
-        output = 1
         for seq in seqs[:slots]:
             hit = min(cached(seq.request), (seq.num_prompt_tokens - 1) // spec.block_size * spec.block_size)
             uncached = seq.num_prompt_tokens - hit
@@ -144,17 +156,20 @@ class AdaptiveBatchArranger:
             free_blocks -= blocks
             tokens += uncached
             count += 1
-            output = max(output, max(1, expected_output_tokens(seq.request) - seq.num_output_tokens))
+        output = self.output_limit(seqs[:count])
         return PrefillCandidate(job, count, tokens, output)
+
+    def output_limit(self, seqs: Sequence[SeqView]) -> int:
+        """OL of a relQuery from its requests ``seqs`` (>= 1): the largest ``max_tokens`` (paper), or the
+        largest predicted remaining output with ``output_length="predicted"``."""
+        if self.output_length == "limit":
+            return max(max(1, seq.request.max_output_tokens) for seq in seqs)
+        return max(max(1, expected_output_tokens(seq.request) - seq.num_output_tokens) for seq in seqs)
 
     def _case(self, name: str, prefill: bool) -> bool:
         self.last_case = name
         self.cases[name] = self.cases.get(name, 0) + 1
         return prefill
-
-
-def _remaining_output(seqs: list[SeqView]) -> int:
-    return max(max(1, expected_output_tokens(seq.request) - seq.num_output_tokens) for seq in seqs)
 
 
 class SingleJobAdmission:
