@@ -12,8 +12,12 @@ Generator ``relquery`` (facts from ``relquery`` in ``workloads.json``, the RelSe
 - ``query_type``: ``filter``, ``classify``, ``rate``, ``summarize``, ``open_qa`` (their output limits
   become ``max_output_tokens``), or ``mixed`` (default: one drawn uniformly per relQuery).
 - ``min_rows`` (1), ``max_rows`` (100): rows per relQuery, uniform integers.
-- ``template_share`` (0.4): the share of a row's mean input that is template text (assumption: the
-  paper reports a ~38% prefix-cache hit ratio, which a 40% shared template reproduces).
+- ``template_share``: the share of a row's mean input that is template text, which is what the prefix
+  cache can reuse across the relQuery's rows. Default: drawn per relQuery from ``template_share`` in
+  ``workloads.json`` (a beta law whose mean reproduces the paper's ~38% average prefix-cache hit ratio
+  with 16-token KV blocks, clipped to its ``min``/``max``), so relQueries differ in how much of their
+  prompt is shared and hence in their cache hits. A number in [0, 1) fixes it for every relQuery (the
+  earlier behaviour was a fixed 0.4).
 - ``length_cv`` (0.4): coefficient of variation of row input lengths (lognormal); outputs are lognormal
   with 1.5x that CV (generation lengths vary more than rows of one column) and clipped to the query
   type's limit. ``slo_s``: optional end-to-end SLO per relQuery.
@@ -63,24 +67,28 @@ def relquery(params: Mapping[str, Any], arrivals: np.ndarray, rng: np.random.Gen
     query_type = reader.choice("query_type", "mixed", (*QUERY_TYPES, "mixed"))
     min_rows = reader.integer("min_rows", 1)
     max_rows = reader.integer("max_rows", 100, minimum=min_rows)
-    share = reader.number("template_share", 0.4, strict=False)
+    fixed_share = reader.raw("template_share")
+    if fixed_share is not None:
+        fixed_share = reader.number("template_share", None, strict=False)
     cv = reader.number("length_cv", 0.4, strict=False)
     slo_s = reader.optional_number("slo_s")
     id_prefix = reader.text("id_prefix", "rq")
     reader.finish()
-    if share >= 1.0:
-        raise ConfigError("relquery.template_share", f"must be in [0, 1), got {share}")
+    if fixed_share is not None and fixed_share >= 1.0:
+        raise ConfigError("relquery.template_share", f"must be in [0, 1), got {fixed_share}")
     facts = workload_section("relquery", "datasets_avg_tokens")
     limits = workload_section("relquery", "query_types_output_limit")
     count = len(arrivals)
     num_rows = rng.integers(min_rows, max_rows + 1, size=count)
     datasets = rng.choice(DATASETS, size=count) if dataset == "mixed" else np.full(count, dataset)
     types = rng.choice(QUERY_TYPES, size=count) if query_type == "mixed" else np.full(count, query_type)
+    shares = np.full(count, fixed_share) if fixed_share is not None else template_shares(rng, count)
     jobs: list[JobSpec] = []
     with gc_paused():
         for index in range(count):
             fact = facts[str(datasets[index])]
             limit = int(limits[str(types[index])])
+            share = float(shares[index])
             template_tokens = round(share * fact["input"])
             rows_in = _lognormal(rng, (1.0 - share) * fact["input"], cv, int(num_rows[index]), 1e9)
             rows_out = _lognormal(rng, fact["output"], cv * 1.5, int(num_rows[index]), limit)
@@ -96,6 +104,14 @@ def relquery(params: Mapping[str, Any], arrivals: np.ndarray, rng: np.random.Gen
                 )
             )
     return jobs
+
+
+def template_shares(rng: np.random.Generator, count: int) -> np.ndarray:
+    """``count`` per-relQuery template shares from the ``template_share`` law in ``workloads.json``."""
+    law = workload_section("relquery", "template_share")
+    mean, concentration = float(law["mean"]), float(law["concentration"])
+    draws = rng.beta(mean * concentration, (1.0 - mean) * concentration, size=count)
+    return np.clip(draws, float(law["min"]), float(law["max"]))
 
 
 def _lognormal(rng: np.random.Generator, mean: float, cv: float, size: int, cap: float) -> np.ndarray:
