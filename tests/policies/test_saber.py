@@ -17,7 +17,7 @@ from slosched.perf.speed_models import UslSpeedModel
 from slosched.policies.engine.base import ENGINE_PRESETS
 from slosched.policies.engine.saber_admission import SaberAdmission
 from slosched.policies.engine.saber_common import required_speed
-from slosched.policies.engine.saber_order import HIGH, LOW, SaberOrdering, windowed_shuffle
+from slosched.policies.engine.saber_order import HIGH, LOW, SaberOrdering, window_permuted, windowed_shuffle
 from slosched.policies.engine.static_concurrency import StaticConcurrencyAdmission
 from slosched.policies.registry import PolicyContext
 from slosched.sim.options import SimOptions
@@ -55,8 +55,8 @@ def seq(name: str, max_tokens: int, deadline_s: float, arrival_s: float = 0.0, g
     return FakeSeq(request, generated)
 
 
-def ordering(window: int = 1, seed: int = 0) -> SaberOrdering:
-    return SaberOrdering(MODEL, window, np.random.default_rng(seed), "deadline", "max_tokens")
+def ordering(window: int = 1, seed: int = 0, scan: str = "random") -> SaberOrdering:
+    return SaberOrdering(MODEL, window, np.random.default_rng(seed), "deadline", "max_tokens", scan)
 
 
 def test_required_speed_uses_remaining_max_tokens_and_time() -> None:
@@ -115,7 +115,7 @@ def test_admission_respects_every_running_requirement() -> None:
 
 
 def test_admission_checks_the_candidate_and_counts_this_pass() -> None:
-    admission = SaberAdmission(MODEL, "max_tokens")
+    admission = SaberAdmission(MODEL, "max_tokens", window=30)
     # f(L+1) >= 60 holds up to L+1 = 6 (f(6) = 100 / 1.253 ~ 79.8; f(8) ~ 73.5; f(12) ~ 62.6; f(13) ~ 60.1).
     limit = max(n for n in range(1, 200) if MODEL.speed(float(n)) >= 60.0)
     candidates = [seq(f"c{i}", 60, 1.0 + 1e-6 * i) for i in range(30)]
@@ -186,11 +186,62 @@ def test_saber_runs_are_deterministic_by_seed_and_complete_everything() -> None:
     assert capped == _run("static-concurrency", {"cap": 4}, seed=5)
 
 
-def test_a_deferred_high_request_ends_the_high_queues_turn() -> None:
-    # SABER leaves the picked request queued and stops: a smaller one behind it waits for the next pass.
-    admission = SaberAdmission(MODEL, "max_tokens")
+def test_scan_first_a_deferred_high_request_ends_the_high_queues_turn() -> None:
+    # The earlier reading (scan "first"): the picked request stays queued and the pass stops, so a
+    # smaller one behind it waits for the next pass.
+    admission = SaberAdmission(MODEL, "max_tokens", scan="first")
     running = [seq(f"r{i}", 10, 1000.0) for i in range(10)]
     engine = FakeEngine(0.0, [seq("big", 95, 1.0), seq("small", 1, 1000.0)], running)
     assert _admit(admission, engine) == []
     engine = FakeEngine(0.5, [seq("small", 1, 1000.0)], running)
     assert _admit(admission, engine) == ["small"]
+
+
+@pytest.mark.parametrize("scan", ["random", "queue"])
+def test_window_scan_admits_past_an_infeasible_head(scan: str) -> None:
+    # Algorithm 1: every window candidate is tested; the infeasible head stays queued, the rest get in.
+    admission = SaberAdmission(MODEL, "max_tokens", window=5, scan=scan)
+    running = [seq(f"r{i}", 10, 1000.0) for i in range(10)]
+    waiting = [seq("big", 95, 1.0)] + [seq(f"small{i}", 1, 1000.0 + i) for i in range(3)]
+    assert _admit(admission, FakeEngine(0.0, waiting, running)) == ["small0", "small1", "small2"]
+    # A low (demoted) request still waits while the high queue holds the deferred head.
+    low = seq("low", 500, deadline_s=2.0)
+    assert _admit(admission, FakeEngine(0.0, [*waiting, low], running)) == ["small0", "small1", "small2"]
+
+
+def test_window_scan_leaves_requests_beyond_the_window_for_the_next_pass() -> None:
+    admission = SaberAdmission(MODEL, "max_tokens", window=3)
+    waiting = [seq(f"w{i}", 1, 1000.0 + i) for i in range(6)]
+    low = seq("low", 500, deadline_s=0.5)
+    assert _admit(admission, FakeEngine(0.0, [*waiting, low])) == ["w0", "w1", "w2"]
+    assert _admit(admission, FakeEngine(0.1, [*waiting[3:], low])) == ["w3", "w4", "w5", "low"]
+
+
+def test_random_scan_permutes_exactly_the_window_and_is_seeded() -> None:
+    items = list(range(10))
+    heads = set()
+    for seed in range(30):
+        picked = window_permuted(items, 4, np.random.default_rng(seed))
+        assert sorted(picked[:4]) == [0, 1, 2, 3] and picked[4:] == items[4:]
+        assert picked == window_permuted(items, 4, np.random.default_rng(seed))
+        heads.add(picked[0])
+    assert heads == {0, 1, 2, 3}
+    waiting = [seq(f"w{i}", 10, 10.0 + i) for i in range(6)]
+    engine = FakeEngine(0.0, waiting)
+    queue = ordering(window=4, scan="queue")
+    assert [queue.key(s, engine) for s in waiting] == [(HIGH, i) for i in range(6)]
+    shuffled = ordering(window=4, seed=1, scan="random")
+    positions = [shuffled.key(s, engine)[1] for s in waiting]
+    assert sorted(positions[:4]) == [0, 1, 2, 3] and positions[4:] == [4, 5]
+
+
+def test_window_scan_runs_are_deterministic_and_scans_differ_from_first() -> None:
+    runs = {}
+    for scan in ("random", "queue", "first"):
+        params = {"speed": dataclasses.asdict(MODEL), "window": 4, "scan": scan}
+        runs[scan] = _run("saber", params, seed=5)
+        assert runs[scan] == _run("saber", params, seed=5)
+        assert all(record[7] == "completed" for record in runs[scan])
+    assert runs["random"] != runs["first"] and runs["queue"] != runs["first"]
+    with pytest.raises(ConfigError, match=r"saber.scan.*allowed"):
+        ENGINE_PRESETS.build("saber", {"speed": dataclasses.asdict(MODEL), "scan": "all"}, _context())

@@ -4,10 +4,12 @@ deadline (DESIGN 4.4). No fixed concurrency cap: the speed model decides how man
 With L requests running (plus those admitted earlier in this pass), a *high*-tier request (required
 speed <= f(1)) is admitted iff ``f(L+1) >= its required speed`` and ``f(L+1) >= the required speed of
 every running request that can still make its deadline``; running requests that cannot (required speed
-above f(1), or deadline passed) are lost causes and constrain nobody. The first deferred high request
-ends the high queue's turn for this pass (SABER leaves it queued and stops). A *low*-tier (demoted)
-request is served best effort, only when the high queue is empty (every high request was admitted in
-this pass), and only if it does not push a running request below its requirement.
+above f(1), or deadline passed) are lost causes and constrain nobody. Which high requests a pass asks
+about follows ``scan`` (see :mod:`slosched.policies.engine.saber_common`): by default every one of the
+first ``window`` (Algorithm 1), a deferred one staying queued while the scan goes on; with ``"first"``
+the first deferred high request ends the high queue's turn. A *low*-tier (demoted) request is served
+best effort, only when no high request is left waiting after the pass, and only if it does not push a
+running request below its requirement.
 
 The ordering ``saber`` must come with it (it puts high before low and draws the window); the preset
 ``saber`` composes the two with one speed model.
@@ -23,10 +25,12 @@ from slosched.perf.speed_models import AnySpeedModel
 from slosched.policies.engine.base import ADMISSIONS
 from slosched.policies.engine.saber_common import (
     DEMANDS,
+    SCANS,
     AdmissionPass,
     choice,
     required_speed,
     speed_model_from_params,
+    window_from_params,
 )
 from slosched.policies.registry import PolicyContext, reject_unknown_params
 
@@ -34,10 +38,12 @@ from slosched.policies.registry import PolicyContext, reject_unknown_params
 class SaberAdmission:
     time_invariant = False
 
-    def __init__(self, model: AnySpeedModel, demand: str) -> None:
+    def __init__(self, model: AnySpeedModel, demand: str, window: int = 5, scan: str = "random") -> None:
         self.model = model
         self.max_speed = model.speed(1.0)
         self.demand = demand
+        self.window = window
+        self.scan = scan
         self._pass = AdmissionPass()
 
     def running_requirement(self, engine: EngineView) -> float:
@@ -57,7 +63,8 @@ class SaberAdmission:
         need = required_speed(seq, engine.now_s, self.demand)
         next_speed = self.model.speed(engine.num_running + state.admitted + 1.0)
         if need <= self.max_speed:
-            if state.high_blocked or next_speed < need or next_speed < state.max_required:
+            state.high_seen += 1
+            if self._high_turn_over(state) or next_speed < need or next_speed < state.max_required:
                 state.high_blocked = True
                 return False
             state.max_required = max(state.max_required, need)
@@ -66,14 +73,21 @@ class SaberAdmission:
         state.admitted += 1
         return True
 
+    def _high_turn_over(self, state: AdmissionPass) -> bool:
+        """Whether the high request being asked (the ``high_seen``-th of this pass) is out of its turn."""
+        if self.scan == "first":
+            return state.high_blocked
+        return state.high_seen > self.window
+
 
 def saber_admission_from_params(params: Mapping[str, Any], model: AnySpeedModel | None = None) -> SaberAdmission:
     demand = choice("saber", params, "demand", "max_tokens", DEMANDS)
+    scan = choice("saber", params, "scan", "random", SCANS)
     speed = model if model is not None else speed_model_from_params("saber", params)
-    return SaberAdmission(speed, demand)
+    return SaberAdmission(speed, demand, window_from_params(params), scan)
 
 
 @ADMISSIONS.register("saber")
 def build(params: Mapping[str, Any], context: PolicyContext) -> SaberAdmission:
-    reject_unknown_params("saber admission", params, {"demand", "profile", "model", "speed"})
+    reject_unknown_params("saber admission", params, {"demand", "profile", "model", "speed", "window", "scan"})
     return saber_admission_from_params(params)

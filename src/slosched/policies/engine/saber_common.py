@@ -6,6 +6,21 @@ Required speed (tokens/s a request must sustain from now on to meet its deadline
 what it has generated (``demand = "max_tokens"``, the paper's rule) or the output-length *belief*
 (``demand = "predicted"``: ``predicted_output_tokens`` minus generated, at least one token). Ground truth
 is never read. A passed deadline needs infinite speed; no deadline needs none.
+
+How a pass walks the window (``scan``; DESIGN 4.4, the paper's Algorithm 1):
+
+* ``"random"`` (default, the paper): the first ``window`` high requests are the candidates of a pass,
+  asked in a seeded random order; every candidate that passes the speed test is admitted, a failing one
+  stays queued and the scan goes on, so one infeasible head never blocks admissible requests behind it.
+  The random order is the paper's random draw from the window carried through the whole window (the
+  first candidate asked is exactly the request the paper would pick).
+* ``"queue"``: the same candidates in queue order (deadline or arrival): the tightest feasible request
+  first, an ablation without the draw.
+* ``"first"``: the earlier reading (one random pick from the window; the first deferred high request ends
+  the high queue's turn for this pass). Kept for comparison.
+
+High requests beyond the window wait for a later pass (the engine passes every step). The low (demoted)
+queue is served only when no high request is left waiting after the pass.
 """
 
 from __future__ import annotations
@@ -19,8 +34,10 @@ from typing import Any
 from slosched.core.errors import ConfigError
 from slosched.core.views import EngineView, SeqView
 from slosched.perf.speed_models import SPEED_MODEL_KINDS, AnySpeedModel, SpeedProfile, speed_model_from_dict
+from slosched.policies.registry import param
 
 DEMANDS = ("max_tokens", "predicted")
+SCANS = ("random", "queue", "first")
 
 
 def remaining_tokens(seq: SeqView, demand: str) -> float:
@@ -47,11 +64,13 @@ class AdmissionPass:
     The engine mechanism asks admission for waiting requests in ordering order starting at the head of
     the queue, and only moves admitted requests to the running set after the loop; so within a pass the
     engine's ``num_running`` does not yet count this pass's admissions, and this object does.
-    Invariant: ``admitted`` counts requests admitted since the head was last asked.
+    Invariant: ``admitted`` counts requests admitted since the head was last asked, ``high_seen`` the
+    high-tier requests asked since then (so it is the window position of the next high request).
     """
 
     now_s: float = -math.inf
     admitted: int = 0
+    high_seen: int = 0
     max_required: float = 0.0  # largest feasible required speed among running + admitted this pass
     high_blocked: bool = False  # a high-tier request was deferred: the high queue is not empty
 
@@ -61,6 +80,7 @@ class AdmissionPass:
         if engine.now_s != self.now_s or (waiting and waiting[0] is seq):
             self.now_s = engine.now_s
             self.admitted = 0
+            self.high_seen = 0
             self.max_required = 0.0
             self.high_blocked = False
             return True
@@ -95,3 +115,10 @@ def choice(policy: str, params: Mapping[str, Any], name: str, default: str, allo
     if value not in allowed:
         raise ConfigError(f"{policy}.{name}", f"got {value!r}; allowed: {list(allowed)}")
     return value
+
+
+def window_from_params(params: Mapping[str, Any]) -> int:
+    window = param(params, "window", 5, int)
+    if window < 1:
+        raise ConfigError("saber.window", f"must be >= 1, got {window}")
+    return int(window)

@@ -5,14 +5,16 @@ can go), otherwise it is demoted to the *low* tier: it can no longer make its de
 Required speed only grows while a request waits, so demotion is permanent until it runs.
 
 The queue order is all high requests, then all low ones. High requests are sorted by deadline
-(``order = "deadline"``, default) or arrival (``"arrival"``) and then drawn as SABER's admission loop
-draws them: position 0 is a uniformly random one of the first ``window``, position 1 a random one of the
-first ``window`` that remain, and so on (a windowed shuffle; ``window = 1`` is plain sorted order). Low
-requests follow, most likely to still make it first (lowest required speed), as best effort.
+(``order = "deadline"``, default) or arrival (``"arrival"``); the first ``window`` of them are the
+pass's candidates and come in the order the admission asks them (``scan``, see
+:mod:`slosched.policies.engine.saber_common`): a seeded random permutation (``"random"``), sorted order
+(``"queue"``), or, for ``"first"``, a windowed shuffle of the whole high queue (position 0 a uniformly
+random one of the first ``window``, position 1 a random one of the first ``window`` that remain, ...).
+Low requests follow, most likely to still make it first (lowest required speed), as best effort.
 
 Keys depend on time, so ``static_keys`` and ``time_invariant`` are False. The ranking is computed once
 per (time, queue content) and served to the mechanism's per-request ``key`` calls from a cache; the
-random draws come from the run's seeded ``PolicyContext.rng``, one vector per ranking, so runs are
+random draws come from the run's seeded ``PolicyContext.rng``, one draw per ranking, so runs are
 deterministic by seed.
 """
 
@@ -23,15 +25,30 @@ from typing import Any
 
 import numpy as np
 
-from slosched.core.errors import ConfigError
 from slosched.core.views import EngineView, SeqView
 from slosched.perf.speed_models import AnySpeedModel
 from slosched.policies.engine.base import ORDERINGS
-from slosched.policies.engine.saber_common import DEMANDS, choice, required_speed, speed_model_from_params
-from slosched.policies.registry import PolicyContext, param, reject_unknown_params
+from slosched.policies.engine.saber_common import (
+    DEMANDS,
+    SCANS,
+    choice,
+    required_speed,
+    speed_model_from_params,
+    window_from_params,
+)
+from slosched.policies.registry import PolicyContext, reject_unknown_params
 
 HIGH, LOW = 0, 1
 ORDERS = ("deadline", "arrival")
+
+
+def window_permuted(items: list[Any], window: int, rng: np.random.Generator) -> list[Any]:
+    """``items`` with its first ``window`` in a uniformly random order (the rest stay in place)."""
+    span = min(window, len(items))
+    if span < 2:
+        return list(items)
+    head = [items[index] for index in rng.permutation(span).tolist()]
+    return head + items[span:]
 
 
 def windowed_shuffle(items: list[Any], window: int, uniforms: np.ndarray) -> list[Any]:
@@ -49,8 +66,11 @@ class SaberOrdering:
     static_keys = False
     time_invariant = False
 
-    def __init__(self, model: AnySpeedModel, window: int, rng: np.random.Generator, order: str, demand: str) -> None:
+    def __init__(
+        self, model: AnySpeedModel, window: int, rng: np.random.Generator, order: str, demand: str, scan: str = "random"
+    ) -> None:
         self.model = model
+        self.scan = scan
         self.max_speed = model.speed(1.0)
         self.window = window
         self.rng = rng
@@ -84,29 +104,34 @@ class SaberOrdering:
                 low.append((need, request.arrival_s, request.id))
         high.sort()
         low.sort()
-        uniforms = self.rng.random(len(high)) if self.window > 1 and len(high) > 1 else np.zeros(len(high))
         ranks: dict[str, tuple[int, int]] = {}
-        for position, entry in enumerate(windowed_shuffle(high, self.window, uniforms)):
+        for position, entry in enumerate(self._draw(high)):
             ranks[entry[2]] = (HIGH, position)
         for position, entry in enumerate(low):
             ranks[entry[2]] = (LOW, position)
         self._now = now
         self._ranks = ranks
 
+    def _draw(self, high: list[Any]) -> list[Any]:
+        """The sorted high queue in the order the admission pass asks it."""
+        if self.window < 2 or len(high) < 2 or self.scan == "queue":
+            return high
+        if self.scan == "random":
+            return window_permuted(high, self.window, self.rng)
+        return windowed_shuffle(high, self.window, self.rng.random(len(high)))
+
 
 def saber_ordering_from_params(
     params: Mapping[str, Any], context: PolicyContext, model: AnySpeedModel | None = None
 ) -> SaberOrdering:
-    window = param(params, "window", 5, int)
-    if window < 1:
-        raise ConfigError("saber.window", f"must be >= 1, got {window}")
     order = choice("saber", params, "order", "deadline", ORDERS)
     demand = choice("saber", params, "demand", "max_tokens", DEMANDS)
+    scan = choice("saber", params, "scan", "random", SCANS)
     speed = model if model is not None else speed_model_from_params("saber", params)
-    return SaberOrdering(speed, window, context.rng, order, demand)
+    return SaberOrdering(speed, window_from_params(params), context.rng, order, demand, scan)
 
 
 @ORDERINGS.register("saber")
 def build(params: Mapping[str, Any], context: PolicyContext) -> SaberOrdering:
-    reject_unknown_params("saber ordering", params, {"window", "order", "demand", "profile", "model", "speed"})
+    reject_unknown_params("saber ordering", params, {"window", "order", "demand", "profile", "model", "speed", "scan"})
     return saber_ordering_from_params(params, context)

@@ -2,8 +2,9 @@
 
 ``saber``: ordering ``saber`` + admission ``saber`` sharing one speed model. Parameters: ``profile``
 (path of a saved speed profile) with ``model`` (``usl`` default, ``linear``, ``logistic``), or ``speed``
-(inline coefficients); ``window`` (5), ``order`` (``deadline``/``arrival``), ``demand``
-(``max_tokens``/``predicted``), ``token_budget`` (chunked prefill budget). The random window draws use
+(inline coefficients); ``window`` (5), ``scan`` (``random``/``queue``/``first``), ``order``
+(``deadline``/``arrival``), ``demand`` (``max_tokens``/``predicted``), ``token_budget`` (chunked
+prefill budget). The random window draws use
 the run's seeded RNG. ``static-concurrency``: FCFS + at most ``cap`` running requests (+ ``token_budget``).
 """
 
@@ -19,7 +20,7 @@ from slosched.policies.engine.saber_order import saber_ordering_from_params
 from slosched.policies.engine.static_concurrency import StaticConcurrencyAdmission, cap_from_params
 from slosched.policies.registry import PolicyContext, reject_unknown_params
 
-_SABER_PARAMS = {"profile", "model", "speed", "window", "order", "demand", "token_budget"}
+_SABER_PARAMS = {"profile", "model", "speed", "window", "scan", "order", "demand", "token_budget"}
 
 
 def _batching_params(params: Mapping[str, Any]) -> dict[str, Any]:
