@@ -15,6 +15,7 @@ from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.perf.structural import StructuralParams, StructuralStepModel
 from slosched.policies.engine.base import ENGINE_PRESETS
 from slosched.policies.engine.lens_batching import LensBatching
+from slosched.policies.engine.lens_deadline import call_deadline_s, first_token_bound_s, step_bound_s
 from slosched.policies.engine.lens_search import BatchState, greedy_batch, largest_budget, search, step_time_s
 from slosched.policies.engine.lens_target import Branch, TtftLine, choose_target, fit_line, wait_pressure
 from slosched.policies.engine.nexus_state import EngineState
@@ -64,6 +65,8 @@ def test_line_and_pressure() -> None:
     assert fit_line(0.01, 1.0, 0.11, 2.0).b == 0.0
     assert wait_pressure(0.0, 1.0, 0.5) == 0.0 and wait_pressure(1.0, None, 0.5) == 0.0
     assert 0.0 < wait_pressure(0.2, 1.0, 0.5) < wait_pressure(1.0, 1.0, 0.5) < 1.0
+    # Without a TTFT SLO the fallback time scale still relaxes whenever requests wait.
+    assert wait_pressure(1.0, None, 0.5, fallback_s=1.0) == pytest.approx(wait_pressure(1.0, 1.0, 0.5))
 
 
 def test_greedy_takes_running_first_then_waiting_fcfs_chunking_the_last() -> None:
@@ -120,7 +123,7 @@ def test_exported_state_is_correct() -> None:
     queued = sum(seq.num_prompt_tokens + seq.request.predicted_output_tokens for seq in engine.waiting)
     assert state.free_kv_tokens == engine.num_free_kv_blocks * 16 - queued
     assert state.latency_s == pytest.approx(lens.last_choice.predicted_s)  # type: ignore[union-attr]
-    assert state.peak_tokens_per_s == math.inf  # no shape fit yet: optimistic, so routers try it
+    assert state.peak_tokens_per_s == math.inf  # no shape fit yet: unknown, routers score it neutrally
     lens.model.num_shape_fits = 1
     fitted = EngineState.from_mapping(lens.export_state(engine))
     assert fitted.peak_tokens_per_s == pytest.approx(8192 / step_time_s(PARAMS, 1, 8192, 0, 0))
@@ -143,3 +146,51 @@ def test_preset_and_parameter_errors() -> None:
         ENGINE_PRESETS.build("lens", {"tolerance": 2.0}, context)
     with pytest.raises(ConfigError, match="allowed"):
         ENGINE_PRESETS.build("lens", {"budget": 1}, context)
+
+
+def _without_token_slos(engine: FakeEngine, slack_s: float | None) -> None:
+    """Strip the token SLOs; give every request a deadline ``slack_s`` after now (None: no deadline)."""
+    for seq in engine.running_seqs + engine.waiting:
+        seq.request.ttft_slo_s = seq.request.tpot_slo_s = None
+        seq.request.deadline_s = math.inf if slack_s is None else engine.now_s + slack_s
+
+
+def test_deadline_bounds_are_slack_over_predicted_steps() -> None:
+    _, engine = _lens_engine(waiting=2)
+    _without_token_slos(engine, 30.0)
+    head = engine.waiting[0].request
+    assert call_deadline_s(head) == engine.now_s + 30.0
+    head.budget_s, head.arrival_s = 10.0, engine.now_s - 4.0  # the call's budget is tighter: 6 s left
+    assert call_deadline_s(head) == engine.now_s + 6.0
+    assert first_token_bound_s(head, engine.now_s, 0.01) == pytest.approx(6.0 - 250 * 0.01)
+    assert first_token_bound_s(head, engine.now_s, 0.1) is None  # cannot make it any more
+    # Running requests decoded 10 of 250 predicted tokens: 30 s over 240 steps.
+    assert step_bound_s(engine.running_seqs, engine.now_s) == pytest.approx(30.0 / 240)
+    engine.running_seqs[0].request.deadline_s = engine.now_s - 1.0  # late requests give no bound
+    assert step_bound_s(engine.running_seqs, engine.now_s) == pytest.approx(30.0 / 240)
+    assert step_bound_s(engine.running_seqs[:1], engine.now_s) is None
+
+
+def test_lens_targets_the_deadline_bound_without_token_slos() -> None:
+    lens, engine = _lens_engine()
+    _without_token_slos(engine, 30.0)
+    lens.plan(engine)
+    target = lens.last_target
+    assert target is not None and target.high_s == pytest.approx(30.0 / 240)
+    assert target.td_s > target.low_s  # relaxed: requests wait
+    off = LensBatching(model=StructuralStepModel(PARAMS), deadline_bounds=False)
+    off.plan(engine)
+    assert off.last_target is not None and off.last_target.high_s > target.high_s  # the token cap
+
+
+def test_lens_relaxes_whenever_requests_wait_unless_told_to_need_a_ttft_slo() -> None:
+    lens, engine = _lens_engine()
+    _without_token_slos(engine, None)
+    lens.plan(engine)
+    assert lens.last_target is not None and lens.last_target.branch is Branch.RELAXED
+    strict = LensBatching(model=StructuralStepModel(PARAMS), relax="ttft")
+    strict.plan(engine)
+    assert strict.last_target is not None and strict.last_target.branch is Branch.LOW
+    context = PolicyContext((), np.random.default_rng(0), HistoryOutputPredictor())
+    with pytest.raises(ConfigError, match="relax"):
+        ENGINE_PRESETS.build("lens", {"relax": "never"}, context)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -128,3 +129,36 @@ def test_weighted_static_follows_offline_throughput() -> None:
     router = WeightedStaticRouter([3.0, 1.0])
     picks = [router.route(_request(), [_view(0), _view(1)], 0.0) for _ in range(8)]
     assert picks.count(0) == 6 and picks.count(1) == 2
+
+
+def test_unfitted_engine_is_scored_at_the_median_of_the_fitted_ones() -> None:
+    """An engine with no fitted step model exports an unknown peak: it must look neither idle nor slow."""
+    router = PrismRouter()
+    loaded = replace(BASE, pending_prefill_tokens=20_000.0)
+    fitted = [_view(0, replace(loaded, peak_tokens_per_s=p)) for p in (50_000.0, 100_000.0, 300_000.0)]
+    unfitted = _view(3, replace(loaded, peak_tokens_per_s=math.inf))
+    states = router.states([*fitted, unfitted])
+    assert states[3][4] == 100_000.0 and [s[4] for s in states[:3]] == [50_000.0, 100_000.0, 300_000.0]
+    # Same pending work: the unfitted engine ties the median engine instead of beating them all.
+    request = _request()
+    scores = [router.score(request, view, state=state) for view, state in zip([*fitted, unfitted], states, strict=True)]
+    assert scores[3] == pytest.approx(scores[1]) and scores[3] < scores[2]
+    assert router.route(request, [*fitted, unfitted], 0.0) == 2
+    # No engine fitted: every one gets the same neutral peak (the median of the view estimates).
+    cold = router.states([unfitted, replace(unfitted, index=4)])
+    assert cold[0][4] == cold[1][4] and math.isfinite(cold[0][4])
+    own = PrismRouter(unfitted_peak="view").states([*fitted, unfitted])[3][4]
+    assert math.isfinite(own) and own > 0
+
+
+def test_unfitted_engines_do_not_herd_the_traffic() -> None:
+    """Routing a stream over two equal engines, one not fitted yet, splits it instead of herding."""
+    router = PrismRouter()
+    pending = [0.0, 0.0]
+    peaks = [100_000.0, math.inf]
+    for _ in range(40):
+        views = [_view(i, EngineState(0.02, 1000.0 * pending[i], pending[i], 1e6, peaks[i])) for i in range(2)]
+        pending[router.route(_request(), views, 0.0)] += 1
+    assert pending == [20.0, 20.0]
+    with pytest.raises(ConfigError, match="unfitted_peak"):
+        PrismRouter(unfitted_peak="inf")

@@ -14,6 +14,12 @@ exit when the prediction is this close to the target), ``relax_fraction`` (0.5: 
 target with time scale ``relax_fraction * SLO_ttft``), ``iterations`` (10: bisection steps),
 ``min_step_s`` (0: safety minimum besides the decode-only step), ``min_prefill_tokens`` (16: prefill
 progress guaranteed whenever prefill work is pending, so no request can starve).
+
+Two options where this reproduction goes beyond the paper (which assumes per-token SLOs):
+``relax`` ("waiting", the paper's rule and the default: relax whenever requests wait, on the time scale
+of the TTFT SLO or of ``relax_time_s`` (1 s) without one; "ttft": only under a TTFT SLO) and
+``deadline_bounds`` (true: requests without token SLOs get bounds derived from their deadline or call
+budget, ``lens_deadline``; false: the high end is then the token cap and the low end the decode step).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from slosched.core.errors import ConfigError
 from slosched.core.views import EngineView, SeqView, StepMode, StepObservation, StepPlan
 from slosched.perf.structural import StructuralStepModel
 from slosched.policies.engine.base import BATCHINGS
+from slosched.policies.engine.lens_deadline import first_token_bound_s, step_bound_s
 from slosched.policies.engine.lens_search import BatchState, Choice, largest_budget, search, step_time_s
 from slosched.policies.engine.lens_target import Target, choose_target, fit_line, wait_pressure
 from slosched.policies.engine.nexus_state import EngineState
@@ -33,8 +40,9 @@ from slosched.policies.registry import PolicyContext, param, reject_unknown_para
 
 _PARAMS = {
     "ttft_slo_s", "tpot_slo_s", "token_budget", "tolerance", "relax_fraction", "iterations",
-    "min_step_s", "min_prefill_tokens",
+    "min_step_s", "min_prefill_tokens", "relax", "relax_time_s", "deadline_bounds",
 }  # fmt: skip
+RELAX_MODES = ("waiting", "ttft")
 
 
 class LensBatching:
@@ -54,6 +62,9 @@ class LensBatching:
         min_step_s: float = 0.0,
         min_prefill_tokens: int = 16,
         model: StructuralStepModel | None = None,
+        relax: str = "waiting",
+        relax_time_s: float = 1.0,
+        deadline_bounds: bool = True,
     ) -> None:
         self.ttft_slo_s = ttft_slo_s
         self.tpot_slo_s = tpot_slo_s
@@ -63,6 +74,12 @@ class LensBatching:
         self.iterations = iterations
         self.min_step_s = min_step_s
         self.min_prefill_tokens = min_prefill_tokens
+        if relax not in RELAX_MODES:
+            raise ConfigError("lens.relax", f"expected one of {RELAX_MODES}, got {relax!r}")
+        if not relax_time_s > 0:
+            raise ConfigError("lens.relax_time_s", f"must be > 0, got {relax_time_s}")
+        self.relax_time_s: float | None = relax_time_s if relax == "waiting" else None
+        self.deadline_bounds = deadline_bounds
         self.model = StructuralStepModel() if model is None else model
         self.last_target: Target | None = None
         self.last_choice: Choice | None = None
@@ -80,7 +97,10 @@ class LensBatching:
             max_tokens = min(max_tokens, self.token_budget)
         state, tpot_slo = self._running_state(engine.running_seqs, spec.max_running, max_tokens)
         tpot_slo = self.tpot_slo_s if tpot_slo is None else tpot_slo
-        scan = _Scan(self.ttft_slo_s)
+        derive = self.deadline_bounds and tpot_slo is None and self.ttft_slo_s is None
+        if derive:
+            tpot_slo = step_bound_s(engine.running_seqs, engine.now_s)
+        scan = _Scan(self.ttft_slo_s, engine.now_s, self._decode_s(state) if derive else None)
         # Pass 1: the head of the queue, enough for the TTFT line and the decode-length rule.
         scan.extend(engine, state, state.max_tokens, _HEAD_CANDIDATES)
         if not state.waiting_tokens and not state.prefill_remaining:
@@ -170,15 +190,15 @@ class LensBatching:
             per_step = max(budget - state.num_decoding, 1)
             probes.append(max(waited + td * math.ceil(head / per_step), td * math.ceil(tail / per_step)))
         line = fit_line(min_step, probes[0], max_step, probes[1])
-        ttft_slo = scan.ttft_slo_s
-        pressure = wait_pressure(waited, ttft_slo, self.relax_fraction)
+        ttft_slo = scan.ttft_slo_s if scan.ttft_slo_s is not None else scan.derived_ttft_s
+        pressure = wait_pressure(waited, ttft_slo, self.relax_fraction, self.relax_time_s)
         mean_decode = scan.outputs / count if count else 0.0
         return choose_target(line, ttft_slo, tpot_slo, mean_decode, min_step, max_step, pressure)
 
     def _peak(self, engine: EngineView) -> float:
-        """Fitted peak throughput; unbounded (optimistic) until the first shape fit. An instance that has
-        seen no traffic would otherwise keep the deliberately bad guess, look slow to the router, never
-        be sent anything and so never learn (the zero-config trap)."""
+        """Fitted peak throughput; inf (unknown) until the first shape fit. Routers score an unknown peak
+        neutrally (PRISM: the median of the fitted engines): the deliberately bad initial guess would make
+        the instance look slow, it would never be sent anything and so never learn (the zero-config trap)."""
         if self.model.num_shape_fits == 0:
             return math.inf
         return self.model.peak_tokens_per_s(engine.spec.max_batched_tokens)
@@ -213,12 +233,16 @@ _HEAD_CANDIDATES = 2
 
 class _Scan:
     """Incremental scan of the waiting queue in order (one plan's scratch): candidates go into the
-    BatchState; the scan keeps their token sum, predicted outputs, oldest arrival and tightest TTFT SLO."""
+    BatchState; the scan keeps their token sum, predicted outputs, oldest arrival, tightest TTFT SLO and,
+    when ``step_s`` is given, the tightest first-token bound derived from deadlines (``lens_deadline``)."""
 
-    __slots__ = ("oldest_s", "outputs", "tokens", "ttft_slo_s")
+    __slots__ = ("derived_ttft_s", "now_s", "oldest_s", "outputs", "step_s", "tokens", "ttft_slo_s")
 
-    def __init__(self, ttft_slo_s: float | None) -> None:
+    def __init__(self, ttft_slo_s: float | None, now_s: float = 0.0, step_s: float | None = None) -> None:
         self.ttft_slo_s = ttft_slo_s
+        self.now_s = now_s
+        self.step_s = step_s
+        self.derived_ttft_s: float | None = None
         self.outputs = 0.0
         self.oldest_s = math.inf
         self.tokens = 0
@@ -245,6 +269,10 @@ class _Scan:
             slo = request.ttft_slo_s
             if slo is not None and (self.ttft_slo_s is None or slo < self.ttft_slo_s):
                 self.ttft_slo_s = slo
+            elif slo is None and self.step_s is not None:
+                bound = first_token_bound_s(request, self.now_s, self.step_s)
+                if bound is not None and (self.derived_ttft_s is None or bound < self.derived_ttft_s):
+                    self.derived_ttft_s = bound
 
 
 def _optional(params: Mapping[str, Any], name: str) -> float | None:
@@ -278,4 +306,7 @@ def build(params: Mapping[str, Any], context: PolicyContext) -> LensBatching:
         iterations=iterations,
         min_step_s=param(params, "min_step_s", 0.0, float),
         min_prefill_tokens=param(params, "min_prefill_tokens", 16, int),
+        relax=str(params.get("relax", "waiting")),
+        relax_time_s=param(params, "relax_time_s", 1.0, float),
+        deadline_bounds=bool(params.get("deadline_bounds", True)),
     )

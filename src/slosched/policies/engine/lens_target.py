@@ -6,8 +6,8 @@ many prefill tokens fit in it, the TTFT of waiting ones. LENS models TTFT as a l
 targets are ``td in [(a - SLO_ttft) / b, SLO_tpot]``. A waiting request's end-to-end latency is
 ``ttft(td) + L*td = a + (L - b)*td`` for ``L`` decode steps, so if the mean decode length exceeds ``b``
 the low end is better (bounded below by a safety minimum: the step cannot be shorter than the decodes
-it must carry), otherwise the high end. Waiting requests relax the low end smoothly towards the high
-end as the oldest of them approaches its TTFT SLO.
+it must carry), otherwise the high end. Whenever requests wait, the low end relaxes smoothly towards the
+high end as the oldest of them waits longer, on the time scale of its TTFT SLO (or a fixed one without it).
 """
 
 from __future__ import annotations
@@ -83,9 +83,12 @@ def choose_target(
     return Target(low, low, high, Branch.LOW)
 
 
-def wait_pressure(waited_s: float, ttft_slo_s: float | None, relax_fraction: float) -> float:
-    """Smooth relaxation in [0, 1): ``1 - exp(-waited / (relax_fraction * SLO_ttft))``; 0 without a wait
-    or without a TTFT SLO."""
-    if waited_s <= 0 or ttft_slo_s is None:
+def wait_pressure(
+    waited_s: float, ttft_slo_s: float | None, relax_fraction: float, fallback_s: float | None = None
+) -> float:
+    """Smooth relaxation in [0, 1): ``1 - exp(-waited / (relax_fraction * scale))`` with ``scale`` the
+    TTFT SLO, else ``fallback_s``; 0 without a wait or without either."""
+    scale = ttft_slo_s if ttft_slo_s is not None else fallback_s
+    if waited_s <= 0 or scale is None:
         return 0.0
-    return 1.0 - math.exp(-waited_s / (relax_fraction * ttft_slo_s))
+    return 1.0 - math.exp(-waited_s / (relax_fraction * scale))

@@ -4,9 +4,10 @@ In the simulator routers read it through ``InstanceView.exported`` (a plain mapp
 below); the live gateway and the vLLM plugin publish the same keys as a small JSON document
 (``to_json``/``from_json``), so PRISM reads one format in every runtime.
 
-Invariants: every field is finite except ``peak_tokens_per_s`` (may be inf when a fit has no
-throughput term); ``pending_prefill_tokens``, ``pending_requests`` and ``latency_s`` are >= 0;
-``free_kv_tokens`` may be negative (queued demand exceeds the free KV cache).
+Invariants: every field is finite except ``peak_tokens_per_s``, which is inf while unknown (LENS before
+its first shape fit; routers must score it neutrally, never as infinitely fast, see ``prism``);
+``pending_prefill_tokens``, ``pending_requests`` and ``latency_s`` are >= 0; ``free_kv_tokens`` may be
+negative (queued demand exceeds the free KV cache).
 """
 
 from __future__ import annotations
