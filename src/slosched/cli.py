@@ -45,7 +45,8 @@ def _run(scenario: Scenario, pairs: Sequence[PolicyPair], trace: Path | None, ba
         def on_start(name: str) -> None:
             progress.update(task, description=f"simulating {name} ({len(jobs)} jobs)", advance=0)
 
-        results = compare_policies(scenario, pairs, jobs=jobs, on_start=on_start)
+        history = scenario.history(trace)
+        results = compare_policies(scenario, pairs, jobs=jobs, on_start=on_start, history=history)
         progress.update(task, completed=len(pairs))
     return results
 

@@ -19,17 +19,20 @@ def compare_policies(
     jobs: Sequence[JobSpec] | None = None,
     base_dir: Path | None = None,
     on_start: Progress | None = None,
+    history: Sequence[JobSpec] | None = None,
 ) -> dict[str, RunResult]:
-    """Every policy sees the same jobs (generated once) and the same seed."""
+    """Every policy sees the same jobs (generated once), the same seed and the same deadlines (learned
+    from ``history``, by default the scenario's own past traffic)."""
     pairs = list(policies) if policies is not None else scenario.policy_pairs()
     if jobs is None:
         jobs = scenario.jobs(base_dir)
+        history = scenario.history() if history is None else history
     specs = scenario.cluster.specs()
     results: dict[str, RunResult] = {}
     for pair in pairs:
         if on_start is not None:
             on_start(pair.name)
         results[pair.name] = simulate(
-            specs, jobs, pair, scenario.seed, scenario.options(), scenario.params(), scenario.job_policy
+            specs, jobs, pair, scenario.seed, scenario.options(), scenario.params(), scenario.job_policy, history
         )
     return results

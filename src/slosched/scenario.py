@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import yaml
@@ -108,11 +108,14 @@ class WorkloadConfig(BaseModel):
 
 class SloConfig(BaseModel):
     """``seconds``: one SLO for every job; ``scale``: x each job's no-contention latency on the fastest
-    instance. A job's own ``slo_s`` (trace) wins over both."""
+    instance, as a client can estimate it at submission (``basis: estimated``, the default: template
+    statistics of past traffic, input lengths, max_tokens) or from its true output lengths (``basis:
+    true-lengths``, an ORACLE deadline). A job's own ``slo_s`` (trace) wins over both."""
 
     model_config = _STRICT
     seconds: float | None = Field(default=None, gt=0)
     scale: float | None = Field(default=None, gt=0)
+    basis: Literal["estimated", "true-lengths"] = "estimated"
 
     @model_validator(mode="after")
     def _at_most_one(self) -> SloConfig:
@@ -180,7 +183,18 @@ class Scenario(BaseModel):
             belief_refit_s=sim.belief_refit_s,
             slo_s=self.slo.seconds,
             slo_scale=self.slo.scale,
+            slo_basis=self.slo.basis,
         )
+
+    def history(self, trace: str | Path | None = None) -> list[JobSpec] | None:
+        """Past traffic the leak-free deadlines learn from: the generator's jobs under another seed (the
+        same mix, other jobs). A replayed trace has none; its own per-template aggregates stand in."""
+        if trace is not None or self.workload.generator is None:
+            return None
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 2]))
+        num_jobs = min(self.workload.num_jobs, 2000)
+        arrivals = ArrivalSpec.from_mapping(self.workload.arrival).sample(num_jobs, rng)
+        return generate_jobs(self.workload.generator, self.workload.params, arrivals, rng)
 
     def jobs(self, base_dir: Path | None = None, trace: str | Path | None = None) -> list[JobSpec]:
         """The scenario's jobs: a trace file (argument or scenario) or the seeded generator."""

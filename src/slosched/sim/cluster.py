@@ -18,6 +18,7 @@ from slosched.policies.cluster.base import CompletionObserver, Router
 from slosched.policies.engine.base import EnginePolicy, StateExporter
 from slosched.policies.job.base import JobPolicy
 from slosched.sim.belief import BeliefFeed
+from slosched.sim.deadlines import DeadlineModel
 from slosched.sim.instance import SimInstance
 from slosched.sim.jobs import JobState
 from slosched.sim.kernel import EventKernel
@@ -48,8 +49,11 @@ class ClusterSim:
         options: SimOptions,
         seed: int,
         policy_name: str = "",
+        history: Sequence[JobSpec] | None = None,
     ) -> None:
         self.kernel = EventKernel()
+        self._history = history
+        self._deadlines: DeadlineModel | None = None
         self.options = options
         self.router = router
         self.job_policy = job_policy
@@ -98,6 +102,10 @@ class ClusterSim:
 
     # ---- run -----------------------------------------------------------------------------------------
     def run(self, jobs: Sequence[JobSpec]) -> RunResult:
+        if self.options.slo_scale is not None and self.options.slo_basis == "estimated":
+            # Without a recorded history, the trace's own per-template aggregates stand in for past traffic.
+            history = jobs if self._history is None else self._history
+            self._deadlines = DeadlineModel.learn(history, self._fastest_call_latency_s, self._fastest_job_latency_s)
         for spec in sorted(jobs, key=lambda job: job.arrival_s):
             state = JobState.start(spec, self._new_job_record(spec))
             self._jobs.append(state)
@@ -119,20 +127,14 @@ class ClusterSim:
 
     def _new_job_record(self, spec: JobSpec) -> JobRecord:
         num_calls = spec.num_calls
-        if num_calls == 1 and len(spec.stages) == 1 and not spec.stages[0].tool_duration_s:
-            call = spec.stages[0].calls[0]  # the common case, kept cheap
-            no_contention = min(
-                model.truth.no_contention_latency_s(call.input_tokens, call.output_tokens)
-                for model in self._distinct_models
-            )
-        else:
-            no_contention = min(model.job_latency_s(spec) for model in self._distinct_models)
+        no_contention = self._fastest_job_latency_s(spec)
         if spec.slo_s is not None:
             slo = spec.slo_s
         elif self.options.slo_s is not None:
             slo = self.options.slo_s
         elif self.options.slo_scale is not None:
-            slo = self.options.slo_scale * no_contention
+            basis = no_contention if self._deadlines is None else self._deadlines.job_latency_s(spec)
+            slo = self.options.slo_scale * basis
         else:
             slo = math.inf
         return JobRecord(
@@ -145,6 +147,16 @@ class ClusterSim:
             slo_s=slo,
             no_contention_s=no_contention,
         )
+
+    def _fastest_call_latency_s(self, input_tokens: int, output_tokens: int) -> float:
+        return min(model.truth.no_contention_latency_s(input_tokens, output_tokens) for model in self._distinct_models)
+
+    def _fastest_job_latency_s(self, spec: JobSpec) -> float:
+        """The job alone on the fastest instance, from its true lengths (descriptive; never a policy input)."""
+        if spec.num_calls == 1 and len(spec.stages) == 1 and not spec.stages[0].tool_duration_s:
+            call = spec.stages[0].calls[0]  # the common case, kept cheap
+            return self._fastest_call_latency_s(call.input_tokens, call.output_tokens)
+        return min(model.job_latency_s(spec) for model in self._distinct_models)
 
     # ---- jobs ----------------------------------------------------------------------------------------
     def _on_job_arrival(self, job: JobState) -> None:

@@ -67,8 +67,10 @@ def simulate(
     options: SimOptions,
     params: PolicyParams | None = None,
     job_policy: str = "deadline",
+    history: Sequence[JobSpec] | None = None,
 ) -> RunResult:
-    """One run; the same seed and jobs give bit-identical results."""
+    """One run; the same seed and jobs give bit-identical results. ``history``: past traffic the leak-free
+    deadlines learn their statistics from (``sim/deadlines.py``); None uses the jobs' own aggregates."""
     params = params or PolicyParams()
     models = [InstanceModels.build(spec) for spec in instances]
     block_sizes = {spec.block_size for spec in instances}
@@ -92,6 +94,7 @@ def simulate(
         options,
         seed=int(sim_seed.generate_state(1)[0]),
         policy_name=policy.name,
+        history=history,
     )
     result = sim.run(jobs)
     result.seed = seed

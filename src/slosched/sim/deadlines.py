@@ -1,0 +1,119 @@
+"""Leak-free deadlines: a job's SLO from what its client knows at submission (DESIGN section 9).
+
+A client submitting a job knows its template, its input lengths and its ``max_tokens``, and the operator
+knows the statistics of past traffic; nobody knows the job's true output lengths, nor how many revision
+rounds a Text-to-SQL agent will need. A deadline computed from the truth hands every deadline-aware policy
+an oracle (short jobs get short deadlines, so EDF becomes SRPT on true sizes), so the simulator sets
+``slo = scale x estimated no-contention latency`` where the estimate uses only:
+
+- single and relQuery jobs (one stage): each call's known input length and, for its output, the mean output
+  length of calls of the same template and stage kind in the *history* (capped by the call's max_tokens);
+- workflows (several stages): the mean no-contention latency of history jobs of the same template (their
+  shape is only known once they have run).
+
+The history is past traffic: a warm-up trace, yesterday's log, or (for a replayed trace without one) the
+trace's own per-template aggregates. Permuting true output lengths among jobs of one template never changes
+a deadline (a test holds this). The true no-contention latency stays on the record as a descriptive metric
+(the papers' SLO-scale curves), computed after the run and never read by a policy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from slosched.core.job import CallSpec, JobSpec
+
+CallLatency = Callable[[int, int], float]
+JobLatency = Callable[[JobSpec], float]
+SLO_BASES = ("estimated", "true-lengths")
+
+
+def stage_kind(stage_name: str) -> str:
+    """``revise3`` -> ``revise``: repeated rounds of one step share their statistics."""
+    return stage_name.rstrip("0123456789") or stage_name
+
+
+@dataclass(slots=True, frozen=True)
+class DeadlineModel:
+    """Per-template statistics of past traffic, and the fastest instance's no-contention latency."""
+
+    call_output: dict[tuple[str, str], float]
+    template_output: dict[str, float]
+    global_output: float
+    workflow_latency: dict[str, float]
+    global_workflow_latency: float
+    call_latency: CallLatency
+
+    @classmethod
+    def learn(cls, history: Sequence[JobSpec], call_latency: CallLatency, job_latency: JobLatency) -> DeadlineModel:
+        """Statistics of ``history``; ``job_latency`` is the true no-contention latency of a past job (it
+        has run, so its lengths are known now)."""
+        per_call: dict[tuple[str, str], list[int]] = {}
+        per_template: dict[str, list[int]] = {}
+        per_workflow: dict[str, list[float]] = {}
+        for job in history:
+            if len(job.stages) > 1:
+                per_workflow.setdefault(job.template, []).append(job_latency(job))
+            for stage in job.stages:
+                for call in stage.calls:
+                    per_call.setdefault((job.template, stage_kind(stage.name)), []).append(call.output_tokens)
+                    per_template.setdefault(job.template, []).append(call.output_tokens)
+        every_output = [value for values in per_template.values() for value in values]
+        every_workflow = [value for values in per_workflow.values() for value in values]
+        return cls(
+            call_output={key: _mean(values) for key, values in per_call.items()},
+            template_output={key: _mean(values) for key, values in per_template.items()},
+            global_output=_mean(every_output) if every_output else math.nan,
+            workflow_latency={key: _mean(values) for key, values in per_workflow.items()},
+            global_workflow_latency=_mean(every_workflow) if every_workflow else math.nan,
+            call_latency=call_latency,
+        )
+
+    def expected_output(self, template: str, stage_name: str, call: CallSpec) -> int:
+        """Output tokens a client expects of ``call``: the history mean, never above its max_tokens."""
+        mean = self.call_output.get((template, stage_kind(stage_name)))
+        if mean is None:
+            mean = self.template_output.get(template, self.global_output)
+        if not math.isfinite(mean):
+            mean = float(call.max_output_tokens) if call.max_output_tokens is not None else 1.0
+        if call.max_output_tokens is not None:
+            mean = min(mean, float(call.max_output_tokens))
+        return max(1, round(mean))
+
+    def job_latency_s(self, job: JobSpec) -> float:
+        """The estimated no-contention latency of ``job`` (the basis of its deadline)."""
+        if len(job.stages) > 1:
+            known = self.workflow_latency.get(job.template, self.global_workflow_latency)
+            if math.isfinite(known):
+                return known
+            return self._structural_latency_s(job)  # no history of workflows at all: shape x expected sizes
+        stage = job.stages[0]
+        longest = max(
+            (
+                self.call_latency(call.input_tokens, self.expected_output(job.template, stage.name, call))
+                for call in stage.calls
+            ),
+            default=0.0,
+        )
+        return longest + stage.tool_duration_s
+
+    def _structural_latency_s(self, job: JobSpec) -> float:
+        finish: dict[str, float] = {}
+        deps = job.dependencies()
+        for stage in job.topological_stages():
+            start = max((finish[parent] for parent in deps[stage.name]), default=0.0)
+            longest = max(
+                (
+                    self.call_latency(call.input_tokens, self.expected_output(job.template, stage.name, call))
+                    for call in stage.calls
+                ),
+                default=0.0,
+            )
+            finish[stage.name] = start + longest + stage.tool_duration_s
+        return max(finish.values(), default=0.0)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(sum(values)) / len(values)
