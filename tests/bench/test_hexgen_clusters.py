@@ -1,5 +1,6 @@
-"""Hexgen clusters: Llama-3.1-70B (4-bit, TP1) fits, per-step times agree with the Hexgen facts within
-15 %, the example scenarios match the bench's clusters, and the oracle stays out of the registries."""
+"""Hexgen clusters: Llama-3.1-70B (4-bit) fits, per-step times agree with the Hexgen facts within 15 %, the
+paper-shaped TP2 cluster has a ~2x speed gap and enough KV, the example scenarios match the bench's
+clusters, and the oracle stays out of the registries."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from slosched.bench.hexgen_setup import CLUSTERS, OracleOutputPredictor, cluster, trace
+from slosched.bench.hexgen_setup import CLUSTERS, TENSOR_PARALLEL, OracleOutputPredictor, cluster, trace
+from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
 from slosched.perf.hardware import measured_anchor_points
 from slosched.perf.roofline import RooflineModel
@@ -49,8 +51,25 @@ def test_decode_step_matches_the_hexgen_facts(gpu: str) -> None:
 def test_model_fits_every_instance(name: str) -> None:
     for spec in cluster(name):
         models = InstanceModels.build(spec)
-        assert spec.tp == 1 and spec.stack == "hexgen"
+        assert spec.tp == TENSOR_PARALLEL[name] and spec.stack == "hexgen"
         assert models.max_model_len >= 14131 + 4096  # the longest GEN prompt plus max output
+
+
+def _kv_tokens(spec: InstanceSpec) -> int:
+    return InstanceModels.build(spec).num_kv_blocks * spec.block_size
+
+
+def test_paper_cluster_is_tensor_parallel_with_a_2x_gap_and_enough_kv() -> None:
+    fast, _, slow, _ = cluster("paper-tp2")
+    assert fast.tp == slow.tp == 2
+    truth = {spec.gpu: InstanceModels.build(spec).truth for spec in (fast, slow)}
+    gen = [truth[gpu].no_contention_latency_s(GEN_INPUT, GEN_OUTPUT, GEN_CACHED) for gpu in (slow.gpu, fast.gpu)]
+    decode = [truth[gpu].step_time_s(0, 0, 32, 32 * 8000) for gpu in (slow.gpu, fast.gpu)]
+    assert 1.8 <= gen[0] / gen[1] <= 2.2 and 1.8 <= decode[0] / decode[1] <= 2.2
+    # hetero1's TP1 A6000 holds a sixth of an A100's KV; a paper-tp2 A40 instance holds ~40 GEN prompts.
+    old_fast, _, old_slow, _ = cluster("hetero1")
+    assert _kv_tokens(old_slow) < _kv_tokens(old_fast) / 5
+    assert _kv_tokens(slow) >= 40 * GEN_INPUT and _kv_tokens(slow) > _kv_tokens(fast) / 2.5
 
 
 @pytest.mark.parametrize("name", sorted(CLUSTERS))
