@@ -6,9 +6,9 @@ rounds a Text-to-SQL agent will need. A deadline computed from the truth hands e
 an oracle (short jobs get short deadlines, so EDF becomes SRPT on true sizes), so the simulator sets
 ``slo = scale x estimated no-contention latency`` where the estimate uses only:
 
-- single and relQuery jobs (one stage): each call's known input length and, for its output, the mean output
+- single and relQuery jobs: each call's known input length and, for its output, the mean output
   length of calls of the same template and stage kind in the *history* (capped by the call's max_tokens);
-- workflows (several stages): the mean no-contention latency of history jobs of the same template (their
+- workflows: the mean no-contention latency of history jobs of the same template (their
   shape is only known once they have run).
 
 The history is past traffic: a warm-up trace, yesterday's log, or (for a replayed trace without one) the
@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slosched.core.job import CallSpec, JobSpec
+from slosched.core.job import CallSpec, JobKind, JobSpec
 
 CallLatency = Callable[[int, int], float]
 JobLatency = Callable[[JobSpec], float]
@@ -54,7 +54,7 @@ class DeadlineModel:
         per_template: dict[str, list[int]] = {}
         per_workflow: dict[str, list[float]] = {}
         for job in history:
-            if len(job.stages) > 1:
+            if job.kind is JobKind.WORKFLOW:
                 per_workflow.setdefault(job.template, []).append(job_latency(job))
             for stage in job.stages:
                 for call in stage.calls:
@@ -84,35 +84,31 @@ class DeadlineModel:
 
     def job_latency_s(self, job: JobSpec) -> float:
         """The estimated no-contention latency of ``job`` (the basis of its deadline)."""
-        if len(job.stages) > 1:
+        if job.kind is JobKind.WORKFLOW:
             known = self.workflow_latency.get(job.template, self.global_workflow_latency)
             if math.isfinite(known):
                 return known
             return self._structural_latency_s(job)  # no history of workflows at all: shape x expected sizes
-        stage = job.stages[0]
-        longest = max(
-            (
-                self.call_latency(call.input_tokens, self.expected_output(job.template, stage.name, call))
-                for call in stage.calls
-            ),
-            default=0.0,
-        )
-        return longest + stage.tool_duration_s
+        return self._structural_latency_s(job)
 
     def _structural_latency_s(self, job: JobSpec) -> float:
+        if len(job.stages) == 1:  # single calls and relQueries: no DAG to walk
+            stage = job.stages[0]
+            return self._stage_latency_s(job.template, stage.name, stage.calls) + stage.tool_duration_s
         finish: dict[str, float] = {}
         deps = job.dependencies()
         for stage in job.topological_stages():
             start = max((finish[parent] for parent in deps[stage.name]), default=0.0)
-            longest = max(
-                (
-                    self.call_latency(call.input_tokens, self.expected_output(job.template, stage.name, call))
-                    for call in stage.calls
-                ),
-                default=0.0,
-            )
+            longest = self._stage_latency_s(job.template, stage.name, stage.calls)
             finish[stage.name] = start + longest + stage.tool_duration_s
         return max(finish.values(), default=0.0)
+
+    def _stage_latency_s(self, template: str, stage_name: str, calls: Sequence[CallSpec]) -> float:
+        """Calls of a stage run in parallel: the stage lasts as long as its longest expected call."""
+        return max(
+            (self.call_latency(c.input_tokens, self.expected_output(template, stage_name, c)) for c in calls),
+            default=0.0,
+        )
 
 
 def _mean(values: Sequence[float]) -> float:
