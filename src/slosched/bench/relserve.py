@@ -1,216 +1,248 @@
-"""``slosched bench relserve``: RelServe vs vLLM, Sarathi and vLLM-SP on synthetic relQuery traces.
+"""``slosched bench relserve``: RelServe on the scoreboard (DESIGN section 9) and the paper's latency view.
 
-Settings: OPT-13B on 1x A100-40G, Qwen2.5-32B on 2x A100-40G (TP2), Llama-2-70B on 4x A100-40G (TP4,
-``gpu_memory_utilization`` 0.95: at 0.9 bf16 weights leave no KV cache), each with the four datasets
-(``relquery`` generator, query types mixed, 1-100 rows, Poisson arrivals). Loads are fractions of the
-relQuery rate ``fcfs`` (the slowest baseline) sustains, its saturation throughput measured by a burst
-run; the highest load is that rate. Frameworks: ``fcfs`` (vLLM), ``chunked-fcfs`` (Sarathi),
-``static-priority`` + job policy ``static-sum`` (vLLM-SP), ``relserve``; at the highest load also
-``relserve-pp``/``relserve-dp`` and
-``relserve`` with separate prefill/decode steps. Overhead: DPU + ABA wall time (perf_counter inside the
-policies) over the simulated end-to-end time, and per engine iteration. ``--quick``: OPT-13B, two
-datasets, two loads, 60 relQueries per trace; the full run writes ``docs/results/relserve.md``.
+For each setting (``relserve_setup``; one engine per setting as in the paper, plus a two-engine cluster),
+relQuery traces of a fixed number of jobs (``relquery`` generator, mixed query types, 1-100 rows, Poisson
+arrivals, a discarded warm-up prefix so learned state is warm, leak-free deadlines at ``SLO_SCALE`` x the
+client's estimate) give:
+
+- **SLO capacity** (90% and 95% of relQueries within their SLO, bisection to 2%, median over seeds with
+  the min-max spread) of the strongest baseline (``scoreboard.evaluate``: best static token budget, best
+  static max concurrency, every router on multi-engine clusters), of RelServe (``least-tokens+relserve``),
+  of the paper's baselines (vLLM ``fcfs``, Sarathi ``chunked-fcfs``, vLLM-SP ``static-priority``) and, in
+  full runs, of the predicted-OL variant and the labelled ORACLE (true output lengths).
+- **Goodput under overload** at 0.5x-2x the strongest baseline's capacity.
+- **The paper's metric**: mean relQuery latency of the paper's frameworks at those loads (first seed), the
+  waiting / core / tail breakdown and the ABA ablation (``relserve-pp``, ``relserve-dp``, separate
+  prefill/decode steps) at 1.5x, and the DPU + ABA overhead.
+
+``--quick``: the first setting, 2 seeds, 60 relQueries per run (10 warm-up); full: 5 seeds, 100
+relQueries (10 warm-up), and ``docs/results/relserve.md`` with plots is written from the run.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import statistics
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from slosched.bench.common import saturation_throughput
-from slosched.core.instance import InstanceSpec
-from slosched.core.job import JobSpec
+from slosched.bench import relserve_setup as setup
+from slosched.bench.scoreboard import LOADS, Scoreboard, evaluate
+from slosched.bench.workbench import WARMUP_PREFIX, Candidate, Workbench
 from slosched.core.records import RunResult
 from slosched.metrics.breakdown import relquery_breakdown
+from slosched.metrics.summary import json_safe
 from slosched.policies.engine.relserve_overhead import OverheadMeter
-from slosched.sim.options import SimOptions
-from slosched.sim.runner import PolicyPair, PolicyParams, simulate
-from slosched.workloads.generators import make_workload
+from slosched.sim.runner import PolicyParams
 
-MODELS = (("OPT-13B", 1, 0.9), ("Qwen2.5-32B", 2, 0.9), ("Llama-2-70B", 4, 0.95))
-DATASETS = ("amazon", "rotten", "beer", "pdmx")
-FRAMEWORKS = {"fcfs": "deadline", "chunked-fcfs": "deadline", "static-priority": "static-sum", "relserve": "deadline"}
-EXTRAS = {"relserve-pp": {}, "relserve-dp": {}, "relserve-sep": {"mixed_prefill": False}}
-SEED = 11
 RESULTS_DIR = Path("docs/results")
+ABLATION_LOAD = 1.5
+EXTRAS = {"relserve-pp": {}, "relserve-dp": {}, "relserve-sep": {"mixed_prefill": False}}
+
+
+@dataclass(slots=True, frozen=True)
+class RunPlan:
+    seeds: tuple[int, ...]
+    num_jobs: int
+    num_warmup_jobs: int
+    settings: tuple[setup.Setting, ...]
+    quick: bool
+
+    @classmethod
+    def of(cls, quick: bool) -> RunPlan:
+        if quick:
+            return cls((1, 2), 60, 10, setup.QUICK_SETTINGS, True)
+        return cls((1, 2, 3, 4, 5), 100, 10, setup.FULL_SETTINGS, False)
 
 
 @dataclass(slots=True)
-class Setting:
-    model: str
-    tp: int
-    dataset: str
-    capacity_rps: float = 0.0
-    loads: list[dict[str, Any]] = field(default_factory=list)
-    at_max: dict[str, Any] = field(default_factory=dict)
+class SettingResult:
+    setting: setup.Setting
+    board: Scoreboard
+    latency: list[dict[str, Any]] = field(default_factory=list)
+    at_ablation_load: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
-        return f"{self.model} x{self.tp} / {self.dataset}"
+        return self.setting.label
+
+    def paper_ratios(self) -> dict[str, float]:
+        """RelServe's 90% capacity over each paper baseline's."""
+        return {
+            engine: self.board.ratio(setup.PAPER_POLICY, f"{setup.REFERENCE_ROUTER}+{engine}")
+            for engine in setup.PAPER_BASELINES
+        }
 
 
-def instance(model: str, tp: int, memory_utilization: float) -> InstanceSpec:
-    return InstanceSpec(
-        name=f"{model}-tp{tp}",
-        gpu="A100-40G",
-        model=model,
-        tp=tp,
-        max_running=256,
-        max_batched_tokens=2048,
-        max_model_len=4096,
-        gpu_memory_utilization=memory_utilization,
+def run_setting(plan: RunPlan, setting: setup.Setting) -> SettingResult:
+    bench = setup.workbench(setting, plan.num_jobs, plan.num_warmup_jobs)
+    # The predicted-OL variant and the oracle on the headline setting of full runs only (run time).
+    others = setup.paper_candidates(not plan.quick and setting == plan.settings[0])
+    chosen = [candidate.label for candidate in others[:4]]
+    board = evaluate(
+        bench,
+        plan.seeds,
+        others,
+        setup.baseline_plan(setting, plan.quick),
+        guess=0.3 * setting.num_engines,
+        loads=LOADS,
+        overload_labels=chosen,
     )
+    result = SettingResult(setting, board)
+    paper_latency(result, bench, others[:4], plan.seeds[0])
+    return result
 
 
-def _run(
-    spec: InstanceSpec, jobs: list[JobSpec], engine: str, extra: dict[str, Any] | None = None
-) -> tuple[RunResult, OverheadMeter]:
-    meter = OverheadMeter()
-    preset = "relserve" if engine == "relserve-sep" else engine
-    job_policy = FRAMEWORKS.get(engine, "deadline")
-    params = dict(extra or {})
-    if preset.startswith("relserve"):
-        params["overhead_meter"] = meter
-    result = simulate(
-        [spec],
-        jobs,
-        PolicyPair.parse(f"round-robin+{preset}"),
-        SEED,
-        SimOptions(noise_sigma=0.05),
-        PolicyParams(engine={preset: params}),
-        job_policy=job_policy,
-    )
-    return result, meter
+def _run(bench: Workbench, candidate: Candidate, rate: float, seed: int) -> RunResult:
+    jobs, history = bench.workload(rate, seed)
+    return bench.run_fn(candidate, bench.instances, jobs, bench.options, seed, history)
 
 
-def _mean_latency(result: RunResult) -> float:
-    latencies = [job.latency_s for job in result.jobs if job.outcome == "completed"]
-    if len(latencies) < len(result.jobs):
+def _measured(result: RunResult) -> RunResult:
+    """``result`` without its warm-up prefix."""
+    return replace(result, jobs=[job for job in result.jobs if not job.id.startswith(WARMUP_PREFIX)])
+
+
+def _measured_mean_latency(result: RunResult) -> float:
+    jobs = _measured(result).jobs
+    if any(job.outcome != "completed" for job in jobs):
         return math.inf
-    return sum(latencies) / len(latencies)
+    return statistics.fmean(job.latency_s for job in jobs)
 
 
-def run_setting(
-    setting: Setting, memory_utilization: float, fractions: tuple[float, ...], num_jobs: int
-) -> tuple[OverheadMeter, float]:
-    """Fills ``setting``; returns relserve's overhead meter and simulated seconds over all its runs."""
-    spec = instance(setting.model, setting.tp, memory_utilization)
-    params = {"dataset": setting.dataset}
-    probe = make_workload("relquery", {"process": "poisson", "rate": 1.0}, num_jobs, params, seed=SEED)
-    setting.capacity_rps = saturation_throughput([spec], probe, "round-robin+fcfs", seed=SEED)
-    total = OverheadMeter()
+def paper_latency(result: SettingResult, bench: Workbench, frameworks: list[Candidate], seed: int) -> None:
+    """Mean relQuery latency of the paper's frameworks at ``LOADS`` x the strongest baseline's capacity;
+    breakdown, ABA ablation and overhead at ``ABLATION_LOAD``."""
+    base_rate = result.board.capacity_of(result.board.strongest)
+    meter = OverheadMeter()
     simulated_s = 0.0
-    for fraction in fractions:
-        rate = fraction * setting.capacity_rps
-        jobs = make_workload("relquery", {"process": "poisson", "rate": rate}, num_jobs, params, seed=SEED)
+    for load in LOADS:
+        rate = load * base_rate
         latency: dict[str, float] = {}
-        results: dict[str, RunResult] = {}
-        for engine in FRAMEWORKS:
-            result, meter = _run(spec, jobs, engine)
-            latency[engine] = _mean_latency(result)
-            results[engine] = result
-            if engine == "relserve":
-                _accumulate(total, meter)
-                simulated_s += result.end_s
-        setting.loads.append({"load": fraction, "rate_rps": rate, "mean_latency_s": latency})
-        if fraction == fractions[-1]:
-            setting.at_max = _at_max(spec, jobs, results, latency)
-    setting.at_max["overhead_share"] = total.total_s / simulated_s if simulated_s else 0.0
-    setting.at_max["us_per_iteration"] = total.us_per_iteration()
-    return total, simulated_s
+        runs: dict[str, RunResult] = {}
+        for candidate in frameworks:
+            run_as = candidate
+            if candidate.label == setup.PAPER_POLICY:
+                run_as = _with_engine_params(candidate, "relserve", {"overhead_meter": meter})
+            runs[candidate.label] = _run(bench, run_as, rate, seed)
+            latency[candidate.label] = _measured_mean_latency(runs[candidate.label])
+        simulated_s += runs[setup.PAPER_POLICY].end_s
+        result.latency.append({"load": load, "rate_rps": rate, "mean_latency_s": latency})
+        if load == ABLATION_LOAD:
+            result.at_ablation_load = _ablation(bench, runs, latency, rate, seed)
+    result.at_ablation_load["overhead_share"] = meter.total_s / simulated_s if simulated_s else 0.0
+    result.at_ablation_load["us_per_iteration"] = meter.us_per_iteration()
 
 
-def _at_max(
-    spec: InstanceSpec, jobs: list[JobSpec], results: dict[str, RunResult], latency: dict[str, float]
+def _with_engine_params(candidate: Candidate, engine: str, extra: dict[str, Any]) -> Candidate:
+    params = PolicyParams(engine={engine: {**candidate.params.engine.get(engine, {}), **extra}})
+    return Candidate(candidate.label, candidate.policy, params, candidate.job_policy, candidate.oracle)
+
+
+def _ablation(
+    bench: Workbench, runs: dict[str, RunResult], latency: dict[str, float], rate: float, seed: int
 ) -> dict[str, Any]:
-    ablation = {"relserve": latency["relserve"]}
-    for engine, extra in EXTRAS.items():
-        ablation[engine] = _mean_latency(_run(spec, jobs, engine, extra)[0])
+    ours = setup.PAPER_POLICY
+    static = f"{setup.REFERENCE_ROUTER}+static-priority"
+    ablation = {"relserve": latency[ours]}
+    for name, extra in EXTRAS.items():
+        preset = "relserve" if name == "relserve-sep" else name
+        candidate = Candidate.of(f"{setup.REFERENCE_ROUTER}+{preset}", extra or None)
+        ablation[name] = _measured_mean_latency(_run(bench, candidate, rate, seed))
     return {
-        "ratio_vs_fcfs": latency["fcfs"] / latency["relserve"],
-        "ratio_vs_static_priority": latency["static-priority"] / latency["relserve"],
+        "load": ABLATION_LOAD,
+        "ratio_vs_fcfs": latency[f"{setup.REFERENCE_ROUTER}+fcfs"] / latency[ours],
+        "ratio_vs_static_priority": latency[static] / latency[ours],
         "breakdown": {
-            name: relquery_breakdown(results[name]).to_json_dict() for name in ("static-priority", "relserve")
+            "static-priority": relquery_breakdown(_measured(runs[static])).to_json_dict(),
+            "relserve": relquery_breakdown(_measured(runs[ours])).to_json_dict(),
         },
         "ablation_mean_latency_s": ablation,
     }
 
 
-def _accumulate(total: OverheadMeter, meter: OverheadMeter) -> None:
-    total.dpu_s += meter.dpu_s
-    total.aba_s += meter.aba_s
-    total.num_dpu_updates += meter.num_dpu_updates
-    total.num_iterations += meter.num_iterations
-
-
 def _stats(values: list[float]) -> dict[str, float]:
-    return {"min": min(values), "avg": sum(values) / len(values), "max": max(values)}
+    finite = [value for value in values if math.isfinite(value)] or [math.nan]
+    return {"min": min(finite), "median": statistics.median(finite), "max": max(finite)}
 
 
-def run(quick: bool) -> dict[str, Any]:
-    models = MODELS[:1] if quick else MODELS
-    datasets = ("amazon", "pdmx") if quick else DATASETS
-    fractions = (0.5, 1.0) if quick else (0.4, 0.7, 1.0)
-    num_jobs = 60 if quick else 100
-    settings: list[Setting] = []
-    total = OverheadMeter()
-    simulated_s = 0.0
-    for model, tp, memory_utilization in models:
-        for dataset in datasets:
-            setting = Setting(model, tp, dataset)
-            meter, seconds = run_setting(setting, memory_utilization, fractions, num_jobs)
-            _accumulate(total, meter)
-            simulated_s += seconds
-            settings.append(setting)
-    figures = {
-        "settings": [_setting_json(setting) for setting in settings],
-        "ratio_vs_fcfs_at_max_load": _stats([s.at_max["ratio_vs_fcfs"] for s in settings]),
-        "ratio_vs_static_priority_at_max_load": _stats([s.at_max["ratio_vs_static_priority"] for s in settings]),
-        "overhead_share": total.total_s / simulated_s if simulated_s else 0.0,
-        "us_per_iteration": total.us_per_iteration(),
+def figures_of(plan: RunPlan, results: list[SettingResult]) -> dict[str, Any]:
+    """The ``--json`` figures: the headline setting's scoreboard fields at top level, every setting below."""
+    head = results[0]
+    figures: dict[str, Any] = {
+        **head.board.as_json(setup.PAPER_POLICY, setup.PAPER_BASELINE),
+        "headline_setting": head.label,
+        "num_jobs": plan.num_jobs,
+        "num_warmup_jobs": plan.num_warmup_jobs,
+        "seeds": list(plan.seeds),
+        "slo_scale": setup.SLO_SCALE,
+        "ratio_vs_paper_baselines": head.paper_ratios(),
+        "ratio_vs_strongest_by_setting": {r.label: r.board.ratio(setup.PAPER_POLICY) for r in results},
+        "ratio_vs_paper_baseline_by_setting": {
+            r.label: r.board.ratio(setup.PAPER_POLICY, setup.PAPER_BASELINE) for r in results
+        },
+        "ratio_vs_fcfs_at_1.5x": _stats([r.at_ablation_load["ratio_vs_fcfs"] for r in results]),
+        "ratio_vs_static_priority_at_1.5x": _stats([r.at_ablation_load["ratio_vs_static_priority"] for r in results]),
+        "overhead_share": statistics.fmean(r.at_ablation_load["overhead_share"] for r in results),
+        "us_per_iteration": statistics.fmean(r.at_ablation_load["us_per_iteration"] for r in results),
+        "settings": [setting_json(r) for r in results],
     }
-    _print(settings, figures)
-    if not quick:
-        from slosched.bench.relserve_report import write_report
-
-        write_report(RESULTS_DIR, settings, figures)
     return figures
 
 
-def _setting_json(setting: Setting) -> dict[str, Any]:
+def setting_json(result: SettingResult) -> dict[str, Any]:
+    setting = result.setting
     return {
+        "setting": result.label,
         "model": setting.model,
-        "gpus": f"{setting.tp}x A100-40G",
+        "gpus": setting.gpus,
         "dataset": setting.dataset,
-        "fcfs_capacity_rps": setting.capacity_rps,
-        "loads": setting.loads,
-        "at_max_load": setting.at_max,
+        "scoreboard": result.board.as_json(setup.PAPER_POLICY, setup.PAPER_BASELINE),
+        "ratio_vs_paper_baselines": result.paper_ratios(),
+        "mean_latency_by_load": result.latency,
+        "at_1.5x": result.at_ablation_load,
     }
 
 
-def _print(settings: list[Setting], figures: dict[str, Any]) -> None:
-    console = Console(stderr=True)
-    table = Table(title="relserve: mean relQuery latency (s) per load (fraction of fcfs capacity)")
-    for column in ("setting", "load", *FRAMEWORKS, "fcfs/rs", "sp/rs"):
-        table.add_column(column, justify="right")
-    for setting in settings:
-        for load in setting.loads:
-            lat = load["mean_latency_s"]
+def run(quick: bool) -> dict[str, Any]:
+    plan = RunPlan.of(quick)
+    results = [run_setting(plan, setting) for setting in plan.settings]
+    figures = figures_of(plan, results)
+    print_results(results, figures)
+    if not quick:
+        from slosched.bench.relserve_report import write_report
+
+        write_report(RESULTS_DIR, json_safe(figures))
+    return figures
+
+
+def print_results(results: list[SettingResult], figures: dict[str, Any]) -> None:
+    console = Console(stderr=True, width=150)
+    for result in results:
+        board = result.board
+        table = Table(title=f"relserve: {result.label} - SLO capacity (relQuery/s), median [min-max]")
+        for column in ("policy", "90%", "95%", "vs strongest"):
+            table.add_column(column, justify="right")
+        for label, capacity in {**board.baselines, **board.others}.items():
+            mark = " (strongest)" if label == board.strongest else ""
             table.add_row(
-                setting.label,
-                f"{load['load']:.1f}",
-                *(f"{lat[name]:.2f}" for name in FRAMEWORKS),
-                f"{lat['fcfs'] / lat['relserve']:.2f}",
-                f"{lat['static-priority'] / lat['relserve']:.2f}",
+                label + mark,
+                capacity.capacity[0.90].text(),
+                capacity.capacity[0.95].text(),
+                f"{board.ratio(label):.2f}",
             )
-    console.print(table)
+        console.print(table)
     console.print(
-        f"ratio vs fcfs at max load {figures['ratio_vs_fcfs_at_max_load']}, vs static-priority "
-        f"{figures['ratio_vs_static_priority_at_max_load']}, overhead share {figures['overhead_share']:.4%}, "
-        f"{figures['us_per_iteration']:.1f} us/iteration"
+        f"headline {figures['headline_setting']}: RelServe / strongest ({figures['strongest_baseline']}) "
+        f"{figures['ratio_vs_strongest']:.2f}, / vLLM fcfs {figures['ratio_vs_paper_baseline']:.2f}; "
+        f"by setting vs strongest {_rounded(figures['ratio_vs_strongest_by_setting'])}; overhead "
+        f"{figures['overhead_share']:.4%}, {figures['us_per_iteration']:.1f} us/iteration"
     )
+
+
+def _rounded(values: dict[str, float]) -> dict[str, float]:
+    return {key: round(value, 2) for key, value in values.items()}
