@@ -52,10 +52,10 @@ def test_counts_and_attainment_count_rejected_and_failed_as_missed():
     assert s.slo_attainment == pytest.approx(3 / 6)
 
 
-def test_rates_use_makespan_from_first_arrival_to_last_finish():
+def test_rates_use_makespan_from_first_arrival_to_last_finish_and_goodput_the_arrival_window():
     s = summarize(mixed_run())
     assert s.makespan_s == pytest.approx(6.0)
-    assert s.goodput_jobs_per_s == pytest.approx(3 / 6)
+    assert s.goodput_jobs_per_s == pytest.approx(3 / 2)  # arrivals span 0..2 s: giving up cannot raise it
     assert s.throughput_jobs_per_s == pytest.approx(4 / 6)
     assert s.throughput_tokens_per_s == pytest.approx((11 + 21 + 1) / 6)
 
