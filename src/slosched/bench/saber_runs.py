@@ -1,4 +1,4 @@
-"""Experiment pieces of ``slosched bench saber``: the instance, the code-task jobs, one run's outcomes.
+"""Set-up of ``slosched bench saber``: the instance, the code-task jobs, the candidates, one run's outcome.
 
 Setup (DESIGN 4.4), the paper's regime: a small code model (Qwen2.5-Coder-1.5B, bf16, vLLM-class stack)
 on one A100-40G whose KV pool is limited to ``KV_BLOCKS`` blocks of 16 tokens (64k tokens, about 1.8 GB:
@@ -11,23 +11,32 @@ concurrency. One request alone gets about 120 tokens/s, above the paper's SLAs' 
 
 Every request carries its task's ``max_tokens``, what a client sets per task: the
 ``MAX_TOKENS_QUANTILE`` quantile of the task's output-length distribution (true outputs above it are
-truncated, for every policy alike). SABER's required speed uses it (the paper's rule).
+truncated, for every policy alike). SABER's required speed uses it (the paper's rule). The SLO of a job is
+its task's (the paper's 1/8/1/12 s, or per-task means measured at ``SLA_RATE``): it reads the task only,
+never the job's true output length, so deadlines are leak-free by construction.
+
+One engine: every router sends every job to it, so the baseline search is the engine sweep (best static
+token budget, best static max concurrency) behind the reference router. The paper's own baseline is the
+best static cap in 10..100 (``PAPER_CAPS``), chosen after the fact.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from slosched.bench.scoreboard import REFERENCE_ROUTER, BaselinePlan, Scoreboard
+from slosched.bench.workbench import WARMUP_PREFIX, Candidate, Workbench
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
-from slosched.core.records import RunResult
 from slosched.core.request import Outcome
+from slosched.perf.speed_models import SpeedProfile
 from slosched.sim.options import SimOptions
-from slosched.sim.runner import PolicyPair, PolicyParams, simulate
+from slosched.sim.runner import PolicyPair, simulate
 from slosched.workloads._sampling import lognormal_quantile
 from slosched.workloads.bundled import workload_section
 from slosched.workloads.code import CODE_TASKS
@@ -43,10 +52,14 @@ INSTANCE = InstanceSpec(
     num_kv_blocks=KV_BLOCKS,
 )
 MIXES = {"W1": "code-w1", "W2": "code-w2", "W3": "code-w3"}
-NUM_REQUESTS = 100
+NUM_REQUESTS = 100  # the paper's requests per run (the scoreboard's runs state their own size)
 MAX_TOKENS_QUANTILE = 0.9
 SLA_RATE = 10.0  # the "measured" SLA rule: each task's mean completion time at this load, default setting
 DEFAULT_ENGINE = "chunked-fcfs"  # vLLM's default: admit whatever fits (max_running 256)
+OPTIONS = SimOptions(noise_sigma=0.05)
+PAPER_CAPS = tuple(range(10, 101, 10))
+PAPER_POLICY = "saber"
+CAPPED = f"{REFERENCE_ROUTER}+static-concurrency"
 
 
 def task_max_tokens(quantile: float = MAX_TOKENS_QUANTILE) -> dict[str, int]:
@@ -59,10 +72,15 @@ def task_max_tokens(quantile: float = MAX_TOKENS_QUANTILE) -> dict[str, int]:
 
 
 def code_jobs(
-    mix: str, rate: float, seed: int, max_tokens: Mapping[str, int], sla: Mapping[str, float] | None = None
+    mix: str,
+    rate: float,
+    seed: int,
+    max_tokens: Mapping[str, int],
+    sla: Mapping[str, float] | None = None,
+    num_jobs: int = NUM_REQUESTS,
 ) -> list[JobSpec]:
-    """``NUM_REQUESTS`` Poisson jobs of a mix; SLO = the paper's per task, or ``sla`` (task -> seconds)."""
-    jobs = make_workload(MIXES[mix], {"process": "poisson", "rate": rate}, NUM_REQUESTS, {"slo": "paper"}, seed)
+    """``num_jobs`` Poisson jobs of a mix; SLO = the paper's per task, or ``sla`` (task -> seconds)."""
+    jobs = make_workload(MIXES[mix], {"process": "poisson", "rate": rate}, num_jobs, {"slo": "paper"}, seed)
     capped: list[JobSpec] = []
     for job in jobs:
         stage = job.stages[0]
@@ -74,37 +92,81 @@ def code_jobs(
     return capped
 
 
+def unit_rate_jobs(mix: str, sla: tuple[tuple[str, float], ...], num_jobs: int, seed: int) -> list[JobSpec]:
+    """The workbench's job source: ``num_jobs`` jobs of ``mix`` at 1 job/s (picklable via ``partial``)."""
+    return code_jobs(mix, 1.0, seed, task_max_tokens(), dict(sla) or None, num_jobs)
+
+
+def workbench(mix: str, sla: Mapping[str, float] | None, num_jobs: int, num_warmup_jobs: int) -> Workbench:
+    jobs = functools.partial(unit_rate_jobs, mix, tuple(sorted((sla or {}).items())))
+    return Workbench(f"{mix} ({MIXES[mix]})", (INSTANCE,), jobs, num_jobs, OPTIONS, num_warmup_jobs)
+
+
+def baseline_plan(quick: bool) -> BaselinePlan:
+    """One engine: the reference router only; caps include the paper's 10..100 and the engine's own 256."""
+    if quick:
+        return BaselinePlan(token_budgets=(512, 2048), caps=(20, 50, 100, 256), routers=(REFERENCE_ROUTER,))
+    return BaselinePlan(token_budgets=(256, 512, 1024, 2048), caps=(*PAPER_CAPS, 256), routers=(REFERENCE_ROUTER,))
+
+
+def saber_candidates(profile: SpeedProfile, extended: bool) -> list[Candidate]:
+    """SABER (USL, whole-window scan: the paper) first; then the earlier one-pick reading, belief demand
+    and (``extended``) the linear / logistic speed fits (the paper's ablation)."""
+    usl = asdict(profile.model("usl"))
+    variants: dict[str, dict[str, Any]] = {
+        PAPER_POLICY: {"speed": usl},
+        "saber-first": {"speed": usl, "scan": "first"},
+        "saber-predicted": {"speed": usl, "demand": "predicted"},
+    }
+    if extended:
+        variants["saber-linear"] = {"speed": asdict(profile.model("linear"))}
+        variants["saber-logistic"] = {"speed": asdict(profile.model("logistic"))}
+    return [Candidate.of(f"{REFERENCE_ROUTER}+saber", params, label=name) for name, params in variants.items()]
+
+
+def cap_label(cap: int) -> str:
+    return Candidate.of(CAPPED, {"cap": cap}).label
+
+
+def paper_baseline(board: Scoreboard, caps: Sequence[int]) -> str:
+    """The paper's baseline: the static cap in 10..100 with the highest median 90% capacity."""
+    swept = [cap for cap in caps if cap in PAPER_CAPS and cap_label(cap) in board.baselines]
+    return cap_label(max(swept, key=lambda cap: board.baselines[cap_label(cap)].median_90))
+
+
 @dataclass(slots=True, frozen=True)
 class RunOutcome:
-    """Per request (in job order): its task, completion time / SLA (inf when it did not complete)."""
+    """Per measured job (in job order): completion time / SLA (inf when it did not complete)."""
 
-    tasks: tuple[str, ...]
     ratios: np.ndarray
+    num_preemptions: int
 
     @property
-    def goodput(self) -> float:
-        """Share of requests that finished within their SLA."""
-        return float(np.mean(self.ratios <= 1.0))
+    def attainment(self) -> float:
+        """Share of jobs that finished within their SLA (the paper's "goodput")."""
+        return float(np.mean(self.ratios <= 1.0 + 1e-12)) if self.ratios.size else 0.0
 
 
-def outcome_of(result: RunResult) -> RunOutcome:
+@dataclass(slots=True, frozen=True)
+class GridTask:
+    workbench: Workbench
+    candidate: Candidate
+    rate: float
+    seed: int
+
+
+def grid_task(task: GridTask) -> RunOutcome:
+    """One run of the paper's per-load table (module level: it runs in worker processes)."""
+    bench = task.workbench
+    jobs, history = bench.workload(task.rate, task.seed)
+    result = bench.run_fn(task.candidate, bench.instances, jobs, bench.options, task.seed, history)
     ratios = [
         (job.finish_s - job.arrival_s) / job.slo_s if job.outcome is Outcome.COMPLETED else np.inf
         for job in result.jobs
+        if not job.id.startswith(WARMUP_PREFIX)
     ]
-    return RunOutcome(tuple(job.template for job in result.jobs), np.array(ratios, dtype=np.float64))
-
-
-def run_policy(jobs: Sequence[JobSpec], engine: str, params: Mapping[str, Any], seed: int) -> RunOutcome:
-    result = simulate(
-        [INSTANCE],
-        jobs,
-        PolicyPair("round-robin", engine),
-        seed,
-        SimOptions(noise_sigma=0.05),
-        PolicyParams(engine={engine: dict(params)}),
-    )
-    return outcome_of(result)
+    preemptions = sum(stats.num_preemptions for stats in result.instances)
+    return RunOutcome(np.array(ratios, dtype=np.float64), preemptions)
 
 
 def measured_sla(mix: str, seeds: Sequence[int], max_tokens: Mapping[str, int]) -> dict[str, float]:
