@@ -16,7 +16,7 @@ from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
 
 if TYPE_CHECKING:
-    from slosched.perf.base import StepPredictor
+    from slosched.core.belief import StepPredictor
 
 
 class SeqView(Protocol):

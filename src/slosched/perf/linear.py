@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import nnls
 
+from slosched.core.belief import StepTimeModel
 from slosched.core.errors import ConfigError
 from slosched.core.views import StepObservation
-from slosched.perf.base import StepTimeModel
 
 # Typical magnitude of each feature (1, prefill tokens, decode seqs, context tokens): scales the prior's
 # ridge so one pseudo-observation pins each coefficient at a realistic operating point.

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from slosched.core.belief import StepPredictor
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
-from slosched.perf.base import StepPredictor
 from slosched.serve.backends import Backend
 from slosched.serve.queues import InstanceQueue
 

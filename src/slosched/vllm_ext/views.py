@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from slosched.core.belief import StepPredictor
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
-from slosched.perf.base import StepPredictor
 from slosched.vllm_ext.metadata import MetadataProblems, request_metadata
 
 

@@ -29,8 +29,7 @@ import httpx
 
 from slosched.core.errors import ConfigError
 from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
-from slosched.serve.sdk import AsyncClient, GatewayError
-from slosched.serve.text2sql_sql import (
+from slosched.devtools.text2sql_sql import (
     Checks,
     ExecResult,
     describe_schema,
@@ -40,6 +39,7 @@ from slosched.serve.text2sql_sql import (
     reference_checks,
     vote,
 )
+from slosched.serve.sdk import AsyncClient, GatewayError
 
 SYSTEM_PROMPT = "You are an expert SQLite developer. Answer with exactly one SQLite SELECT query in a ```sql block."
 TESTS_PROMPT = (

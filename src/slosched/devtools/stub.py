@@ -155,7 +155,7 @@ async def serve_app(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m slosched.serve.stub --port P``: a standalone stub server (benchmarks run it apart)."""
+    """``python -m slosched.devtools.stub --port P``: a standalone stub server (benchmarks run it apart)."""
     import argparse
 
     parser = argparse.ArgumentParser(description="fake vLLM OpenAI server")

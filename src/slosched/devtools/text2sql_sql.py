@@ -229,7 +229,7 @@ def vote(results: Sequence[tuple[int, ExecResult]]) -> tuple[int, int] | None:
 
 def sample_database_sql() -> str:
     """The shipped shop database script (customers, products, orders; 440 rows)."""
-    return (resources.files("slosched.serve") / "data" / "shop.sql").read_text(encoding="utf-8")
+    return (resources.files("slosched.devtools") / "data" / "shop.sql").read_text(encoding="utf-8")
 
 
 def create_sample_database(path: str | Path) -> Path:

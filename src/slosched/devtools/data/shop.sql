@@ -1,4 +1,4 @@
--- A small shop database for the Text-to-SQL workflow runner (slosched.serve.text2sql_runner).
+-- A small shop database for the Text-to-SQL workflow runner (slosched.devtools.text2sql_runner).
 -- 24 customers, 16 products, 400 orders; the orders are generated deterministically by a recursive CTE so
 -- the file stays short and every build of the database holds exactly the same rows.
 CREATE TABLE customers (

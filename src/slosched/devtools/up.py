@@ -256,7 +256,7 @@ def run_up(
     servers: list[VllmServer] = []
     try:
         if engine_policy:
-            from slosched.vllm_ext.launch import start_plugin_servers
+            from slosched.devtools.vllm_launch import start_plugin_servers
 
             servers = [plugin.server for plugin in start_plugin_servers(layers, work_dir, engine_policy)]
         else:

@@ -1,5 +1,8 @@
 """Protocols for step-time models (truth and belief) and output-length predictors.
 
+They live in ``core`` beside the views that expose them, so ``core`` depends on nothing else of ours;
+``perf/`` holds the implementations.
+
 Vocabulary of one engine step: ``num_prefill_tokens`` prompt tokens computed this step (all prefill chunks),
 ``prefill_context_tokens`` the tokens those chunks attend to that were computed before them (cached prefix
 or earlier chunks), ``num_decode_seqs`` sequences generating one token each, ``decode_context_tokens`` the

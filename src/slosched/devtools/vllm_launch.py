@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from slosched.core.errors import ConfigError
+from slosched.devtools.up import VllmServer, start_servers, stop_servers
 from slosched.policies.engine.base import ENGINE_PRESETS
-from slosched.serve.up import VllmServer, start_servers, stop_servers
 from slosched.vllm_ext.config import CONFIG_ENV
 
 SCHEDULER_CLASS = "slosched.vllm_ext.scheduler.SloschedScheduler"
