@@ -14,7 +14,7 @@ import pytest
 
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import CallSpec, JobSpec, single_job
-from slosched.serve.up import ServerAddress, default_vllm_python, start_servers, stop_servers, wait_ready
+from slosched.devtools.up import ServerAddress, default_vllm_python, start_servers, stop_servers, wait_ready
 
 
 def make_instance(name: str = "i0", gpu: str = "A100-80G", **overrides: object) -> InstanceSpec:

@@ -14,10 +14,10 @@ import pytest
 
 from slosched.bench.fidelity import simulate_trace
 from slosched.core.request import Outcome
+from slosched.devtools.up import ServerAddress
 from slosched.fidelity.compare import compare_runs, run_metrics, summarize_cases
 from slosched.fidelity.replay import replay
 from slosched.fidelity.traces import capacity_jobs_per_s, make_trace
-from slosched.serve.up import ServerAddress
 from slosched.tuning.engine_profile import SweepDesign, profile_endpoint
 from slosched.tuning.openai_client import OpenAIClient
 

@@ -8,8 +8,8 @@ import pytest
 
 from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
 from slosched.core.request import Outcome
+from slosched.devtools.stub import StubBackend, StubBehaviour, serve_app
 from slosched.fidelity.replay import replay_async
-from slosched.serve.stub import StubBackend, StubBehaviour, serve_app
 
 DELAY_S = 0.01
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from slosched.core.request import Request
+from slosched.devtools.stub import StubBackend, serve_app
 from slosched.serve.app import Gateway
 from slosched.serve.config import parse_config
 from slosched.serve.dispatcher import Dispatcher
 from slosched.serve.metrics import counter_value
-from slosched.serve.stub import StubBackend, serve_app
 
 
 @dataclass

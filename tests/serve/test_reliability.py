@@ -7,9 +7,9 @@ import contextlib
 
 import httpx
 
+from slosched.devtools.stub import StubBackend, free_port, serve_app
 from slosched.serve.app import Gateway
 from slosched.serve.config import parse_config
-from slosched.serve.stub import StubBackend, free_port, serve_app
 from tests.serve.helpers import Harness, harness, stub_config
 
 STREAM = {"prompt": "p", "max_tokens": 10, "stream": True}

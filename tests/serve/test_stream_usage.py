@@ -17,12 +17,12 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from slosched.core.request import Request as SloRequest
+from slosched.devtools.stub import serve_app
 from slosched.serve.app import Gateway
 from slosched.serve.calls import Call
 from slosched.serve.config import parse_config
 from slosched.serve.forwarding import StreamTokens, adds_usage
 from slosched.serve.queues import LiveSeq
-from slosched.serve.stub import serve_app
 from tests.serve.helpers import stub_config
 
 _USAGE = b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":7,"total_tokens":10}}\n\n'

@@ -18,12 +18,12 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from slosched.core.errors import ConfigError
+from slosched.devtools.stub import serve_app
+from slosched.devtools.text2sql_runner import Text2SQLResult, Text2SQLRunner
+from slosched.devtools.text2sql_sql import create_sample_database
 from slosched.serve.app import Gateway
 from slosched.serve.config import parse_config
 from slosched.serve.sdk import AsyncClient, WorkflowRunner
-from slosched.serve.stub import serve_app
-from slosched.serve.text2sql_runner import Text2SQLResult, Text2SQLRunner
-from slosched.serve.text2sql_sql import create_sample_database
 from tests.serve.helpers import stub_config
 
 GERMANY = "SELECT COUNT(*) FROM orders o JOIN customers c ON c.id = o.customer_id WHERE c.country = 'Germany'"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from slosched.core.errors import ConfigError
-from slosched.serve.text2sql_sql import (
+from slosched.devtools.text2sql_sql import (
     Checks,
     ExecResult,
     create_sample_database,

@@ -13,9 +13,9 @@ import pytest
 
 from slosched.core.errors import ConfigError
 from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
+from slosched.devtools.up import VllmServer, gateway_config, parse_layers, stop_servers
 from slosched.serve.config import parse_config
 from slosched.serve.sdk import AsyncClient, Client, GatewayError, WorkflowRunner, slo_headers
-from slosched.serve.up import VllmServer, gateway_config, parse_layers, stop_servers
 from tests.serve.helpers import background_gateway
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import uvloop
 
+from slosched.devtools.stub import free_port
 from slosched.serve.forwarding import is_broken
-from slosched.serve.stub import free_port
 from slosched.serve.upstream import (
     UpstreamConnectError,
     UpstreamDisconnectedError,

@@ -12,11 +12,11 @@ import httpx
 import pytest
 
 from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
+from slosched.devtools.stub import free_port, serve_app
+from slosched.devtools.up import ServerAddress, gateway_config
 from slosched.serve.app import Gateway
 from slosched.serve.config import parse_config
 from slosched.serve.sdk import AsyncClient, WorkflowRunner
-from slosched.serve.stub import free_port, serve_app
-from slosched.serve.up import ServerAddress, gateway_config
 from tests.serve.helpers import Harness
 
 pytestmark = pytest.mark.vllm

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from slosched.core.errors import ConfigError
+from slosched.devtools.stub import StubBackend, StubBehaviour, serve_app
 from slosched.perf.profile_fit import MeasuredProfile, fit_profile
-from slosched.serve.stub import StubBackend, StubBehaviour, serve_app
 from slosched.tuning.engine_profile import ADMISSION_WIDTHS, SweepDesign, fit_request_overhead_s, run_sweep
 from slosched.tuning.frontend_probe import (
     BACKGROUND_CALL,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from slosched.serve.up import generate_tiny_model, wait_ready
+from slosched.devtools.up import generate_tiny_model, wait_ready
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def plugin_server(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -
         info = json.loads(Path(existing).read_text())
         yield LivePlugin(info["url"], Path(info["state"]), Path(info["control"]), Path(info["steps"]))
         return
-    from slosched.vllm_ext.launch import start_plugin_servers, stop_plugin_servers
+    from slosched.devtools.vllm_launch import start_plugin_servers, stop_plugin_servers
 
     extra = {"control_poll_s": 0.05, "export_interval_s": 0.2}
     work = tmp_path_factory.mktemp("vllm-ext-server")

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from slosched.core.errors import ConfigError
-from slosched.serve.up import VllmServer, start_servers, stop_servers
-from slosched.vllm_ext.launch import SCHEDULER_CLASS, start_plugin_servers, stop_plugin_servers
+from slosched.devtools.up import VllmServer, start_servers, stop_servers
+from slosched.devtools.vllm_launch import SCHEDULER_CLASS, start_plugin_servers, stop_plugin_servers
 
 _FAKE = """#!{python}
 import json, os, pathlib, sys, time

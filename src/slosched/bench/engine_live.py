@@ -27,10 +27,10 @@ import numpy as np
 from slosched.bench import engine_live_traces as traces
 from slosched.bench.common import print_figures
 from slosched.bench.engine_live_traces import LiveCall, LiveJob, Replay, ServerSpeed
+from slosched.devtools.up import wait_ready
+from slosched.devtools.vllm_launch import PluginServer, start_plugin_servers, stop_plugin_servers
 from slosched.perf.speed_models import SpeedSample, fit_usl
-from slosched.serve.up import wait_ready
 from slosched.vllm_ext.control import write_control
-from slosched.vllm_ext.launch import PluginServer, start_plugin_servers, stop_plugin_servers
 from slosched.vllm_ext.state_export import read_state
 
 SLOTS = 8

@@ -25,12 +25,12 @@ from slosched.bench.fidelity_report import write_report
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobKind, JobSpec
 from slosched.core.records import RunResult
+from slosched.devtools.up import start_servers, stop_servers, wait_ready
 from slosched.fidelity.compare import Case, compare_runs, summarize_cases
 from slosched.fidelity.records_io import save_run
 from slosched.fidelity.replay import replay
 from slosched.fidelity.traces import TRACES, capacity_jobs_per_s, make_trace
 from slosched.perf.profile_fit import MeasuredProfile
-from slosched.serve.up import start_servers, stop_servers, wait_ready
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, simulate
 from slosched.tuning.engine_profile import SweepDesign, profile_endpoint

@@ -28,7 +28,7 @@ import httpx
 
 from slosched.bench.common import print_figures
 from slosched.bench.loadgen import LoadResult, closed_loop, open_loop, run_load
-from slosched.serve.stub import free_port
+from slosched.devtools.stub import free_port
 
 _BODY = json.dumps({"model": "tiny", "prompt": "hello", "max_tokens": 8}).encode()
 _STREAM_BODY = json.dumps({"model": "tiny", "prompt": "hello", "max_tokens": 8, "stream": True}).encode()
@@ -170,7 +170,7 @@ def run(quick: bool) -> dict[str, Any]:
     config_path = Path(f"/tmp/slosched-bench-gateway-{gateway_port}.json")
     _gateway_config(config_path, stub_url, gateway_port)
     figures: dict[str, Any] = {"rate_rps": rate, "duration_s": duration_s, "rounds": num_rounds}
-    stub_cmd = [sys.executable, "-m", "slosched.serve.stub", "--port", str(stub_port)]
+    stub_cmd = [sys.executable, "-m", "slosched.devtools.stub", "--port", str(stub_port)]
     gateway_cmd = [sys.executable, "-m", "slosched.cli", "serve", str(config_path)]
     with (
         _process(stub_cmd, f"{stub_url}/health") as stub,

@@ -28,11 +28,11 @@ from typing import Any
 from slosched.bench.common import print_figures
 from slosched.bench.gateway import peer_router, wait_http
 from slosched.core.job import CallSpec, JobSpec
+from slosched.devtools.stub import free_port, serve_app
+from slosched.devtools.up import start_servers, stop_servers, wait_ready
 from slosched.serve.app import Gateway
 from slosched.serve.config import parse_config
 from slosched.serve.sdk import AsyncClient, WorkflowRunner, attainment, call_body
-from slosched.serve.stub import free_port, serve_app
-from slosched.serve.up import start_servers, stop_servers, wait_ready
 from slosched.workloads.generators import make_workload
 
 # (row name, router, engine, job policy, forward priority to vLLM)

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 
 from slosched.bench.common import print_figures
+from slosched.core.belief import StepPredictor
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
 from slosched.core.views import StepObservation
-from slosched.perf.base import StepPredictor
 from slosched.perf.linear import LinearStepPredictor
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.perf.roofline import RooflineModel

@@ -31,7 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from slosched.bench.common import print_figures
 from slosched.bench.gateway import _gateway_config, _process, _rss_mb
 from slosched.bench.loadgen import _Pool
-from slosched.serve.stub import free_port
+from slosched.devtools.stub import free_port
 
 GROWTH_BOUND_MB = 20.0
 TERMINAL_CLASSES = ("2xx", "4xx", "429", "5xx", "timeout", "conn_error", "other")
@@ -292,7 +292,7 @@ def soak(duration_s: float, warmup_s: float, rate: float, sample_every_s: float)
     _gateway_config(config_path, stub_url, gateway_port)
     config = json.loads(config_path.read_text())
     config_path.write_text(json.dumps({**config, "max_jobs": _SOAK_MAX_JOBS}))
-    stub_cmd = [sys.executable, "-m", "slosched.serve.stub", "--port", str(stub_port)]
+    stub_cmd = [sys.executable, "-m", "slosched.devtools.stub", "--port", str(stub_port)]
     gateway_cmd = [sys.executable, "-m", "slosched.cli", "serve", str(config_path)]
     try:
         with _process(stub_cmd, f"{stub_url}/health"), _process(gateway_cmd, f"{gateway_url}/health") as gateway:

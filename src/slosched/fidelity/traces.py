@@ -17,9 +17,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from slosched.core.belief import StepTimeModel
 from slosched.core.errors import UnknownNameError
 from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
-from slosched.perf.base import StepTimeModel
 
 MAX_MODEL_LEN = 2048
 SCHEMA_TOKENS = 384  # a Text-to-SQL database schema shared by every call on that database

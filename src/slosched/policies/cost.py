@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from slosched.core.belief import StepPredictor
 from slosched.core.request import Request
 from slosched.core.views import InstanceView
-from slosched.perf.base import StepPredictor
 
 
 def t_comp_s(prompt_tokens: int, predicted_output_tokens: float, predictor: StepPredictor) -> float:

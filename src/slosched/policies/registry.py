@@ -16,9 +16,9 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from slosched.core.belief import OutputLengthPredictor
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.core.instance import InstanceSpec
-from slosched.perf.base import OutputLengthPredictor
 
 PolicyT = TypeVar("PolicyT")
 

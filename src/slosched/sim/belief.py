@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from slosched.core.belief import StepPredictor
 from slosched.core.views import StepObservation
-from slosched.perf.base import StepPredictor
 from slosched.policies.engine.base import StepObserver
 
 

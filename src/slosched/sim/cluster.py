@@ -8,12 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from slosched.core.belief import OutputLengthPredictor
 from slosched.core.errors import ConfigError
 from slosched.core.job import CallSpec, JobSpec, StageSpec
 from slosched.core.records import JobRecord, RequestRecord, RunResult
 from slosched.core.request import Outcome, PrefixId, Request
 from slosched.core.views import InstanceView
-from slosched.perf.base import OutputLengthPredictor
 from slosched.policies.cluster.base import CompletionObserver, Router
 from slosched.policies.engine.base import EnginePolicy, StateExporter
 from slosched.policies.job.base import JobPolicy

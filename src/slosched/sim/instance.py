@@ -13,10 +13,10 @@ import bisect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from slosched.core.belief import StepPredictor, StepTimeModel
 from slosched.core.instance import InstanceSpec
 from slosched.core.records import InstanceStats
 from slosched.core.request import Request
-from slosched.perf.base import StepPredictor, StepTimeModel
 from slosched.policies.engine.base import EnginePolicy
 from slosched.sim.belief import BeliefFeed
 from slosched.sim.cohort import DecodeCohort

@@ -5,10 +5,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from slosched.core.belief import StepPredictor
 from slosched.core.errors import ConfigError
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
-from slosched.perf.base import StepPredictor
 from slosched.perf.linear import LinearStepPredictor
 from slosched.perf.profile_fit import MeasuredProfile, MeasuredStepModel
 from slosched.perf.roofline import RooflineModel

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from slosched.core.belief import StepPredictor
 from slosched.core.views import StepObservation
-from slosched.perf.base import StepPredictor
 
 FORGETTING = 0.995  # per observation; about the last 200 observations carry the fit
 PRIOR_WEIGHT = 0.5  # per pseudo-point, against observations of weight 1 (runs: up to 64)

@@ -20,10 +20,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from slosched.core.belief import StepPredictor
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
 from slosched.core.views import JobView
-from slosched.perf.base import StepPredictor
 from slosched.perf.linear import LinearStepPredictor, prior_from_model
 from slosched.perf.roofline import RooflineModel
 from slosched.policies.cost import t_comp_s
