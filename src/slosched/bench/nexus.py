@@ -1,18 +1,22 @@
-"""``slosched bench nexus``: NexusSched (LENS + PRISM) reproduced in the simulator.
+"""``slosched bench nexus``: NexusSched (LENS + PRISM) on the scoreboard (DESIGN section 9).
 
-* **Homogeneous** 8x H100 (Llama-3-8B): per workload, a load sweep (fractions of the burst saturation
-  throughput of chunked prefill) over the ablation ``{round-robin, prism} x {chunked, lens}`` and the
-  baselines (``fcfs`` = vLLM prefill-first, ``chunked-fcfs`` with 512 and 2048-token budgets).
-* **Heterogeneous** H100 + A100-80G + A6000 TP2 + A6000: ``lens`` under each router, with per-instance
-  request shares.
-* **Zero-config**: an unprofiled H100 joins a loaded 3x H100 cluster (``nexus_experiments``).
-* **Model accuracy**: held-out R^2 of the online structural model against the truth, per hardware.
+Per setting (``nexus_setup``: ShareGPT on the heterogeneous cluster is the headline; full runs add FlowGPT
+and Summarization on 2x H100):
 
-JSON (last line with ``--json``): ``slo_attainment_gain_avg`` (prism+lens minus round-robin+fcfs at the
-highest load, percentage points, mean over workloads), ``summarization_goodput_ratio`` (max over the
-sweep of SLO-meeting jobs/s, prism+lens over the best baseline without lens or prism),
-``hetero_p50_reduction`` (1 - P50 latency of prism over the best other router), ``model_r2`` per
-hardware, ``zero_config_converge_s`` and ``settings``. The full run writes docs/results/nexus.md.
+* **SLO capacity** (>= 90% and >= 95% of jobs meeting their token SLOs, bisection to 2%, median over seeds
+  with the min-max spread) of the strongest-baseline candidates (``bench/scoreboard.py``: six routers x
+  ``chunked-fcfs`` with the best static token budget and ``static-concurrency`` with the best static cap),
+  of ``prism+lens``, its ablations and the paper's baselines.
+* **Overload**: attainment and goodput at 0.5x-2x the strongest baseline's capacity.
+* **Cold start** (its own table): the same capacities with no warm-up prefix, so the step-time model
+  starts from its deliberately bad guess.
+* **Model accuracy** (held-out R^2 of the online step model per hardware) and **zero-config** (an
+  unprofiled H100 joins a loaded cluster), from ``nexus_experiments``.
+
+JSON (last line with ``--json``): the headline setting's ``baselines`` (policy -> SLO capacity),
+``strongest_baseline``, ``ratio_vs_strongest``, ``ratio_vs_paper_baseline``, ``seeds``, ``num_jobs``,
+``goodput_1.5x`` / ``goodput_2x``; ``settings_results`` (the same per setting), ``cold_start``,
+``model_r2``, ``zero_config_converge_s`` and ``settings``. The full run writes docs/results/nexus.md.
 """
 
 from __future__ import annotations
@@ -24,136 +28,123 @@ from typing import Any
 from slosched.bench.common import print_figures
 from slosched.bench.nexus_experiments import HARDWARE, model_accuracy, zero_config
 from slosched.bench.nexus_setup import (
-    HETERO_ROUTERS,
-    VARIANTS,
-    WORKLOADS,
-    Variant,
-    capacity,
-    finite_mean,
-    heterogeneous_cluster,
-    homogeneous_cluster,
-    parallel_map,
-    run_variant,
+    FULL_SETTINGS,
+    PAPER_BASELINE,
+    PAPER_POLICY,
+    QUICK_SETTINGS,
+    Setting,
+    baseline_plan,
+    paper_candidates,
 )
+from slosched.bench.scoreboard import LOADS, Scoreboard, cold_start, evaluate
+from slosched.bench.scoreboard_runner import run_tasks
 
 RESULTS_DIR = Path("docs/results")  # relative to the working directory, like the other benches
-HETERO_WORKLOADS = ("sharegpt", "flowgpt")
+QUICK_SEEDS = (1, 2)
+FULL_SEEDS = (1, 2, 3, 4, 5)
 
 
-def _sweep_task(item: tuple[str, str, float, int, str]) -> dict[str, Any]:
-    cluster_kind, workload_label, rate, num_jobs, variant_label = item
-    instances = homogeneous_cluster() if cluster_kind == "homogeneous" else heterogeneous_cluster()
-    workload = next(w for w in WORKLOADS if w.label == workload_label)
-    variant = _variant(variant_label)
-    jobs = workload.jobs(rate, num_jobs, seed=11)
-    return run_variant(instances, jobs, variant)
-
-
-def _variant(label: str) -> Variant:
-    for variant in VARIANTS:
-        if variant.label == label:
-            return variant
-    router = label.removesuffix("+lens")
-    return Variant(label, f"{router}+lens", {})
-
-
-def _capacity_task(item: tuple[str, str]) -> float:
-    cluster_kind, workload_label = item
-    instances = homogeneous_cluster() if cluster_kind == "homogeneous" else heterogeneous_cluster()
-    return capacity(instances, next(w for w in WORKLOADS if w.label == workload_label))
+def score(setting: Setting, quick: bool, seeds: tuple[int, ...]) -> tuple[Scoreboard, Scoreboard]:
+    """(warm scoreboard, cold-start scoreboard of the paper policy and the strongest baseline)."""
+    bench = setting.workbench()
+    candidates = paper_candidates(quick)
+    board = evaluate(
+        bench, seeds, candidates, baseline_plan(quick), setting.guess, LOADS, (PAPER_POLICY, PAPER_BASELINE)
+    )
+    strongest = board.baselines[board.strongest].candidate
+    paper = next(candidate for candidate in candidates if candidate.label == PAPER_POLICY)
+    cold = cold_start(bench, [paper, strongest], seeds, max(board.capacity_of(board.strongest), 1e-3))
+    return board, cold
 
 
 def _accuracy_task(item: tuple[tuple[str, int], bool]) -> dict[str, Any]:
     return model_accuracy(*item)
 
 
-def homogeneous(quick: bool) -> dict[str, Any]:
-    """{workload: {"capacity", "loads": [{"load", "rate", "results": {variant: figures}}]}}."""
-    workloads = [w for w in WORKLOADS if not quick or w.label != "flowgpt-uniform"]
-    loads = (0.9,) if quick else (0.3, 0.5, 0.7, 0.9, 1.0)
-    num_jobs = 400 if quick else 2500
-    caps = parallel_map(_capacity_task, [("homogeneous", w.label) for w in workloads])
-    items = [
-        ("homogeneous", w.label, load * cap, num_jobs, v.label)
-        for w, cap in zip(workloads, caps, strict=True)
-        for load in loads
-        for v in VARIANTS
-    ]
-    results = iter(parallel_map(_sweep_task, items))
-    table: dict[str, Any] = {}
-    for w, cap in zip(workloads, caps, strict=True):
-        rows = []
-        for load in loads:
-            rows.append({"load": load, "rate": load * cap, "results": {v.label: next(results) for v in VARIANTS}})
-        table[w.label] = {"capacity": cap, "loads": rows}
-    return table
+def _zero_task(quick: bool) -> dict[str, Any]:
+    return zero_config(quick)
 
 
-def heterogeneous(quick: bool) -> dict[str, Any]:
-    load = 0.8
-    num_jobs = 400 if quick else 2500
-    names = HETERO_WORKLOADS[:1] if quick else HETERO_WORKLOADS
-    labels = [f"{router}+lens" for router in HETERO_ROUTERS]
-    caps = parallel_map(_capacity_task, [("heterogeneous", name) for name in names])
-    items = [
-        ("heterogeneous", name, load * cap, num_jobs, label)
-        for name, cap in zip(names, caps, strict=True)
-        for label in labels
-    ]
-    results = iter(parallel_map(_sweep_task, items))
-    return {
-        name: {"load": load, "rate": load * cap, "results": {label: next(results) for label in labels}}
-        for name, cap in zip(names, caps, strict=True)
+def board_figures(board: Scoreboard) -> dict[str, Any]:
+    """The issue-13 fields of one setting plus goodput medians at 1.5x and 2x the strongest baseline."""
+    figures = board.as_json(PAPER_POLICY, PAPER_BASELINE)
+    for load in (1.5, 2.0):
+        figures[f"goodput_{load:g}x"] = {
+            label: per_load[load][1].median for label, per_load in board.overload.items() if load in per_load
+        }
+    return figures
+
+
+def headline(boards: list[Scoreboard], colds: list[Scoreboard]) -> dict[str, Any]:
+    """The JSON figures: the headline setting's at the top level, every setting under its label."""
+    per_setting = {board.workbench: board_figures(board) for board in boards}
+    top = per_setting[boards[0].workbench]
+    keys = (
+        "baselines", "strongest_baseline", "paper_policy", "ratio_vs_strongest", "paper_baseline",
+        "ratio_vs_paper_baseline", "seeds", "num_jobs", "goodput_1.5x", "goodput_2x",
+    )  # fmt: skip
+    figures: dict[str, Any] = {key: top[key] for key in keys if key in top}
+    figures["capacity"] = {
+        label: top["capacity"][label] for label in (PAPER_POLICY, top["strongest_baseline"], PAPER_BASELINE)
     }
-
-
-def headline(homo: dict[str, Any], hetero: dict[str, Any]) -> dict[str, Any]:
-    gains = []
-    for data in homo.values():
-        top = data["loads"][-1]["results"]
-        gains.append(100.0 * (top["prism+lens"]["slo_attainment"] - top["round-robin+fcfs"]["slo_attainment"]))
-    summ = homo["summarization"]["loads"]
-    ours = max(row["rate"] * row["results"]["prism+lens"]["slo_attainment"] for row in summ)
-    best = max(row["rate"] * row["results"][v.label]["slo_attainment"] for row in summ for v in VARIANTS if v.baseline)
-    reductions = []
-    for data in hetero.values():
-        p50 = {label: figures["p50_latency_s"] for label, figures in data["results"].items()}
-        others = min(value for label, value in p50.items() if label != "prism+lens")
-        reductions.append(1.0 - p50["prism+lens"] / others)
-    return {
-        "slo_attainment_gain_avg": finite_mean(gains),
-        "summarization_goodput_ratio": ours / best if best > 0 else float("inf"),
-        "hetero_p50_reduction": finite_mean(reductions),
+    figures["settings_results"] = per_setting
+    figures["cold_start"] = {
+        cold.workbench: {label: result.capacity[0.9].as_json() for label, result in cold.others.items()}
+        for cold in colds
     }
+    return figures
 
 
 def run(quick: bool) -> dict[str, Any]:
-    timings: dict[str, float] = {}
     start = time.perf_counter()
-    homo = homogeneous(quick)
-    timings["homogeneous_s"] = time.perf_counter() - start
-    hetero = heterogeneous(quick)
-    timings["heterogeneous_s"] = time.perf_counter() - start - sum(timings.values())
-    accuracy = parallel_map(_accuracy_task, [(hw, quick) for hw in HARDWARE])
-    timings["accuracy_s"] = time.perf_counter() - start - sum(timings.values())
-    zero = zero_config(quick)
-    timings["zero_config_s"] = time.perf_counter() - start - sum(timings.values())
-    figures: dict[str, Any] = headline(homo, hetero)
+    settings = QUICK_SETTINGS if quick else FULL_SETTINGS
+    seeds = QUICK_SEEDS if quick else FULL_SEEDS
+    boards, colds = [], []
+    for setting in settings:
+        board, cold = score(setting, quick, seeds)
+        boards.append(board)
+        colds.append(cold)
+    accuracy = run_tasks(_accuracy_task, [(hw, quick) for hw in HARDWARE], "nexus: step-model accuracy")
+    zero = run_tasks(_zero_task, [quick], "nexus: zero-config")[0]
+    figures = headline(boards, colds)
     figures["model_r2"] = {row["hardware"]: row["r2"] for row in accuracy}
     figures["zero_config_converge_s"] = zero["converge_s"]
-    figures["settings"] = [
-        "homogeneous 8x H100, heterogeneous H100 + A100-80G + A6000 TP2 + A6000; Llama-3-8B, vidur stack",
-        f"workloads {', '.join(homo)}; loads {[row['load'] for row in next(iter(homo.values()))['loads']]}"
-        " x burst saturation of round-robin+chunked-fcfs",
-        "SLOs: flowgpt TPOT 12 ms; summarization TTFT 2 s; coding, sharegpt, azure-conv TTFT 1 s + TPOT 30 ms",
-        f"{'quick' if quick else 'full'} run; noise 5%; model refit every 0.25 s of simulated time",
-    ]
-    summary = {key: value for key, value in figures.items() if key != "settings"}
-    summary.update({f"wall_{key}": value for key, value in timings.items()})
-    summary["model_r2"] = ", ".join(f"{hw} {r2:.3f}" for hw, r2 in figures["model_r2"].items())
-    print_figures("nexus", summary)
+    figures["settings"] = settings_text(settings, seeds, quick)
+    figures["wall_s"] = time.perf_counter() - start
+    _print_summary(figures, boards)
     if not quick:
         from slosched.bench.nexus_report import write_report
 
-        write_report(RESULTS_DIR, homo, hetero, accuracy, zero, figures)
+        write_report(RESULTS_DIR, boards, colds, accuracy, zero, figures)
     return figures
+
+
+def settings_text(settings: tuple[Setting, ...], seeds: tuple[int, ...], quick: bool) -> list[str]:
+    return [
+        f"{'quick' if quick else 'full'} run, seeds {list(seeds)}; Llama-3-8B on the vidur stack, noise 5%, "
+        "step-model refit every 0.25 s of simulated time",
+        *[
+            f"{s.label}: {s.num_jobs} measured jobs per run after a discarded warm-up prefix of "
+            f"{s.num_warmup_jobs} jobs (another seed's, same rate)"
+            for s in settings
+        ],
+        "SLOs: flowgpt TPOT 12 ms; summarization TTFT 2 s; sharegpt TTFT 1 s + TPOT 30 ms; a job meets its "
+        "SLO when every call meets its token SLOs",
+        f"overload loads {list(LOADS)} x the strongest baseline's median SLO capacity",
+    ]
+
+
+def _print_summary(figures: dict[str, Any], boards: list[Scoreboard]) -> None:
+    summary: dict[str, Any] = {}
+    for board in boards:
+        name = board.workbench
+        paper = board.others[PAPER_POLICY].capacity[0.9]
+        best = board.baselines[board.strongest].capacity[0.9]
+        summary[f"{name}: {PAPER_POLICY} capacity"] = paper.text()
+        summary[f"{name}: strongest {board.strongest}"] = best.text()
+        summary[f"{name}: ratio vs strongest"] = board.ratio(PAPER_POLICY)
+        summary[f"{name}: ratio vs paper baseline"] = board.ratio(PAPER_POLICY, PAPER_BASELINE)
+    summary["model_r2"] = ", ".join(f"{hw} {r2:.3f}" for hw, r2 in figures["model_r2"].items())
+    summary["zero_config_converge_s"] = figures["zero_config_converge_s"]
+    summary["wall_s"] = figures["wall_s"]
+    print_figures("nexus", summary)

@@ -1,32 +1,30 @@
-"""Settings of ``slosched bench nexus``: clusters, workloads with their SLOs, policy variants, one run.
+"""Settings of ``slosched bench nexus``: clusters, workloads with their SLOs, workbenches and candidates.
 
 Clusters serve Llama-3-8B on the ``vidur`` stack (kernel-level step times, no 2023-engine overhead):
 the paper's 12 ms TPOT SLO for FlowGPT is infeasible on the default ``splitwise`` stack, whose decode
 step alone takes 11.9 ms at batch 1 on an H100 (6.5 ms on ``vidur``, close to a CUDA-graph vLLM).
 SLOs: the paper's where it gives them (FlowGPT TPOT 12 ms, Summarization TTFT 2 s); for Coding, ShareGPT
-and the Azure conversation replay (the paper gives none) TTFT 1 s and TPOT 30 ms (our choice).
+and the Azure conversation replay (the paper gives none) TTFT 1 s and TPOT 30 ms (our choice). A job
+meets its SLO when every call meets its token SLOs; these are fixed per workload, so they leak nothing.
+
+The scoreboard (``bench/scoreboard.py``) needs about a hundred runs per policy, so the clusters are
+smaller than the paper's 8x H100: 2x H100 (homogeneous) and H100 + A100-80G + A6000 TP2 + A6000
+(heterogeneous, PRISM's setting). A run must hold many more jobs than the cluster holds at once (a few
+hundred per engine), or every rate is a burst the engines absorb: the job counts below are that size.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+import functools
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any
 
-import numpy as np
-
-from slosched.bench.common import saturation_throughput
+from slosched.bench.scoreboard import BaselinePlan
+from slosched.bench.workbench import Candidate, Workbench
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
-from slosched.metrics.summary import summarize
 from slosched.sim.options import SimOptions
-from slosched.sim.runner import PolicyPair, PolicyParams, simulate
 from slosched.workloads.generators import make_workload
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 MODEL = "Llama-3-8B"
 STACK = "vidur"
@@ -64,37 +62,13 @@ WORKLOADS = (
 )
 
 
-@dataclass(slots=True, frozen=True)
-class Variant:
-    """A policy pair plus engine parameters, under a display label."""
-
-    label: str
-    pair: str
-    engine_params: dict[str, Any]
-
-    @property
-    def ours(self) -> bool:
-        return self.pair == "prism+lens"
-
-    @property
-    def baseline(self) -> bool:
-        return "lens" not in self.pair and "prism" not in self.pair
+def workload(label: str) -> Workload:
+    return next(w for w in WORKLOADS if w.label == label)
 
 
-VARIANTS = (
-    Variant("round-robin+fcfs", "round-robin+fcfs", {}),
-    Variant("round-robin+chunked-512", "round-robin+chunked-fcfs", {"chunked-fcfs": {"token_budget": 512}}),
-    Variant("round-robin+chunked-2048", "round-robin+chunked-fcfs", {"chunked-fcfs": {"token_budget": 2048}}),
-    Variant("round-robin+lens", "round-robin+lens", {}),
-    Variant("prism+chunked-2048", "prism+chunked-fcfs", {"chunked-fcfs": {"token_budget": 2048}}),
-    Variant("prism+lens", "prism+lens", {}),
-)
-HETERO_ROUTERS = ("round-robin", "latency-lagging", "weighted-static", "least-loaded", "prism")
-
-
-def homogeneous_cluster() -> tuple[InstanceSpec, ...]:
-    """8x H100-80GB, one Llama-3-8B replica per GPU."""
-    return tuple(InstanceSpec(name=f"h100-{i}", gpu="H100", model=MODEL, stack=STACK) for i in range(8))
+def homogeneous_cluster(count: int = 2) -> tuple[InstanceSpec, ...]:
+    """``count`` x H100-80GB, one Llama-3-8B replica per GPU."""
+    return tuple(InstanceSpec(name=f"h100-{i}", gpu="H100", model=MODEL, stack=STACK) for i in range(count))
 
 
 def heterogeneous_cluster() -> tuple[InstanceSpec, ...]:
@@ -107,49 +81,63 @@ def heterogeneous_cluster() -> tuple[InstanceSpec, ...]:
     )
 
 
-def capacity(instances: Sequence[InstanceSpec], workload: Workload) -> float:
-    """Jobs/s the cluster sustains with everything queued (chunked prefill, 2048-token budget ... the
-    instance default), the x-axis unit of the load sweeps."""
-    probe = workload.jobs(1.0, 1500, seed=7)
-    return saturation_throughput(instances, probe, "round-robin+chunked-fcfs")
+def unit_rate_jobs(label: str, num_jobs: int, seed: int) -> list[JobSpec]:
+    """The workload's jobs at 1 job/s (the workbench rescales arrivals to each rate)."""
+    return workload(label).jobs(1.0, num_jobs, seed)
 
 
-def run_variant(
-    instances: Sequence[InstanceSpec], jobs: Sequence[JobSpec], variant: Variant, seed: int = 1
-) -> dict[str, Any]:
-    """One simulation; the figures the report needs (SLO attainment, latencies, per-instance shares)."""
-    pair = PolicyPair.parse(variant.pair)
-    result = simulate(instances, jobs, pair, seed, OPTIONS, PolicyParams(engine=variant.engine_params))
-    summary = summarize(result)
-    names = [spec.name for spec in instances]
-    counts = {name: 0 for name in names}
-    for record in result.requests:
-        if record.instance in counts:
-            counts[record.instance] += 1
-    total = max(sum(counts.values()), 1)
-    return {
-        "slo_attainment": summary.slo_attainment,
-        "p50_latency_s": summary.job_latency.p50_s,
-        "p90_latency_s": summary.job_latency.p90_s,
-        "mean_latency_s": summary.job_latency.mean_s,
-        "p50_ttft_s": summary.ttft.p50_s,
-        "p50_tpot_s": summary.tpot.p50_s,
-        "goodput_jobs_per_s": summary.goodput_jobs_per_s,
-        "share": {name: count / total for name, count in counts.items()},
-    }
+@dataclass(slots=True, frozen=True)
+class Setting:
+    """One workload on one cluster: its job counts (measured, warm-up prefix) and a capacity guess."""
+
+    workload: str
+    cluster: str  # "homogeneous" (2x H100) or "heterogeneous"
+    num_jobs: int
+    num_warmup_jobs: int
+    guess: float
+
+    @property
+    def label(self) -> str:
+        cluster = "2x H100" if self.cluster == "homogeneous" else "H100+A100+A6000x3 (hetero)"
+        return f"{self.workload} on {cluster}"
+
+    def workbench(self, num_warmup_jobs: int | None = None) -> Workbench:
+        instances = homogeneous_cluster() if self.cluster == "homogeneous" else heterogeneous_cluster()
+        warmup = self.num_warmup_jobs if num_warmup_jobs is None else num_warmup_jobs
+        jobs = functools.partial(unit_rate_jobs, self.workload)
+        return Workbench(self.label, instances, jobs, self.num_jobs, OPTIONS, warmup)
 
 
-def parallel_map(function: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """``map`` over worker processes (at most the CPUs there are, 2 on the reference machine); each
-    item is independent and seeded, so the result equals a serial map."""
-    workers = min(len(items), os.cpu_count() or 1, 4)
-    if workers <= 1:
-        return [function(item) for item in items]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(function, items))
+# The warm-up prefix spans >= 5 s of traffic at capacity: the step model's cold start is 4-6 s.
+HEADLINE = Setting("sharegpt", "heterogeneous", 1500, 400, 60.0)
+FULL_SETTINGS = (
+    HEADLINE,
+    Setting("flowgpt", "homogeneous", 600, 100, 5.0),
+    Setting("summarization", "homogeneous", 1200, 40, 4.0),
+)
+QUICK_SETTINGS = (replace(HEADLINE, num_jobs=800, num_warmup_jobs=300),)
+
+PAPER_POLICY = "prism+lens"
+# The paper's own comparison: its routers' least-loaded with Sarathi-style chunked prefill at a static
+# 512-token budget (a common setting; the best static budget is among the scoreboard's baselines).
+PAPER_BASELINE = "paper baseline: least-loaded+chunked-fcfs[token_budget=512]"
+ABLATIONS = ("prism+chunked-fcfs", "least-loaded+lens")
+VLLM_BASELINE = "paper baseline: round-robin+fcfs (vLLM)"
 
 
-def finite_mean(values: Sequence[float]) -> float:
-    array = np.asarray(values, dtype=float)
-    array = array[np.isfinite(array)]
-    return float(array.mean()) if array.size else float("nan")
+def paper_candidates(quick: bool) -> list[Candidate]:
+    """The paper policy, its ablations (PRISM without LENS at the engine default budget, LENS behind
+    least-loaded) and the paper's baselines (full runs add vLLM's round-robin + prefill-first)."""
+    found = [Candidate.of(PAPER_POLICY), *[Candidate.of(policy) for policy in ABLATIONS]]
+    found.append(Candidate.of("least-loaded+chunked-fcfs", {"token_budget": 512}, label=PAPER_BASELINE))
+    if not quick:
+        found.append(Candidate.of("round-robin+fcfs", label=VLLM_BASELINE))
+    return found
+
+
+def baseline_plan(quick: bool) -> BaselinePlan:
+    """The scoreboard's sweep, with a 128-token budget added: FlowGPT's 12 ms TPOT SLO needs short steps
+    (a static 128-token budget is what a careful operator would run there)."""
+    if quick:
+        return replace(BaselinePlan.quick(), token_budgets=(128, 512, 2048))
+    return replace(BaselinePlan(), token_budgets=(128, 256, 512, 1024, 2048))

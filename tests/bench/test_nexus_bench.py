@@ -1,0 +1,92 @@
+"""``slosched bench nexus`` pieces: settings, candidates, the JSON figures and the report (no timed run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from slosched.bench.capacity import Spread
+from slosched.bench.nexus import board_figures, headline
+from slosched.bench.nexus_report import write_report
+from slosched.bench.nexus_setup import (
+    FULL_SETTINGS,
+    PAPER_BASELINE,
+    PAPER_POLICY,
+    QUICK_SETTINGS,
+    baseline_plan,
+    paper_candidates,
+    unit_rate_jobs,
+)
+from slosched.bench.scoreboard import LOADS, TARGETS, CapacityResult, Scoreboard
+from slosched.bench.workbench import WARMUP_PREFIX, Candidate
+
+
+def test_settings_fix_the_job_counts_and_warm_up() -> None:
+    for setting in (*QUICK_SETTINGS, *FULL_SETTINGS):
+        bench = setting.workbench()
+        assert bench.num_jobs == setting.num_jobs and bench.num_warmup_jobs == setting.num_warmup_jobs > 0
+        assert setting.workbench(num_warmup_jobs=0).num_warmup_jobs == 0
+    bench = QUICK_SETTINGS[0].workbench()
+    jobs, _ = bench.workload(rate=20.0, seed=1)
+    warmup = [job for job in jobs if job.id.startswith(WARMUP_PREFIX)]
+    assert len(warmup) == bench.num_warmup_jobs and len(jobs) - len(warmup) == bench.num_jobs
+    assert all(job.ttft_slo_s == 1.0 and job.tpot_slo_s == 0.03 for job in jobs)  # fixed SLOs: nothing leaks
+    assert unit_rate_jobs("sharegpt", 5, 3) == unit_rate_jobs("sharegpt", 5, 3)
+
+
+def test_candidates_and_baseline_plan() -> None:
+    labels = [candidate.label for candidate in paper_candidates(quick=True)]
+    assert labels[0] == PAPER_POLICY and PAPER_BASELINE in labels and "least-loaded+lens" in labels
+    assert len(paper_candidates(quick=False)) == len(labels) + 1  # vLLM's round-robin + fcfs
+    assert 128 in baseline_plan(quick=True).token_budgets and 128 in baseline_plan(quick=False).token_budgets
+    assert "prism" in baseline_plan(quick=True).routers
+
+
+def _result(label: str, policy: str, capacity: float) -> CapacityResult:
+    spreads = {target: Spread.of([capacity * 0.9, capacity, capacity * 1.1]) for target in TARGETS}
+    return CapacityResult(Candidate.of(policy, label=label), spreads)
+
+
+def _board(name: str) -> Scoreboard:
+    board = Scoreboard(name, 100, (1, 2, 3))
+    board.baselines = {
+        "least-tokens+chunked-fcfs[token_budget=128]": _result("a", "least-tokens+chunked-fcfs", 10.0),
+        "prism+chunked-fcfs[token_budget=128]": _result("b", "prism+chunked-fcfs", 8.0),
+    }
+    board.strongest = "least-tokens+chunked-fcfs[token_budget=128]"
+    board.others = {
+        PAPER_POLICY: _result(PAPER_POLICY, PAPER_POLICY, 9.0),
+        PAPER_BASELINE: _result(PAPER_BASELINE, "least-loaded+chunked-fcfs", 6.0),
+    }
+    spread = Spread.of([0.5, 0.6])
+    board.overload = {label: {load: (spread, spread) for load in LOADS} for label in (board.strongest, PAPER_POLICY)}
+    return board
+
+
+def test_json_carries_both_ratios_and_the_baselines() -> None:
+    board = _board("sharegpt on hetero")
+    cold = Scoreboard("sharegpt on hetero (cold start)", 100, (1, 2, 3))
+    cold.others = {PAPER_POLICY: _result(PAPER_POLICY, PAPER_POLICY, 4.0)}
+    figures = headline([board, _board("flowgpt")], [cold, cold])
+    assert figures["strongest_baseline"] == board.strongest and figures["seeds"] == [1, 2, 3]
+    assert figures["baselines"][board.strongest] == 10.0
+    assert figures["ratio_vs_strongest"] == 0.9 and figures["ratio_vs_paper_baseline"] == 1.5
+    assert figures["goodput_2x"][PAPER_POLICY] == 0.55
+    assert set(figures["settings_results"]) == {board.workbench, "flowgpt"}
+    assert figures["cold_start"][cold.workbench][PAPER_POLICY]["median"] == 4.0
+    assert board_figures(board)["num_jobs"] == 100
+    json.dumps(figures)  # the --json line
+
+
+def test_report_states_both_ratios_and_the_loss(tmp_path: Path) -> None:
+    board = _board("sharegpt on hetero")
+    cold = Scoreboard("cold", 100, (1, 2, 3))
+    cold.others = {PAPER_POLICY: _result(PAPER_POLICY, PAPER_POLICY, 4.0)}
+    accuracy = [{"hardware": "H100", "r2": 0.99, "median_rel_error": 0.01, "num_steps": 3, "shape_fits": 1,
+                 "linear_fits": 2, "points": [(0.01, 0.011), (0.02, 0.019)]}]  # fmt: skip
+    zero = {"rate": 10.0, "join_s": 10.0, "converge_s": 4.0, "error_curve": [(0.0, 0.5), (1.0, 0.05)],
+            "latency_curve": [(0.0, 1.0, 1.2), (2.0, 1.1, 1.0)]}  # fmt: skip
+    figures = {**headline([board], [cold]), "settings": ["quick"], "wall_s": 60.0}
+    text = write_report(tmp_path, [board], [cold], accuracy, zero, figures).read_text()
+    assert "0.90x" in text and "1.50x" in text and "**loses**" in text and "slosched bench nexus" in text
+    assert (tmp_path / "nexus" / "capacity.png").exists() and (tmp_path / "nexus" / "overload.png").exists()
