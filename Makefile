@@ -50,6 +50,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 ## bench-quick: every benchmark in its quick form, JSON last line each
 bench-quick: $(STAMP)

@@ -222,7 +222,8 @@ def up(
     ] = None,
 ) -> None:
     """Start N local vLLM CPU servers (tiny generated models), print the gateway config, stop on Ctrl-C."""
-    from slosched.devtools.up import parse_layers, run_up
+    from slosched.devtools.stack import run_up
+    from slosched.devtools.up import parse_layers
 
     depths = parse_layers(layers, count)
     raise typer.Exit(run_up(depths, work_dir.resolve(), config_out, gateway_port, engine_policy=engine_policy))

@@ -11,12 +11,28 @@ sum of their context lengths (tokens in KV) at the start of the step.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from slosched.core.request import Request
-from slosched.core.views import StepObservation
+
+
+@dataclass(slots=True, frozen=True)
+class StepObservation:
+    """``num_steps`` identical-shape engine steps and their measured durations (seconds).
+
+    Decode context grows by ``num_decode_seqs`` tokens per step; a run of identical decode steps is
+    reported as one observation so fitting stays cheap when the simulator fast-forwards.
+    """
+
+    num_prefill_tokens: int
+    prefill_context_tokens: int
+    num_decode_seqs: int
+    decode_context_tokens: int
+    durations_s: Sequence[float]
 
 
 class StepTimeModel(Protocol):

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+# StepObservation lives with the belief protocols that consume it; re-exported for the views' users.
+from slosched.core.belief import StepObservation as StepObservation
+from slosched.core.belief import StepPredictor
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
-
-if TYPE_CHECKING:
-    from slosched.core.belief import StepPredictor
 
 
 class SeqView(Protocol):
@@ -139,18 +139,3 @@ class JobView:
     deadline_s: float
     stage: str
     finished_stages: tuple[str, ...]
-
-
-@dataclass(slots=True, frozen=True)
-class StepObservation:
-    """``num_steps`` identical-shape engine steps and their measured durations (seconds).
-
-    Decode context grows by ``num_decode_seqs`` tokens per step; a run of identical decode steps is
-    reported as one observation so fitting stays cheap when the simulator fast-forwards.
-    """
-
-    num_prefill_tokens: int
-    prefill_context_tokens: int
-    num_decode_seqs: int
-    decode_context_tokens: int
-    durations_s: Sequence[float]

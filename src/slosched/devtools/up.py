@@ -13,7 +13,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -227,57 +226,3 @@ def parse_layers(text: str, count: int) -> list[int]:
     if count < 1:
         raise ConfigError("N", f"number of servers must be >= 1, got {count}")
     return [values[index % len(values)] for index in range(count)]
-
-
-def print_to_stderr(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def run_up(
-    layers: Sequence[int],
-    work_dir: Path,
-    config_out: Path | None,
-    gateway_port: int,
-    priority: bool = True,
-    engine_policy: str | None = None,
-) -> int:
-    """Start servers, print the ready gateway config (YAML), block until SIGINT/SIGTERM, stop them by PID.
-
-    ``engine_policy`` starts vLLM with slosched's scheduler plugin running that engine preset.
-    """
-    import yaml
-
-    stop_requested: list[int] = []
-
-    def request_stop(signum: int, frame: object) -> None:
-        stop_requested.append(signum)
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    servers: list[VllmServer] = []
-    try:
-        if engine_policy:
-            from slosched.devtools.vllm_launch import start_plugin_servers
-
-            servers = [plugin.server for plugin in start_plugin_servers(layers, work_dir, engine_policy)]
-        else:
-            servers = start_servers(layers, work_dir, priority=priority)
-        print_to_stderr(
-            f"starting {len(servers)} vLLM servers (pids {[s.process.pid for s in servers]}); logs in {work_dir}"
-        )
-        wait_ready(servers)
-        text = yaml.safe_dump(gateway_config(servers, port=gateway_port), sort_keys=False)
-        if config_out is not None:
-            config_out.write_text(text)
-            print_to_stderr(f"ready; config written to {config_out}: run `slosched serve {config_out}`")
-        print(text, flush=True)
-        while not stop_requested:
-            dead = [s for s in servers if s.process.poll() is not None]
-            if dead:
-                print_to_stderr(f"{dead[0].name} exited ({dead[0].process.returncode}); stopping the others")
-                return 1
-            time.sleep(0.5)
-        return 0
-    finally:
-        stop_servers(servers)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
