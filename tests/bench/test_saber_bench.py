@@ -129,10 +129,11 @@ def test_candidates_and_plans() -> None:
         1000,
     )
     quick = {c.label: c for c in setup.saber_candidates(profile, extended=False)}
-    assert list(quick) == ["saber", "saber-first", "saber-predicted"]
+    assert list(quick) == ["saber", "saber-first", "saber-predicted", "saber-oracle"]
+    assert quick["saber-oracle"].oracle and not quick["saber"].oracle
     assert quick["saber-first"].params.engine["saber"]["scan"] == "first"
     assert quick["saber-predicted"].params.engine["saber"]["demand"] == "predicted"
-    assert len(setup.saber_candidates(profile, extended=True)) == 5
+    assert len(setup.saber_candidates(profile, extended=True)) == 6
     assert setup.baseline_plan(False).caps[:10] == setup.PAPER_CAPS
     assert len(RunPlan.of(True).seeds) >= 2 and len(RunPlan.of(False).seeds) >= 5
     assert max(LOADS) >= 2.0 and {1.5, 2.0} <= set(LOADS)

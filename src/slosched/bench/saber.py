@@ -40,7 +40,7 @@ from slosched.tuning.saber_profile import profile_instance
 
 SLA_MODES = ("paper", "measured")
 RESULTS_DIR = Path("docs/results")
-OVERLOAD_LABELS = (setup.PAPER_POLICY, "saber-predicted")
+OVERLOAD_LABELS = (setup.PAPER_POLICY, "saber-predicted", setup.ORACLE)
 HEADLINE_MIX = "W3"
 # x the strongest baseline's SLO capacity. The SLAs are tight (a translation request alone takes ~9 of its
 # 12 s), so SLO capacity is far below the engine's throughput: the KV pool overflows only beyond 2x.
@@ -221,7 +221,8 @@ def headline(figures: dict[str, Any]) -> dict[str, Any]:
         roles = {"strongest": board["strongest_baseline"], "paper baseline": board.get("paper_baseline", "")}
         for role, label in roles.items():
             flat[f"{mix} {role}"] = escape(label.removeprefix("least-tokens+"))
-        for role, label in {**roles, "SABER": setup.PAPER_POLICY, "SABER (belief)": "saber-predicted"}.items():
+        policies = {"SABER": setup.PAPER_POLICY, "SABER (belief)": "saber-predicted", "SABER ORACLE": setup.ORACLE}
+        for role, label in {**roles, **policies}.items():
             spread = board["capacity"].get(label, {}).get("slo_90")
             if spread:
                 flat[f"{mix} {role} @90%"] = f"{spread['median']:.3f} [{spread['min']:.3f}-{spread['max']:.3f}]"

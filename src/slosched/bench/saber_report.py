@@ -149,6 +149,7 @@ def _losses(figures: dict[str, Any], results: list[MixResult]) -> list[str]:
     if not losing:
         return ["SABER matches or beats the strongest baseline's SLO capacity on every mix in this run."]
     belief = {r.mix: r.board.ratio("saber-predicted") for r in results if "saber-predicted" in r.board.others}
+    oracle = {r.mix: r.board.ratio(setup.ORACLE) for r in results if setup.ORACLE in r.board.others}
     gains = figures["goodput_gain_vs_best_static"]
     return [
         f"**Where SABER loses**: its SLO capacity is below the strongest baseline's on {', '.join(losing)}. "
@@ -159,7 +160,10 @@ def _losses(figures: dict[str, Any], results: list[MixResult]) -> list[str]:
         "(1 s SLA) wait in its queue. The variant that budgets for the output-length belief instead "
         "(`saber-predicted`) reaches "
         + ", ".join(f"{mix} {ratio:.2f}x" for mix, ratio in belief.items())
-        + " of the strongest baseline's capacity. Against the best static cap per load (the paper's own "
+        + " of the strongest baseline's capacity, and the ORACLE that budgets for each request's true output "
+        "length (the limit of this admission rule) "
+        + ", ".join(f"{mix} {ratio:.2f}x" for mix, ratio in oracle.items())
+        + ". Against the best static cap per load (the paper's own "
         "comparison) SABER's mean gain is "
         + ", ".join(f"{mix} {value:+.1f} points" for mix, value in gains.items())
         + f"; its largest gain at >= 1.5x load is {figures['max_gain_high_load']:+.1f} points. In this "

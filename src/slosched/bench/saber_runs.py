@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from slosched.bench.relserve_setup import run_candidate
 from slosched.bench.scoreboard import REFERENCE_ROUTER, BaselinePlan, Scoreboard
 from slosched.bench.workbench import WARMUP_PREFIX, Candidate, Workbench
 from slosched.core.instance import InstanceSpec
@@ -59,6 +60,7 @@ DEFAULT_ENGINE = "chunked-fcfs"  # vLLM's default: admit whatever fits (max_runn
 OPTIONS = SimOptions(noise_sigma=0.05)
 PAPER_CAPS = tuple(range(10, 101, 10))
 PAPER_POLICY = "saber"
+ORACLE = "saber-oracle"  # demand = the true output length: reads ground truth, an upper bound
 CAPPED = f"{REFERENCE_ROUTER}+static-concurrency"
 
 
@@ -98,8 +100,10 @@ def unit_rate_jobs(mix: str, sla: tuple[tuple[str, float], ...], num_jobs: int, 
 
 
 def workbench(mix: str, sla: Mapping[str, float] | None, num_jobs: int, num_warmup_jobs: int) -> Workbench:
+    """``run_candidate`` runs the simulator, and gives an oracle candidate the predictor of true lengths."""
     jobs = functools.partial(unit_rate_jobs, mix, tuple(sorted((sla or {}).items())))
-    return Workbench(f"{mix} ({MIXES[mix]})", (INSTANCE,), jobs, num_jobs, OPTIONS, num_warmup_jobs)
+    name = f"{mix} ({MIXES[mix]})"
+    return Workbench(name, (INSTANCE,), jobs, num_jobs, OPTIONS, num_warmup_jobs, run_candidate)
 
 
 def baseline_plan(quick: bool) -> BaselinePlan:
@@ -110,18 +114,21 @@ def baseline_plan(quick: bool) -> BaselinePlan:
 
 
 def saber_candidates(profile: SpeedProfile, extended: bool) -> list[Candidate]:
-    """SABER (USL, whole-window scan: the paper) first; then the earlier one-pick reading, belief demand
-    and (``extended``) the linear / logistic speed fits (the paper's ablation)."""
+    """SABER (USL, whole-window scan: the paper) first; then the earlier one-pick reading, belief demand,
+    the ORACLE that budgets for true output lengths (the limit), and (``extended``) the linear / logistic
+    speed fits (the paper's ablation)."""
     usl = asdict(profile.model("usl"))
     variants: dict[str, dict[str, Any]] = {
         PAPER_POLICY: {"speed": usl},
         "saber-first": {"speed": usl, "scan": "first"},
         "saber-predicted": {"speed": usl, "demand": "predicted"},
+        ORACLE: {"speed": usl, "demand": "predicted"},
     }
     if extended:
         variants["saber-linear"] = {"speed": asdict(profile.model("linear"))}
         variants["saber-logistic"] = {"speed": asdict(profile.model("logistic"))}
-    return [Candidate.of(f"{REFERENCE_ROUTER}+saber", params, label=name) for name, params in variants.items()]
+    policy = f"{REFERENCE_ROUTER}+saber"
+    return [Candidate.of(policy, params, label=name, oracle=name == ORACLE) for name, params in variants.items()]
 
 
 def cap_label(cap: int) -> str:
