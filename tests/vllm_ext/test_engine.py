@@ -61,7 +61,7 @@ def test_control_file_switches_policy_and_reports_errors(tmp_path: Path) -> None
     control = tmp_path / "control.json"
     sched = FakeScheduler()
     engine = _engine(sched, control_file=str(control), control_poll_s=0.001)
-    assert engine.policy.name == "fcfs+always+chunked"
+    assert engine.policy.name == "fcfs/always/chunked"
     write_control(control, {"preset": "urgency", "version": 3})
     time.sleep(0.01)
     engine.undo(sched, engine.before_schedule(sched))
@@ -73,7 +73,7 @@ def test_control_file_switches_policy_and_reports_errors(tmp_path: Path) -> None
     control.unlink()
     time.sleep(0.01)
     engine.undo(sched, engine.before_schedule(sched))
-    assert engine.policy.name == "fcfs+always+chunked"  # file removed: back to the start-up config
+    assert engine.policy.name == "fcfs/always/chunked"  # file removed: back to the start-up config
 
 
 def test_state_export_is_readable_by_prism_with_its_age(tmp_path: Path) -> None:

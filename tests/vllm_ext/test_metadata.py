@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from slosched.vllm_ext.metadata import SCHEMA, MetadataProblems, parse_extra_args, request_metadata
+from slosched.contract import XARGS
+from slosched.vllm_ext.metadata import MetadataProblems, parse_extra_args, request_metadata
 
 
 def _meta(xargs: dict[str, object] | None, priority: float = 0.0) -> tuple[object, MetadataProblems]:
@@ -62,5 +63,5 @@ def test_unknown_slosched_key_is_counted_and_relative_slo_sets_deadline() -> Non
 def test_absolute_deadline_wins_and_schema_documents_every_key() -> None:
     meta, _ = _meta({"slosched_slo_s": 4, "slosched_deadline_unix_s": 2000})
     assert meta.request.deadline_s == 2000.0  # type: ignore[attr-defined]
-    assert all(key.startswith("slosched_") and text for key, (_, text) in SCHEMA.items())
+    assert all(key.startswith("slosched_") and text for key, (_, text) in XARGS.items())
     assert parse_extra_args({"slosched_stage": 7}, MetadataProblems()) == {"slosched_stage": "7"}

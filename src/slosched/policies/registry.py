@@ -3,12 +3,18 @@
 A factory takes the policy's parameters (from the scenario) and a ``PolicyContext`` and returns a fresh
 policy object; policies are stateful per run, so every run builds its own. An unknown name fails with the
 list of known names.
+
+Registries fill on first use: every module under ``slosched.policies`` is imported, then every module named
+by an entry point of the group ``slosched.policies`` (third-party policies installed with pip; see
+docs/policies.md), so their ``@register`` decorators run. The CLI, the gateway and the vLLM plugin all reach
+policies through a registry, so all three see the same set.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import importlib.metadata
 import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -86,10 +92,43 @@ def reject_unknown_params(policy: str, params: Mapping[str, Any], allowed: set[s
         raise ConfigError(f"{policy} parameters", f"unknown {sorted(unknown)}; allowed: {sorted(allowed) or '(none)'}")
 
 
-@functools.cache
+ENTRY_POINT_GROUP = "slosched.policies"
+
+
+class PolicyPluginError(ConfigError):
+    """A third-party policy module (an entry point of ``ENTRY_POINT_GROUP``) failed to load."""
+
+    def __init__(self, entry: importlib.metadata.EntryPoint, error: BaseException) -> None:
+        dist = getattr(entry, "dist", None)  # None for an entry point not read from an installed package
+        where = f" (distribution {dist.name!r})" if dist is not None else ""
+        super().__init__(
+            f"entry point {entry.name!r} = {entry.value!r} in group {ENTRY_POINT_GROUP!r}{where}",
+            f"failed to load: {type(error).__name__}: {error}; fix or uninstall that package",
+        )
+        self.entry_name = entry.name
+
+
 def _load_builtin_policies() -> None:
-    """Import every module under slosched.policies once so their @register decorators run."""
+    """Fill the registries (once); a broken third-party module raises the same error on every use, so a
+    run never proceeds with half of its policies."""
+    error = _load_all_policies()
+    if error is not None:
+        raise error
+
+
+@functools.cache
+def _load_all_policies() -> PolicyPluginError | None:
     import slosched.policies as root
 
     for module in pkgutil.walk_packages(root.__path__, prefix="slosched.policies."):
         importlib.import_module(module.name)
+    # Sorted: registration order (and a name clash error) must not depend on the install order.
+    for entry in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
+        try:
+            loaded = entry.load()
+            # ``module:function`` entries name a registration hook; plain module entries register on import.
+            if callable(loaded):
+                loaded()
+        except Exception as error:  # any failure of foreign code: reported with the entry point's name
+            return PolicyPluginError(entry, error)
+    return None

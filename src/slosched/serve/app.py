@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from slosched.contract import HEADER_API_KEY, HEADER_AUTHORIZATION
 from slosched.serve.backends import periodic
 from slosched.serve.calls import HttpError, parse_json_object
 from slosched.serve.config import GatewayConfig
@@ -131,7 +132,7 @@ class Gateway:
 
         async def guarded(request: Request) -> Response:
             headers = request.headers
-            if not authorized(self.config.api_keys, headers.get("authorization"), headers.get("x-api-key")):
+            if not authorized(self.config.api_keys, headers.get(HEADER_AUTHORIZATION), headers.get(HEADER_API_KEY)):
                 return error_response(HttpError(401, "unauthorized", "missing or invalid API key"))
             try:
                 return await handler(request)

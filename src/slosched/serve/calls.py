@@ -16,6 +16,16 @@ from typing import Any
 
 import orjson
 
+from slosched.contract import (
+    HEADER_DEADLINE_MS,
+    HEADER_JOB_ID,
+    HEADER_JOB_STAGE,
+    HEADER_PRIORITY,
+    HEADER_TENANT,
+    HEADER_TPOT_MS,
+    HEADER_TTFT_MS,
+    SLO_HEADERS,
+)
 from slosched.core.request import Request
 
 COMPLETIONS = "/v1/completions"
@@ -151,32 +161,30 @@ class SloHeaders:
     stage: str | None = None
 
 
-_SLO_HEADER_NAMES = frozenset(("x-tenant", "x-slo-priority", "x-slo-deadline-ms", "x-slo-ttft-ms", "x-slo-tpot-ms",
-                               "x-job-id", "x-job-stage"))  # fmt: skip
 _NO_SLO = SloHeaders()
 
 
 def parse_slo_headers(headers: Mapping[str, str]) -> SloHeaders:
-    if _SLO_HEADER_NAMES.isdisjoint(headers):
+    if SLO_HEADERS.isdisjoint(headers):
         return _NO_SLO  # the common case: no SLO metadata (and a frozen dataclass costs ~3 us to build)
-    tenant = headers.get("x-tenant", "default")
+    tenant = headers.get(HEADER_TENANT, "default")
     if not tenant or len(tenant) > 128:
-        raise bad_request("header x-tenant", "expected 1..128 characters")
-    priority_text = headers.get("x-slo-priority", "0")
+        raise bad_request(f"header {HEADER_TENANT}", "expected 1..128 characters")
+    priority_text = headers.get(HEADER_PRIORITY, "0")
     try:
         priority = float(priority_text)
     except ValueError as error:
-        raise bad_request("header x-slo-priority", f"expected a number, got {priority_text!r}") from error
+        raise bad_request(f"header {HEADER_PRIORITY}", f"expected a number, got {priority_text!r}") from error
     if not math.isfinite(priority):
-        raise bad_request("header x-slo-priority", f"expected a finite number, got {priority_text!r}")
+        raise bad_request(f"header {HEADER_PRIORITY}", f"expected a finite number, got {priority_text!r}")
     return SloHeaders(
-        deadline_ms=_header_ms(headers, "x-slo-deadline-ms"),
-        ttft_ms=_header_ms(headers, "x-slo-ttft-ms"),
-        tpot_ms=_header_ms(headers, "x-slo-tpot-ms"),
+        deadline_ms=_header_ms(headers, HEADER_DEADLINE_MS),
+        ttft_ms=_header_ms(headers, HEADER_TTFT_MS),
+        tpot_ms=_header_ms(headers, HEADER_TPOT_MS),
         tenant=tenant,
         priority=priority,
-        job_id=headers.get("x-job-id"),
-        stage=headers.get("x-job-stage"),
+        job_id=headers.get(HEADER_JOB_ID),
+        stage=headers.get(HEADER_JOB_STAGE),
     )
 
 

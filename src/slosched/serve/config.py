@@ -7,13 +7,16 @@ against the registries at load, so a typo fails before the server binds.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.core.instance import InstanceSpec
+
+if TYPE_CHECKING:
+    from slosched.policies.spec import PolicySpec
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -45,8 +48,9 @@ class BackendConfig(BaseModel):
 
 
 class PolicyConfig(BaseModel):
-    """Registry names: a router, an engine preset (its ordering and admission run on the gateway's
-    per-instance queues; its batching part stays inside vLLM) and a job policy, each with parameters."""
+    """Registry names: a router, an engine (a preset or ``ORDERING/ADMISSION/BATCHING``; its ordering and
+    admission run on the gateway's per-instance queues, its batching part stays inside vLLM) and a job
+    policy, each with parameters; ``spec()`` is what the shared builder (``policies/spec.py``) builds."""
 
     model_config = _STRICT
     router: str = "least-tokens"
@@ -60,17 +64,23 @@ class PolicyConfig(BaseModel):
     @model_validator(mode="after")
     def _known_names(self) -> PolicyConfig:
         from slosched.policies.cluster.base import ROUTERS
-        from slosched.policies.engine.base import ENGINE_PRESETS
         from slosched.policies.job.base import JOB_POLICIES
 
         for field, registry, name in (
             ("policies.router", ROUTERS, self.router),
-            ("policies.engine", ENGINE_PRESETS, self.engine),
             ("policies.job", JOB_POLICIES, self.job),
         ):
             if name not in registry:
                 raise UnknownNameError(field, name, registry.names())
+        self.spec()  # the engine: a preset or parts, names and parameter shape checked
         return self
+
+    def spec(self) -> PolicySpec:
+        from slosched.policies.engine.spec import EngineSpec
+        from slosched.policies.spec import PolicySpec
+
+        engine = EngineSpec.parse(self.engine, self.engine_params, "policies.engine")
+        return PolicySpec(engine, self.router, self.job, self.router_params, self.job_params)
 
 
 class TimeoutConfig(BaseModel):

@@ -24,14 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from slosched.contract import HEADER_REQUEST_ID
 from slosched.core.request import Outcome, Request
 from slosched.core.views import StepObservation
 from slosched.perf.linear import LinearStepPredictor
 from slosched.perf.output_length import HistoryOutputPredictor
-from slosched.policies.cluster.base import ROUTERS, CompletionObserver
-from slosched.policies.engine.base import ENGINE_PRESETS
-from slosched.policies.job.base import JOB_POLICIES, JobPolicy
+from slosched.policies.cluster.base import CompletionObserver
 from slosched.policies.registry import PolicyContext
+from slosched.policies.spec import PolicyParams
 from slosched.serve.backends import Backend, periodic
 from slosched.serve.calls import Call, HttpError
 from slosched.serve.config import GatewayConfig
@@ -49,7 +49,6 @@ from slosched.serve.queues import InstanceQueue, LiveSeq, QueueFullError
 from slosched.serve.tuning import LiveAlphaTuner
 from slosched.serve.upstream import UpstreamError, UpstreamResponse
 from slosched.serve.views import BackendView
-from slosched.sim.runner import PolicyParams
 
 log = logging.getLogger("slosched.serve")
 
@@ -89,21 +88,22 @@ class Dispatcher:
             output_predictor=HistoryOutputPredictor(default_tokens=config.default_max_tokens // 2),
             extras={"step_predictors": self.predictors},
         )
-        self.router = ROUTERS.build(policies.router, policies.router_params, self.context)
+        # The shared builder (policies/spec.py): the same names build the same objects as in the simulator.
+        built = policies.spec().build(self.context)
+        self.router, self.job_policy = built.cluster_layer()
         # Checked once: a runtime protocol isinstance costs ~10 us, too much for every request.
         self._observer = self.router if isinstance(self.router, CompletionObserver) else None
         self.queues = [
             InstanceQueue(
                 index,
                 self.context.instances[index],
-                ENGINE_PRESETS.build(policies.engine, policies.engine_params, self.context),
+                built.new_engine(),
                 self.predictors[index],
                 self.clock,
                 backend.max_queue,
             )
             for index, backend in enumerate(config.backends)
         ]
-        self.job_policy: JobPolicy = JOB_POLICIES.build(policies.job, policies.job_params, self.context)
         self.alpha_tuner: LiveAlphaTuner | None = None
         if config.alpha_tuning.enabled:
             params = PolicyParams(engine={policies.engine: policies.engine_params},
@@ -238,7 +238,7 @@ class Dispatcher:
         timeout_s = self.config.timeouts.first_byte_s
         try:
             response = await backend.pool.request(
-                "POST", call.path, payload, {"x-request-id": call.request.id}, timeout_s
+                "POST", call.path, payload, {HEADER_REQUEST_ID: call.request.id}, timeout_s
             )
         except UpstreamError as error:
             if is_broken(error):

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 
+from slosched.contract import request_xargs
 from slosched.core.request import Request
 from slosched.serve.calls import Call
 from slosched.serve.config import BackendConfig, GatewayConfig
@@ -37,17 +37,8 @@ def backend_body(call: Call, backend: BackendConfig, config: GatewayConfig, now_
     if config.forward_xargs:
         given = body.get("vllm_xargs")
         xargs: dict[str, Any] = dict(given) if isinstance(given, dict) else {}
-        xargs.update(
-            slosched_job_id=request.job_id,
-            slosched_stage=request.stage,
-            slosched_predicted_tokens=round(request.predicted_output_tokens, 1),
-            slosched_priority=request.priority,
-        )
-        if math.isfinite(request.deadline_s):
-            # Wall clock, so the engine (another process, another clock) can compare it with its own.
-            xargs["slosched_deadline_unix_s"] = round(time.time() + request.deadline_s - now_s, 3)
-        if request.budget_s is not None and math.isfinite(request.budget_s):
-            xargs["slosched_budget_s"] = round(request.budget_s, 3)
+        # Absolute times cross as Unix seconds: the engine is another process, on another clock.
+        xargs.update(request_xargs(request, now_s))
         body["vllm_xargs"] = xargs
     return body
 

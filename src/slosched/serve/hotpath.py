@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from slosched.contract import HEADER_API_KEY, HEADER_AUTHORIZATION
 from slosched.core.request import Outcome
 from slosched.serve.calls import CHAT, COMPLETIONS, Call, HttpError, parse_call, parse_json_object, parse_slo_headers
 from slosched.serve.config import GatewayConfig
@@ -84,7 +85,7 @@ class OpenAIRoutes:
             if scope["method"] != "POST":
                 raise HttpError(405, "method_not_allowed", f"{path}: only POST is allowed")
             headers = _headers(scope["headers"])
-            if not authorized(self.config.api_keys, headers.get("authorization"), headers.get("x-api-key")):
+            if not authorized(self.config.api_keys, headers.get(HEADER_AUTHORIZATION), headers.get(HEADER_API_KEY)):
                 raise HttpError(401, "unauthorized", "missing or invalid API key")
             body = parse_json_object(await self._body(headers, receive))
             await self._call(path, headers, body, receive, tracked)

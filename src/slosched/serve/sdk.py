@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from slosched.contract import HEADER_DEADLINE_MS, HEADER_PRIORITY, HEADER_TENANT, HEADER_TPOT_MS, HEADER_TTFT_MS
 from slosched.core.job import CallSpec, JobSpec
 from slosched.tuning.prompts import prompt_ids
 
@@ -43,8 +44,8 @@ def slo_headers(
     tenant: str | None = None,
     priority: float | None = None,
 ) -> dict[str, str]:
-    pairs = {"x-slo-deadline-ms": deadline_ms, "x-slo-ttft-ms": ttft_ms, "x-slo-tpot-ms": tpot_ms,
-             "x-tenant": tenant, "x-slo-priority": priority}  # fmt: skip
+    pairs = {HEADER_DEADLINE_MS: deadline_ms, HEADER_TTFT_MS: ttft_ms, HEADER_TPOT_MS: tpot_ms,
+             HEADER_TENANT: tenant, HEADER_PRIORITY: priority}  # fmt: skip
     return {name: str(value) for name, value in pairs.items() if value is not None}
 
 

@@ -1,62 +1,27 @@
-"""Build a simulation for one policy pair (``ROUTER+ENGINE``) and run it."""
+"""Build a simulation for one policy pair (``ROUTER+ENGINE``) and run it.
+
+Policies come from the shared builder (``policies/spec.py``); ``PolicyPair`` and ``PolicyParams`` live there
+and are re-exported here for the callers that import them from the runner.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
-from slosched.core.errors import ConfigError, UnknownNameError
+from slosched.core.errors import ConfigError
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.core.records import RunResult
 from slosched.perf.output_length import HistoryOutputPredictor
-from slosched.policies.cluster.base import ROUTERS
-from slosched.policies.engine.base import ENGINE_PRESETS
-from slosched.policies.job.base import JOB_POLICIES
 from slosched.policies.registry import PolicyContext
+from slosched.policies.spec import PolicyPair, PolicyParams, PolicySpec
 from slosched.sim.cluster import ClusterSim
 from slosched.sim.models import InstanceModels
 from slosched.sim.options import SimOptions
 
-
-@dataclass(slots=True, frozen=True)
-class PolicyPair:
-    router: str
-    engine: str
-
-    @property
-    def name(self) -> str:
-        return f"{self.router}+{self.engine}"
-
-    @classmethod
-    def parse(cls, text: str) -> PolicyPair:
-        router, plus, engine = text.strip().partition("+")
-        if not plus or not router or not engine:
-            raise ConfigError(
-                "policy",
-                f"{text!r} is not ROUTER+ENGINE (e.g. round-robin+fcfs); routers: "
-                f"{', '.join(ROUTERS.names())}; engines: {', '.join(ENGINE_PRESETS.names())}",
-            )
-        pair = cls(router, engine)
-        pair.validate()
-        return pair
-
-    def validate(self) -> None:
-        for registry, name in ((ROUTERS, self.router), (ENGINE_PRESETS, self.engine)):
-            if name not in registry:
-                raise UnknownNameError(registry.kind, name, registry.names())
-
-
-@dataclass(slots=True, frozen=True)
-class PolicyParams:
-    """Parameters per router / engine name (from the scenario)."""
-
-    router: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    engine: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    job: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+__all__ = ["PolicyPair", "PolicyParams", "simulate"]
 
 
 def simulate(
@@ -82,9 +47,9 @@ def simulate(
         rng=np.random.default_rng(policy_rng),
         output_predictor=HistoryOutputPredictor(),
     )
-    router = ROUTERS.build(policy.router, params.router.get(policy.router, {}), context)
-    engines = [ENGINE_PRESETS.build(policy.engine, params.engine.get(policy.engine, {}), context) for _ in models]
-    job_layer = JOB_POLICIES.build(job_policy, params.job.get(job_policy, {}), context)
+    policies = PolicySpec.from_pair(policy, params, job_policy).build(context)
+    router, job_layer = policies.cluster_layer()
+    engines = policies.engines(len(models))
     sim = ClusterSim(
         models,
         engines,

@@ -1,13 +1,16 @@
 """Plugin configuration: which engine policy runs and where the plugin publishes and listens.
 
 Read once at start-up from ``$SLOSCHED_ENGINE_CONFIG`` (a JSON object, or the path of a JSON file) and
-``$SLOSCHED_ENGINE_POLICY`` (a preset name, shorthand for ``{"preset": NAME}``); a scheduler class may
+``$SLOSCHED_ENGINE_POLICY`` (an engine in text form: a preset name, shorthand for ``{"preset": NAME}``, or
+``ORDERING/ADMISSION/BATCHING``); a scheduler class may
 supply defaults (``UrgencyScheduler`` -> preset ``urgency``). The control file (``control.py``) later
 overrides any of these keys at run time. Keys (all optional):
 
 - ``preset`` (an ``ENGINE_PRESETS`` name) with ``params``; or ``ordering`` / ``admission`` / ``batching``
   (registry names, defaults ``fcfs`` / ``always`` / ``chunked``) with ``ordering_params`` /
-  ``admission_params`` / ``params`` (batching). ``preset`` wins when both are given.
+  ``admission_params`` / ``params`` (batching). ``preset`` wins when both are given. This is the mapping
+  spelling of ``policies.engine.spec.EngineSpec``, the engine half of the builder the simulator and the
+  gateway use too; names are checked at load.
 - ``bypass`` (false): stock vLLM scheduling; the plugin only measures steps and exports state.
 - ``drain`` (false): admit nothing (running requests finish; waiting ones wait).
 - ``mode_override`` (none): force every step's mode (``mixed``, ``prefill_first``, ``decode_only``,
@@ -35,33 +38,22 @@ from slosched.core.errors import ConfigError
 from slosched.core.instance import InstanceSpec
 from slosched.core.views import StepMode
 from slosched.perf.output_length import HistoryOutputPredictor
-from slosched.policies.engine.base import ADMISSIONS, BATCHINGS, ENGINE_PRESETS, ORDERINGS, EnginePolicy
+from slosched.policies.engine.base import EnginePolicy
+from slosched.policies.engine.spec import MAPPING_KEYS, EngineSpec
 from slosched.policies.registry import PolicyContext
+from slosched.policies.spec import PolicySpec
 
 CONFIG_ENV = "SLOSCHED_ENGINE_CONFIG"
 POLICY_ENV = "SLOSCHED_ENGINE_POLICY"
-POLICY_KEYS = ("preset", "ordering", "admission", "batching", "params", "ordering_params", "admission_params")
+POLICY_KEYS = MAPPING_KEYS
 _KEYS = {
     *POLICY_KEYS, "bypass", "drain", "mode_override", "state_file", "export_interval_s", "control_file",
     "control_poll_s", "step_log_file", "observe_interval_s", "seed", "version",
 }  # fmt: skip
 
 
-@dataclass(slots=True, frozen=True)
-class PolicyChoice:
-    """A preset, or an (ordering, admission, batching) triple, with parameters."""
-
-    preset: str | None = None
-    ordering: str = "fcfs"
-    admission: str = "always"
-    batching: str = "chunked"
-    params: Mapping[str, Any] = field(default_factory=dict)
-    ordering_params: Mapping[str, Any] = field(default_factory=dict)
-    admission_params: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return self.preset or f"{self.ordering}+{self.admission}+{self.batching}"
+# The plugin's name for the engine half of a PolicySpec (kept: saber_speed and the engine use it).
+PolicyChoice = EngineSpec
 
 
 @dataclass(slots=True, frozen=True)
@@ -77,20 +69,6 @@ class PluginConfig:
     step_log_file: Path | None = None
     observe_interval_s: float = 2.0
     seed: int = 0
-
-
-def _mapping(data: Mapping[str, Any], key: str) -> dict[str, Any]:
-    value = data.get(key, {})
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"slosched engine config.{key}", f"expected an object, got {value!r}")
-    return dict(value)
-
-
-def _name(data: Mapping[str, Any], key: str, default: str | None) -> str | None:
-    value = data.get(key, default)
-    if value is not None and not isinstance(value, str):
-        raise ConfigError(f"slosched engine config.{key}", f"expected a name, got {value!r}")
-    return value
 
 
 def _number(data: Mapping[str, Any], key: str, default: float) -> float:
@@ -132,15 +110,7 @@ def policy_choice(data: Mapping[str, Any], base: PolicyChoice | None = None) -> 
     """The policy named in ``data``; without any policy key, ``base`` (or the FCFS default)."""
     if not any(key in data for key in POLICY_KEYS):
         return base or PolicyChoice()
-    return PolicyChoice(
-        preset=_name(data, "preset", None),
-        ordering=_name(data, "ordering", "fcfs") or "fcfs",
-        admission=_name(data, "admission", "always") or "always",
-        batching=_name(data, "batching", "chunked") or "chunked",
-        params=_mapping(data, "params"),
-        ordering_params=_mapping(data, "ordering_params"),
-        admission_params=_mapping(data, "admission_params"),
-    )
+    return EngineSpec.from_mapping({key: data[key] for key in POLICY_KEYS if key in data}, "slosched engine config")
 
 
 def config_from_mapping(data: Mapping[str, Any], base: PluginConfig | None = None) -> PluginConfig:
@@ -187,7 +157,7 @@ def config_from_env(defaults: Mapping[str, Any] | None = None, env: Mapping[str,
     env = os.environ if env is None else env
     config = config_from_mapping(defaults or {})
     if env.get(POLICY_ENV):
-        config = config_from_mapping({"preset": env[POLICY_ENV]}, config)
+        config = replace(config, policy=EngineSpec.parse(env[POLICY_ENV], field_name=f"${POLICY_ENV}"))
     if env.get(CONFIG_ENV):
         config = config_from_mapping(load_json_object(env[CONFIG_ENV], f"${CONFIG_ENV}"), config)
     return config
@@ -196,11 +166,4 @@ def config_from_env(defaults: Mapping[str, Any] | None = None, env: Mapping[str,
 def build_policy(choice: PolicyChoice, spec: InstanceSpec, seed: int) -> EnginePolicy:
     """Fresh policy objects for one engine (policies are stateful); bad names/params raise ConfigError."""
     context = PolicyContext((spec,), np.random.default_rng(seed), HistoryOutputPredictor())
-    if choice.preset is not None:
-        return ENGINE_PRESETS.build(choice.preset, choice.params, context)
-    return EnginePolicy(
-        name=choice.name,
-        ordering=ORDERINGS.build(choice.ordering, choice.ordering_params, context),
-        admission=ADMISSIONS.build(choice.admission, choice.admission_params, context),
-        batching=BATCHINGS.build(choice.batching, choice.params, context),
-    )
+    return PolicySpec(engine=choice).build(context).new_engine()

@@ -1,12 +1,12 @@
 """Per-request metadata the plugin reads from ``vllm_xargs`` (``request.sampling_params.extra_args``).
 
 Clients (or slosched's gateway, see ``serve/forwarding.py``) send string or number values under the keys of
-``SCHEMA``; vLLM's own ``priority`` field is the fallback for ``slosched_priority``. Absolute times are Unix
-epoch seconds (the engine compares them with its own wall clock, ``time.time()``, the clock vLLM stamps
-``arrival_time`` with). A missing field takes its default; a malformed one (wrong type, NaN, out of range)
-also takes its default and is counted in ``MetadataProblems`` (exported in the state file), so a bad client
-never fails or stalls its request. Unknown ``slosched_*`` keys are counted too; other keys are ignored
-(they belong to other plugins).
+``contract.XARGS`` (the one definition of the schema, shared with the gateway); vLLM's own ``priority``
+field is the fallback for ``slosched_priority``. Absolute times are Unix epoch seconds, the engine's clock
+(``contract.engine_now_s``). A missing field takes its default; a malformed one (wrong type, NaN, out of
+range) also takes its default and is counted in ``MetadataProblems`` (exported in the state file), so a bad
+client never fails or stalls its request. Unknown ``slosched_*`` keys are counted too; other keys are
+ignored (they belong to other plugins).
 """
 
 from __future__ import annotations
@@ -16,28 +16,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from slosched.contract import (
+    XARG_BUDGET_S,
+    XARG_DEADLINE_UNIX_S,
+    XARG_JOB_ARRIVAL_UNIX_S,
+    XARG_JOB_ID,
+    XARG_PREDICTED_TOKENS,
+    XARG_PREFIX,
+    XARG_PRIORITY,
+    XARG_RELQUERY_ID,
+    XARG_RELQUERY_SIZE,
+    XARG_SESSION_ID,
+    XARG_SLO_S,
+    XARG_STAGE,
+    XARG_TEMPLATE,
+    XARG_TENANT,
+    XARG_TPOT_SLO_S,
+    XARG_TTFT_SLO_S,
+    XARGS,
+)
 from slosched.core.request import Request
-
-PREFIX = "slosched_"
-
-# key -> (kind, meaning); kinds: "str", "number" (any finite), "positive" (> 0), "nonneg" (>= 0), "count" (int >= 1)
-SCHEMA: dict[str, tuple[str, str]] = {
-    "slosched_job_id": ("str", "job the call belongs to (default: the request id, or the relQuery id)"),
-    "slosched_stage": ("str", "stage name within the job (default 'default')"),
-    "slosched_template": ("str", "workflow/relQuery template, keys output-length beliefs (default 'default')"),
-    "slosched_tenant": ("str", "tenant (default 'default')"),
-    "slosched_session_id": ("str", "chat session (default none)"),
-    "slosched_relquery_id": ("str", "relQuery this row belongs to; the job id when slosched_job_id is absent"),
-    "slosched_relquery_size": ("count", "rows of the relQuery (informational: counted in the state export)"),
-    "slosched_predicted_tokens": ("nonneg", "predicted output tokens (belief; default 0 = unknown)"),
-    "slosched_priority": ("number", "job-level priority, lower runs sooner (default: vLLM's request priority)"),
-    "slosched_deadline_unix_s": ("positive", "absolute deadline, Unix seconds (default none)"),
-    "slosched_slo_s": ("positive", "deadline relative to arrival at the engine, when no absolute deadline"),
-    "slosched_budget_s": ("positive", "this call's share of its job's remaining time (default none)"),
-    "slosched_ttft_slo_s": ("positive", "time-to-first-token SLO (default none)"),
-    "slosched_tpot_slo_s": ("positive", "time-per-output-token SLO (default none)"),
-    "slosched_job_arrival_unix_s": ("positive", "when the job arrived, Unix seconds (default: this arrival)"),
-}
 
 
 @dataclass(slots=True)
@@ -84,9 +82,9 @@ def parse_extra_args(extra_args: Mapping[str, Any] | None, problems: MetadataPro
     values: dict[str, Any] = {}
     bad = False
     for key, raw in (extra_args or {}).items():
-        if not isinstance(key, str) or not key.startswith(PREFIX):
+        if not isinstance(key, str) or not key.startswith(XARG_PREFIX):
             continue
-        spec = SCHEMA.get(key)
+        spec = XARGS.get(key)
         if spec is None:
             problems.add(f"unknown:{key}")
             bad = True
@@ -113,26 +111,26 @@ def request_metadata(
 ) -> RequestMetadata:
     """Build the slosched view of a vLLM request (defaults for whatever is missing or malformed)."""
     v = parse_extra_args(extra_args, problems)
-    job_id = v.get("slosched_job_id") or v.get("slosched_relquery_id") or request_id
-    deadline = v.get("slosched_deadline_unix_s")
-    if deadline is None and "slosched_slo_s" in v:
-        deadline = arrival_unix_s + v["slosched_slo_s"]
+    job_id = v.get(XARG_JOB_ID) or v.get(XARG_RELQUERY_ID) or request_id
+    deadline = v.get(XARG_DEADLINE_UNIX_S)
+    if deadline is None and XARG_SLO_S in v:
+        deadline = arrival_unix_s + v[XARG_SLO_S]
     request = Request(
         id=request_id,
         job_id=job_id,
-        stage=v.get("slosched_stage", "default"),
-        template=v.get("slosched_template", "default"),
+        stage=v.get(XARG_STAGE, "default"),
+        template=v.get(XARG_TEMPLATE, "default"),
         prompt_tokens=prompt_tokens,
         max_output_tokens=max(1, max_tokens),
         arrival_s=arrival_unix_s,
-        job_arrival_s=v.get("slosched_job_arrival_unix_s", arrival_unix_s),
+        job_arrival_s=v.get(XARG_JOB_ARRIVAL_UNIX_S, arrival_unix_s),
         deadline_s=math.inf if deadline is None else deadline,
-        tenant=v.get("slosched_tenant", "default"),
-        session_id=v.get("slosched_session_id"),
-        predicted_output_tokens=v.get("slosched_predicted_tokens", 0.0),
-        budget_s=v.get("slosched_budget_s"),
-        priority=v.get("slosched_priority", float(vllm_priority)),
-        ttft_slo_s=v.get("slosched_ttft_slo_s"),
-        tpot_slo_s=v.get("slosched_tpot_slo_s"),
+        tenant=v.get(XARG_TENANT, "default"),
+        session_id=v.get(XARG_SESSION_ID),
+        predicted_output_tokens=v.get(XARG_PREDICTED_TOKENS, 0.0),
+        budget_s=v.get(XARG_BUDGET_S),
+        priority=v.get(XARG_PRIORITY, float(vllm_priority)),
+        ttft_slo_s=v.get(XARG_TTFT_SLO_S),
+        tpot_slo_s=v.get(XARG_TPOT_SLO_S),
     )
-    return RequestMetadata(request, v.get("slosched_relquery_size"))
+    return RequestMetadata(request, v.get(XARG_RELQUERY_SIZE))
