@@ -1,0 +1,202 @@
+"""``PolicyQueue``: an instance's waiting list with the engine policy inside it (like vLLM v1's request queue).
+
+The simulator's instance, the gateway's per-backend queue and the vLLM plugin all order and admit waiting
+requests through this class, so the three runtimes cannot drift apart (``tests/test_runtime_equivalence.py``
+holds them together). The runtime keeps what only it knows: KV blocks, token budgets, windows.
+
+Invariants:
+
+- ``waiting`` is one list object for the queue's lifetime (runtimes may keep a reference to it); it holds
+  the requests in the order of the latest pass, new ones at the end (or, for static keys, in key order).
+- Key cache: an ordering with ``static_keys`` has its key computed once per wait, when the request joins
+  (``push``, or the first ``sync`` that sees it waiting). A request that leaves and comes back (preempted by
+  recompute) gets a fresh key: its prompt to prefill changed. Such a queue stays sorted on insertion
+  (``bisect``, ties after equal keys), so ``order`` costs nothing. Other orderings get every key
+  recomputed on ``order`` and a stable sort: ties keep their previous relative order.
+- Admission pass (``admission_pass``): one pass in ordering order. **Stop rule**, the same in every
+  runtime: the pass stops when ``free_slots`` requests are admitted, when the token room is spent
+  (``<= 0``), or when the runtime's ``charge`` says its capacity is exhausted for the request at hand
+  (strict order: nobody behind it overtakes). The admission policy deferring a request skips it. Admitted
+  requests leave ``waiting`` only after the pass (``remove``), so the view's ``num_running`` excludes the
+  pass's own admissions, as in vLLM.
+- Wake-up (``next_wake_s``): when nothing could be scheduled, the runtime asks again at this time. A policy
+  whose parts are all ``time_invariant`` changes its mind only when the queues change: None (wait for
+  that). A time-dependent part may say when its decision can next change (``next_change_s``, optional);
+  one that cannot is asked again after ``DEFAULT_WAKE_S``.
+
+Feasibility (``fits_model_len``): vLLM's own rule, shared by the simulator's cluster and the gateway.
+"""
+
+from __future__ import annotations
+
+import bisect
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+from slosched.core.views import EngineView, SeqView
+from slosched.policies.engine.always_admit import AlwaysAdmit
+from slosched.policies.engine.base import AdmissionPolicy, EnginePolicy, OrderingPolicy
+from slosched.policies.engine.fcfs_order import FcfsOrdering
+
+DEFAULT_WAKE_S = 0.01
+"""A time-dependent part that cannot say when its decision changes is asked again this much later (the
+simulator's historical retry interval; runtimes may ask less often, e.g. the gateway's ``tick_s``)."""
+
+UNLIMITED_TOKENS = sys.maxsize
+"""Token room of a runtime that has no token budget of its own (the gateway: vLLM budgets tokens)."""
+
+
+class QueuedSeq(SeqView, Protocol):
+    """A waiting request as the queue holds it: a ``SeqView`` with a slot for its ordering key."""
+
+    sort_key: Any
+
+
+@runtime_checkable
+class WakeHint(Protocol):
+    """Optional for time-dependent parts: the earliest time their decision for ``engine`` can change."""
+
+    def next_change_s(self, engine: EngineView) -> float | None: ...
+
+
+S = TypeVar("S", bound=QueuedSeq)
+Charge = Callable[[S, int], "int | None"]
+"""``charge(seq, token_room)``: the tokens admitting ``seq`` costs the room, or None when the runtime's
+capacity (KV, an over-budget prompt) stops the pass at ``seq``. Called only for requests the policy admits."""
+
+
+def fits_model_len(prompt_tokens: int, max_output_tokens: int | None, max_model_len: int) -> bool:
+    """vLLM's rule (v1 input processing and its OpenAI server): the prompt plus the requested output fits the
+    model length; without a requested limit at least one output token must fit (vLLM then caps the output at
+    the rest of the context). So ``prompt + max_output <= max_model_len``, or ``prompt < max_model_len``.
+
+    >>> fits_model_len(2047, 1, 2048), fits_model_len(2048, None, 2048), fits_model_len(1000, 1049, 2048)
+    (True, False, False)
+    """
+    return prompt_tokens + (max_output_tokens if max_output_tokens is not None else 1) <= max_model_len
+
+
+def _sort_key(seq: QueuedSeq) -> Any:
+    return seq.sort_key
+
+
+class PolicyQueue(Generic[S]):
+    """Waiting requests of one instance, ordered and admitted by an ``EnginePolicy`` (see module invariants).
+
+    ``engine_fcfs``: the runtime's own list is FCFS already (vLLM's waiting deque, preempted requests
+    first); an ``fcfs`` ordering then keeps it as it is, at no cost, as stock vLLM would.
+    """
+
+    __slots__ = ("_sorted", "admission", "engine_fcfs", "ordering", "policy", "waiting")
+
+    def __init__(self, policy: EnginePolicy, engine_fcfs: bool = False) -> None:
+        self.policy = policy
+        self.ordering: OrderingPolicy = policy.ordering
+        self.admission: AdmissionPolicy = policy.admission
+        self.engine_fcfs = engine_fcfs
+        self.waiting: list[S] = []
+        # Static keys: push keeps the list sorted; a sync (the runtime's own order) unsorts it.
+        self._sorted = policy.ordering.static_keys
+
+    def __len__(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def gated(self) -> bool:
+        """Whether the admission part can hold a request back (``always`` cannot: capacity alone decides)."""
+        return not isinstance(self.admission, AlwaysAdmit)
+
+    # ---- the waiting list ---------------------------------------------------------------------------
+    def push(self, seq: S, engine: EngineView) -> None:
+        """A request starts waiting (arrival, or back after a preemption): static keys are computed now."""
+        ordering = self.ordering
+        if ordering.static_keys:
+            seq.sort_key = ordering.key(seq, engine)
+            if self._sorted:
+                bisect.insort(self.waiting, seq, key=_sort_key)
+            else:
+                self.waiting.append(seq)  # a synced list: the next order() sorts it
+        else:
+            self.waiting.append(seq)
+
+    def remove(self, seqs: Sequence[S]) -> None:
+        """Drop ``seqs`` (admitted after a pass, or withdrawn), keeping everyone else's order."""
+        waiting = self.waiting
+        if len(seqs) == len(waiting):
+            waiting.clear()
+        elif len(seqs) == 1:
+            waiting.remove(seqs[0])
+        elif seqs:
+            chosen = {id(seq) for seq in seqs}
+            waiting[:] = [seq for seq in waiting if id(seq) not in chosen]
+
+    def sync(self, seqs: Sequence[S], engine: EngineView) -> None:
+        """Adopt the runtime's own waiting list when the runtime owns it (vLLM's queue, in the order the
+        last step left it). Requests not waiting at the previous ``sync`` get their static key now."""
+        ordering = self.ordering
+        if ordering.static_keys:
+            known = {id(seq) for seq in self.waiting}  # alive (held by waiting), so ids are not reused
+            key = ordering.key
+            for seq in seqs:
+                if id(seq) not in known:
+                    seq.sort_key = key(seq, engine)
+        self.waiting[:] = seqs
+        self._sorted = False
+
+    def order(self, engine: EngineView) -> list[S]:
+        """Put ``waiting`` in the ordering's order (lowest key first, stable) and return it."""
+        waiting = self.waiting
+        if self._sorted or len(waiting) < 2:
+            return waiting  # static keys kept sorted by push (the simulator and the gateway)
+        ordering = self.ordering
+        if ordering.static_keys:
+            if not (self.engine_fcfs and isinstance(ordering, FcfsOrdering)):
+                waiting.sort(key=_sort_key)
+            self._sorted = True
+            return waiting
+        key = ordering.key
+        for seq in waiting:
+            seq.sort_key = key(seq, engine)
+        waiting.sort(key=_sort_key)
+        return waiting
+
+    # ---- the admission pass ---------------------------------------------------------------------------
+    def admission_pass(
+        self, engine: EngineView, free_slots: int, token_room: int, charge: Charge[S] | None = None
+    ) -> list[S]:
+        """Requests admitted this pass, in order (``waiting`` must be ordered; they stay in it until
+        ``remove``). Without ``charge`` each admission costs nothing and capacity never stops the pass."""
+        admitted: list[S] = []
+        admit = self.admission.admit
+        for seq in self.waiting:
+            if len(admitted) >= free_slots or token_room <= 0:
+                break
+            if not admit(seq, engine):
+                continue
+            if charge is not None:
+                cost = charge(seq, token_room)
+                if cost is None:
+                    break
+                token_room -= cost
+            admitted.append(seq)
+        return admitted
+
+    # ---- waking up ------------------------------------------------------------------------------------
+    def next_wake_s(self, engine: EngineView) -> float | None:
+        """When the policy's decisions can next change with time alone; None: only when the queues change."""
+        if self.policy.time_invariant:
+            return None
+        wake: float | None = None
+        policy = self.policy
+        for part in (policy.ordering, policy.admission, policy.batching):
+            if part.time_invariant:
+                continue
+            if isinstance(part, WakeHint):
+                hint = part.next_change_s(engine)
+                if hint is None:
+                    continue
+            else:
+                hint = engine.now_s + DEFAULT_WAKE_S
+            wake = hint if wake is None or hint < wake else wake
+        return wake
