@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from slosched.bench.capacity import Spread
 from slosched.bench.nexus import board_figures, headline
+from slosched.bench.nexus_experiments import miss_breakdown
 from slosched.bench.nexus_report import write_report
 from slosched.bench.nexus_setup import (
     FULL_SETTINGS,
@@ -86,7 +90,18 @@ def test_report_states_both_ratios_and_the_loss(tmp_path: Path) -> None:
                  "linear_fits": 2, "points": [(0.01, 0.011), (0.02, 0.019)]}]  # fmt: skip
     zero = {"rate": 10.0, "join_s": 10.0, "converge_s": 4.0, "error_curve": [(0.0, 0.5), (1.0, 0.05)],
             "latency_curve": [(0.0, 1.0, 1.2), (2.0, 1.1, 1.0)]}  # fmt: skip
-    figures = {**headline([board], [cold]), "settings": ["quick"], "wall_s": 60.0}
+    figures = {**headline([board], [cold]), "settings": ["quick"], "wall_s": 60.0, "cpu_s": 100.0}
+    row = {"calls": 10, "ttft_missed": 6, "tpot_missed": 1, "met": 3, "shares": {"h100": 0.7, "a6000": 0.3}}
+    figures["overload_diagnostic"] = {"rate": 20.0, "seed": 1, "results": {PAPER_POLICY: row}}
     text = write_report(tmp_path, [board], [cold], accuracy, zero, figures).read_text()
     assert "0.90x" in text and "1.50x" in text and "**loses**" in text and "slosched bench nexus" in text
+    assert "6 TTFT / 1 TPOT misses" in text and "70% of calls" in text
     assert (tmp_path / "nexus" / "capacity.png").exists() and (tmp_path / "nexus" / "overload.png").exists()
+
+
+def test_miss_breakdown_counts_the_measured_calls() -> None:
+    bench = replace(QUICK_SETTINGS[0], num_jobs=30, num_warmup_jobs=5).workbench()
+    found = miss_breakdown(bench, [Candidate.of("least-loaded+chunked-fcfs")], rate=20.0)
+    row = found["results"]["least-loaded+chunked-fcfs"]
+    assert row["calls"] == 30 and 0 <= row["met"] <= 30 and sum(row["shares"].values()) == pytest.approx(1.0)
+    assert row["met"] <= 30 - max(row["ttft_missed"], row["tpot_missed"])  # a met call missed neither

@@ -21,13 +21,17 @@ JSON (last line with ``--json``): the headline setting's ``baselines`` (policy -
 
 from __future__ import annotations
 
+import os
+import pickle
+import resource
 import time
 from pathlib import Path
 from typing import Any
 
 from slosched.bench.common import print_figures
-from slosched.bench.nexus_experiments import HARDWARE, model_accuracy, zero_config
+from slosched.bench.nexus_experiments import HARDWARE, miss_breakdown, model_accuracy, zero_config
 from slosched.bench.nexus_setup import (
+    FLOWGPT_NOTE,
     FULL_SETTINGS,
     PAPER_BASELINE,
     PAPER_POLICY,
@@ -55,6 +59,15 @@ def score(setting: Setting, quick: bool, seeds: tuple[int, ...]) -> tuple[Scoreb
     paper = next(candidate for candidate in candidates if candidate.label == PAPER_POLICY)
     cold = cold_start(bench, [paper, strongest], seeds, max(board.capacity_of(board.strongest), 1e-3))
     return board, cold
+
+
+def diagnose(setting: Setting, board: Scoreboard) -> dict[str, Any]:
+    """TTFT / TPOT misses of the paper policy, the strongest baseline and the paper's baseline at 2x the
+    strongest baseline's capacity (one seed): what the overload losses are made of."""
+    every = {**board.baselines, **board.others}
+    labels = dict.fromkeys((PAPER_POLICY, board.strongest, PAPER_BASELINE))
+    candidates = [every[label].candidate for label in labels]
+    return miss_breakdown(setting.workbench(), candidates, 2.0 * board.capacity_of(board.strongest))
 
 
 def _accuracy_task(item: tuple[tuple[str, int], bool]) -> dict[str, Any]:
@@ -107,16 +120,29 @@ def run(quick: bool) -> dict[str, Any]:
     accuracy = run_tasks(_accuracy_task, [(hw, quick) for hw in HARDWARE], "nexus: step-model accuracy")
     zero = run_tasks(_zero_task, [quick], "nexus: zero-config")[0]
     figures = headline(boards, colds)
+    figures["overload_diagnostic"] = diagnose(settings[0], boards[0])
     figures["model_r2"] = {row["hardware"]: row["r2"] for row in accuracy}
     figures["zero_config_converge_s"] = zero["converge_s"]
     figures["settings"] = settings_text(settings, seeds, quick)
     figures["wall_s"] = time.perf_counter() - start
+    figures["cpu_s"] = cpu_seconds()
     _print_summary(figures, boards)
+    saved = os.environ.get("SLOSCHED_NEXUS_SAVE")
+    if saved:  # the run's objects, so the report can be re-rendered from this very run
+        Path(saved).write_bytes(pickle.dumps((boards, colds, accuracy, zero, figures)))
     if not quick:
         from slosched.bench.nexus_report import write_report
 
         write_report(RESULTS_DIR, boards, colds, accuracy, zero, figures)
     return figures
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its finished workers: wall time on an idle machine is about this
+    over the worker count, whatever else shares the machine."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
 
 
 def settings_text(settings: tuple[Setting, ...], seeds: tuple[int, ...], quick: bool) -> list[str]:
@@ -131,6 +157,7 @@ def settings_text(settings: tuple[Setting, ...], seeds: tuple[int, ...], quick: 
         "SLOs: flowgpt TPOT 12 ms; summarization TTFT 2 s; sharegpt TTFT 1 s + TPOT 30 ms; a job meets its "
         "SLO when every call meets its token SLOs",
         f"overload loads {list(LOADS)} x the strongest baseline's median SLO capacity",
+        *([] if quick else [FLOWGPT_NOTE]),
     ]
 
 
@@ -147,4 +174,5 @@ def _print_summary(figures: dict[str, Any], boards: list[Scoreboard]) -> None:
     summary["model_r2"] = ", ".join(f"{hw} {r2:.3f}" for hw, r2 in figures["model_r2"].items())
     summary["zero_config_converge_s"] = figures["zero_config_converge_s"]
     summary["wall_s"] = figures["wall_s"]
+    summary["cpu_s"] = figures["cpu_s"]
     print_figures("nexus", summary)

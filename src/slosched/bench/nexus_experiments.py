@@ -17,6 +17,7 @@ import numpy as np
 
 from slosched.bench.common import saturation_throughput
 from slosched.bench.nexus_setup import MODEL, OPTIONS, STACK, WORKLOADS
+from slosched.bench.workbench import WARMUP_PREFIX, Candidate, Workbench
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.core.records import RunResult
@@ -195,3 +196,24 @@ def model_accuracy(hardware: tuple[str, int], quick: bool) -> dict[str, Any]:
 
 
 HARDWARE = (("H100", 1), ("A100-80G", 1), ("A6000", 2), ("A6000", 1))
+
+
+def miss_breakdown(bench: Workbench, candidates: Sequence[Candidate], rate: float, seed: int = 1) -> dict[str, Any]:
+    """Why a policy loses under overload: per candidate, its measured calls, TTFT and TPOT misses, calls
+    meeting both, and each instance's share of the calls, in one run at ``rate`` (warm-up left out)."""
+    out: dict[str, Any] = {}
+    for candidate in candidates:
+        jobs, history = bench.workload(rate, seed)
+        result = bench.run_fn(candidate, bench.instances, jobs, bench.options, seed, history)
+        calls = [r for r in result.requests if not r.job_id.startswith(WARMUP_PREFIX)]
+        shares: dict[str, float] = {}
+        for record in calls:
+            shares[record.instance] = shares.get(record.instance, 0.0) + 1.0 / max(len(calls), 1)
+        out[candidate.label] = {
+            "calls": len(calls),
+            "ttft_missed": sum(1 for r in calls if r.ttft_slo_s is not None and r.ttft_s > r.ttft_slo_s),
+            "tpot_missed": sum(1 for r in calls if r.tpot_slo_s is not None and r.tpot_s > r.tpot_slo_s),
+            "met": sum(1 for r in calls if r.token_slos_met),
+            "shares": shares,
+        }
+    return {"rate": rate, "seed": seed, "results": out}

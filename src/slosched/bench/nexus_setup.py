@@ -110,11 +110,14 @@ class Setting:
 
 # The warm-up prefix spans >= 5 s of traffic at capacity: the step model's cold start is 4-6 s.
 HEADLINE = Setting("sharegpt", "heterogeneous", 1500, 400, 60.0)
-FULL_SETTINGS = (
-    HEADLINE,
-    Setting("flowgpt", "homogeneous", 600, 100, 5.0),
-    Setting("summarization", "homogeneous", 1200, 40, 4.0),
+# FlowGPT is left out of the scoreboard: its only SLO (the paper's TPOT 12 ms) is met at any arrival rate
+# by a small static token budget (a whole 300-job burst on 2x H100 meets it with 128 tokens), so that
+# baseline's SLO capacity is unbounded and any capacity ratio is meaningless.
+FLOWGPT_NOTE = (
+    "FlowGPT is left out: its only SLO (TPOT 12 ms, no TTFT SLO) is met at any arrival rate by a static "
+    "128-token budget (queueing costs nothing under a TPOT-only SLO), so SLO capacity is unbounded there"
 )
+FULL_SETTINGS = (HEADLINE, Setting("summarization", "homogeneous", 1200, 40, 4.0))
 QUICK_SETTINGS = (replace(HEADLINE, num_jobs=800, num_warmup_jobs=300),)
 
 PAPER_POLICY = "prism+lens"
