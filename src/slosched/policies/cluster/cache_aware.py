@@ -23,6 +23,10 @@ tree alone decides. Defaults are SGLang's documented router defaults: ``cache_th
 Deviation, on purpose: below the cache threshold SGLang picks the instance with the smallest tree (most
 room to cache); this router picks the least loaded, which is what a skeptic would call the stronger
 baseline when instances differ in speed.
+
+A profile: the ``cache-affinity`` filter (keeps the candidates with the longest prefix match when the load
+is balanced and the match reaches ``cache_threshold``, else all; it owns the prefix trees, updated in
+``on_routed``) and the ``least-loaded`` scorer with ``tie_break: tokens`` under the max picker.
 """
 
 from __future__ import annotations
@@ -35,7 +39,9 @@ from slosched.core.errors import ConfigError
 from slosched.core.request import Request
 from slosched.core.views import InstanceView
 from slosched.policies.cluster.base import ROUTERS
-from slosched.policies.cluster.power_of_two import outstanding_tokens
+from slosched.policies.cluster.pickers import MaxPicker
+from slosched.policies.cluster.pipeline import FILTERS, Cycle, Profile, WeightedScorer
+from slosched.policies.cluster.scorers import LeastLoadedScorer, request_load
 from slosched.policies.registry import PolicyContext, param, reject_unknown_params
 
 
@@ -65,11 +71,7 @@ class PrefixTree:
             self.num_blocks -= self.blocks.pop(oldest)
 
 
-def request_load(instance: InstanceView) -> int:
-    return instance.num_running + instance.num_waiting
-
-
-class CacheAwareRouter:
+class CacheAffinityFilter:
     def __init__(
         self, cache_threshold: float = 0.3, balance_abs_threshold: float = 64.0, balance_rel_threshold: float = 1.5
     ) -> None:
@@ -89,44 +91,57 @@ class CacheAwareRouter:
         routed = tree.match_blocks(request) * instance.spec.block_size if tree is not None else 0
         return min(max(instance.cached_prefix_tokens(request), routed), request.prompt_tokens)
 
-    def route(self, request: Request, instances: Sequence[InstanceView], now_s: float) -> int:
-        position = self._choose(request, instances)
-        self._remember(request, instances[position])
-        return position
-
-    def _choose(self, request: Request, instances: Sequence[InstanceView]) -> int:
-        everyone = range(len(instances))
-        if len(instances) == 1 or self.is_imbalanced(instances):
-            return least_loaded(instances, everyone)
-        matches = [self.match_tokens(request, instance) for instance in instances]
+    def filter(self, cycle: Cycle, views: Sequence[InstanceView]) -> list[int]:
+        everyone = list(range(len(views)))
+        if len(views) == 1 or self.is_imbalanced(views):
+            return everyone
+        request = cycle.request
+        matches = [self.match_tokens(request, view) for view in views]
         best = max(matches)
         if best <= 0 or best < self.cache_threshold * request.prompt_tokens:
-            return least_loaded(instances, everyone)
-        return least_loaded(instances, [position for position in everyone if matches[position] == best])
+            return everyone
+        return [position for position in everyone if matches[position] == best]
 
-    def _remember(self, request: Request, instance: InstanceView) -> None:
-        tree = self._trees.get(instance.index)
+    def on_routed(self, cycle: Cycle, view: InstanceView) -> None:
+        tree = self._trees.get(view.index)
         if tree is None:
-            tree = self._trees[instance.index] = PrefixTree()
-        tree.insert(request, max(instance.num_kv_blocks, 1))
+            tree = self._trees[view.index] = PrefixTree()
+        tree.insert(cycle.request, max(view.num_kv_blocks, 1))
 
 
-def least_loaded(instances: Sequence[InstanceView], positions: Sequence[int]) -> int:
-    """Fewest running + queued requests among ``positions``; ties: fewer outstanding tokens, lowest position."""
-    return min(positions, key=lambda p: (request_load(instances[p]), outstanding_tokens(instances[p]), p))
+class CacheAwareRouter(Profile):
+    def __init__(
+        self, cache_threshold: float = 0.3, balance_abs_threshold: float = 64.0, balance_rel_threshold: float = 1.5
+    ) -> None:
+        self.affinity = CacheAffinityFilter(cache_threshold, balance_abs_threshold, balance_rel_threshold)
+        scorer = WeightedScorer("least-loaded", LeastLoadedScorer(tie_break="tokens"))
+        super().__init__([self.affinity], [scorer], MaxPicker())
+
+    @property
+    def balance_abs_threshold(self) -> float:
+        return self.affinity.balance_abs_threshold
+
+
+def _thresholds(params: Mapping[str, Any], owner: str) -> tuple[float, float, float]:
+    allowed = {"cache_threshold", "balance_abs_threshold", "balance_rel_threshold"}
+    reject_unknown_params(owner, params, allowed)
+    threshold = param(params, "cache_threshold", 0.3, float)
+    if not 0.0 <= threshold <= 1.0:
+        raise ConfigError(f"{owner}.cache_threshold", f"must be in [0, 1], got {threshold}")
+    absolute = param(params, "balance_abs_threshold", 64.0, float)
+    if not absolute >= 0:
+        raise ConfigError(f"{owner}.balance_abs_threshold", f"must be >= 0, got {absolute}")
+    relative = param(params, "balance_rel_threshold", 1.5, float)
+    if not relative >= 1.0:
+        raise ConfigError(f"{owner}.balance_rel_threshold", f"must be >= 1, got {relative}")
+    return threshold, absolute, relative
+
+
+@FILTERS.register("cache-affinity")
+def build_filter(params: Mapping[str, Any], context: PolicyContext) -> CacheAffinityFilter:
+    return CacheAffinityFilter(*_thresholds(params, "filter cache-affinity"))
 
 
 @ROUTERS.register("cache-aware")
 def build(params: Mapping[str, Any], context: PolicyContext) -> CacheAwareRouter:
-    allowed = {"cache_threshold", "balance_abs_threshold", "balance_rel_threshold"}
-    reject_unknown_params("cache-aware", params, allowed)
-    threshold = param(params, "cache_threshold", 0.3, float)
-    if not 0.0 <= threshold <= 1.0:
-        raise ConfigError("cache-aware.cache_threshold", f"must be in [0, 1], got {threshold}")
-    absolute = param(params, "balance_abs_threshold", 64.0, float)
-    if not absolute >= 0:
-        raise ConfigError("cache-aware.balance_abs_threshold", f"must be >= 0, got {absolute}")
-    relative = param(params, "balance_rel_threshold", 1.5, float)
-    if not relative >= 1.0:
-        raise ConfigError("cache-aware.balance_rel_threshold", f"must be >= 1, got {relative}")
-    return CacheAwareRouter(threshold, absolute, relative)
+    return CacheAwareRouter(*_thresholds(params, "cache-aware"))

@@ -4,6 +4,9 @@ instance within the last ``window_s`` seconds (default 2 s), the latency-based b
 It learns only from completions (a ``CompletionObserver``), so it lags: an instance looks fast until
 the requests it was just flooded with finish. An instance with no completion in the window keeps its
 last average (0 before its first completion, so new instances are tried). Ties: lowest index.
+
+A profile of the ``latency-lagging`` scorer (key: the lagging average, min-max normalised; parameter
+``window_s``) under the max picker.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ from slosched.core.errors import ConfigError
 from slosched.core.request import Request
 from slosched.core.views import InstanceView
 from slosched.policies.cluster.base import ROUTERS
+from slosched.policies.cluster.pickers import MaxPicker
+from slosched.policies.cluster.pipeline import SCORERS, Cycle, Key, Profile, RankedScorer, WeightedScorer
 from slosched.policies.registry import PolicyContext, param, reject_unknown_params
 
 
-class LatencyLaggingRouter:
+class LatencyLaggingScorer(RankedScorer):
     def __init__(self, window_s: float = 2.0) -> None:
         self.window_s = window_s
         self._samples: dict[int, deque[tuple[float, float]]] = {}
@@ -44,21 +49,34 @@ class LatencyLaggingRouter:
             self._last[instance_index] = total / len(samples)
         return self._last.get(instance_index, 0.0)
 
-    def route(self, request: Request, instances: Sequence[InstanceView], now_s: float) -> int:
-        best_position = 0
-        best = None
-        for position, instance in enumerate(instances):
-            value = self.average_s(instance.index, now_s)
-            if best is None or value < best:
-                best = value
-                best_position = position
-        return best_position
+    def keys(self, cycle: Cycle, views: Sequence[InstanceView]) -> list[Key]:
+        now_s = cycle.now_s
+        return [self.average_s(view.index, now_s) for view in views]
+
+
+class LatencyLaggingRouter(Profile):
+    def __init__(self, window_s: float = 2.0) -> None:
+        self.lagging = LatencyLaggingScorer(window_s)
+        super().__init__([], [WeightedScorer("latency-lagging", self.lagging)], MaxPicker())
+
+    def average_s(self, instance_index: int, now_s: float) -> float:
+        return self.lagging.average_s(instance_index, now_s)
+
+
+def _window(params: Mapping[str, Any], owner: str) -> float:
+    window = param(params, "window_s", 2.0, float)
+    if not window > 0:
+        raise ConfigError(f"{owner}.window_s", f"must be > 0, got {window}")
+    return float(window)
+
+
+@SCORERS.register("latency-lagging")
+def build_scorer(params: Mapping[str, Any], context: PolicyContext) -> LatencyLaggingScorer:
+    reject_unknown_params("scorer latency-lagging", params, {"window_s"})
+    return LatencyLaggingScorer(_window(params, "scorer latency-lagging"))
 
 
 @ROUTERS.register("latency-lagging")
 def build(params: Mapping[str, Any], context: PolicyContext) -> LatencyLaggingRouter:
     reject_unknown_params("latency-lagging", params, {"window_s"})
-    window = param(params, "window_s", 2.0, float)
-    if not window > 0:
-        raise ConfigError("latency-lagging.window_s", f"must be > 0, got {window}")
-    return LatencyLaggingRouter(window)
+    return LatencyLaggingRouter(_window(params, "latency-lagging"))

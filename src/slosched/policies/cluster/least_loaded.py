@@ -1,19 +1,21 @@
-"""Router ``least-loaded``: fewest requests queued or running (ties: lowest index)."""
+"""Router ``least-loaded``: fewest requests queued or running (ties: lowest index); a profile of the
+``least-loaded`` scorer under the max picker."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from slosched.core.request import Request
-from slosched.core.views import InstanceView
-from slosched.policies.cluster.base import ROUTERS, ScoringRouter
+from slosched.policies.cluster.base import ROUTERS
+from slosched.policies.cluster.pickers import MaxPicker
+from slosched.policies.cluster.pipeline import Profile, WeightedScorer
+from slosched.policies.cluster.scorers import LeastLoadedScorer
 from slosched.policies.registry import PolicyContext, reject_unknown_params
 
 
-class LeastLoadedRouter(ScoringRouter):
-    def score(self, request: Request, instance: InstanceView, now_s: float) -> float:
-        return -float(instance.num_running + instance.num_waiting)
+class LeastLoadedRouter(Profile):
+    def __init__(self) -> None:
+        super().__init__([], [WeightedScorer("least-loaded", LeastLoadedScorer())], MaxPicker())
 
 
 @ROUTERS.register("least-loaded")

@@ -1,19 +1,21 @@
-"""Router ``least-tokens``: fewest outstanding tokens (queued prefill + predicted remaining decode)."""
+"""Router ``least-tokens``: fewest outstanding tokens (queued prefill + predicted remaining decode); a profile
+of the ``least-tokens`` scorer under the max picker (ties: lowest index)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from slosched.core.request import Request
-from slosched.core.views import InstanceView
-from slosched.policies.cluster.base import ROUTERS, ScoringRouter
+from slosched.policies.cluster.base import ROUTERS
+from slosched.policies.cluster.pickers import MaxPicker
+from slosched.policies.cluster.pipeline import Profile, WeightedScorer
+from slosched.policies.cluster.scorers import LeastTokensScorer
 from slosched.policies.registry import PolicyContext, reject_unknown_params
 
 
-class LeastTokensRouter(ScoringRouter):
-    def score(self, request: Request, instance: InstanceView, now_s: float) -> float:
-        return -(instance.waiting_prefill_tokens + instance.outstanding_decode_tokens)
+class LeastTokensRouter(Profile):
+    def __init__(self) -> None:
+        super().__init__([], [WeightedScorer("least-tokens", LeastTokensScorer())], MaxPicker())
 
 
 @ROUTERS.register("least-tokens")

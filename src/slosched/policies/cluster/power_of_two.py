@@ -6,43 +6,34 @@ ties to the first drawn. Invariants: the pick is always one of the two candidate
 strictly more outstanding tokens; with one instance it is that instance (no draw); the same seed gives
 the same picks. Sampling two instead of scanning all is what makes it robust to stale views: many routers
 (or one router between refreshes) do not all herd onto the single least loaded instance.
+
+A profile of the ``least-tokens`` scorer under the ``sample`` picker with two choices.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from slosched.core.request import Request
-from slosched.core.views import InstanceView
 from slosched.policies.cluster.base import ROUTERS
+from slosched.policies.cluster.pickers import SamplePicker
+from slosched.policies.cluster.pipeline import Profile, WeightedScorer
+from slosched.policies.cluster.scorers import LeastTokensScorer, outstanding_tokens
 from slosched.policies.registry import PolicyContext, reject_unknown_params
 
 
-def outstanding_tokens(instance: InstanceView) -> float:
-    """Queued prefill plus predicted remaining decode tokens: the load ``least-tokens`` minimises."""
-    return instance.waiting_prefill_tokens + instance.outstanding_decode_tokens
-
-
-class PowerOfTwoRouter:
+class PowerOfTwoRouter(Profile):
     def __init__(self, seed: int) -> None:
-        # The stdlib generator: two scalar draws per call cost far less than numpy's per-call overhead.
-        self._rng = random.Random(seed)
+        self.sampler = SamplePicker(seed, choices=2)
+        super().__init__([], [WeightedScorer("least-tokens", LeastTokensScorer())], self.sampler)
 
     def candidates(self, num_instances: int) -> tuple[int, int]:
-        """Two distinct positions, uniform over ordered pairs."""
-        first = self._rng.randrange(num_instances)
-        second = self._rng.randrange(num_instances - 1)
-        return first, second + 1 if second >= first else second
+        """Two distinct positions, uniform over ordered pairs (the draws ``route`` makes)."""
+        first, second = self.sampler.draw(num_instances)
+        return first, second
 
-    def route(self, request: Request, instances: Sequence[InstanceView], now_s: float) -> int:
-        if len(instances) == 1:
-            return 0
-        first, second = self.candidates(len(instances))
-        if outstanding_tokens(instances[second]) < outstanding_tokens(instances[first]):
-            return second
-        return first
+
+__all__ = ["PowerOfTwoRouter", "outstanding_tokens"]
 
 
 @ROUTERS.register("power-of-two")

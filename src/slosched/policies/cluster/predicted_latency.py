@@ -26,6 +26,11 @@ Headroom is the smallest fraction of each SLO the prediction leaves: ``(deadline
 / tpot_slo`` when those are set. The instance with the most positive headroom wins; when none has any (or
 the request has no SLO) the smallest predicted latency wins. Ties: lowest position. With a deadline only,
 most headroom and smallest predicted latency pick the same instance.
+
+A profile of the ``predicted-latency`` scorer under the max picker. The scorer's key is lexicographic
+(rank-normalised): ``(outstanding tokens,)`` before the first fit; after it ``(0, -headroom, latency)`` for
+candidates with positive headroom and ``(1, 0, latency)`` for the rest. It records what it saw of the
+chosen instance in ``on_routed`` and learns in ``on_request_finished``.
 """
 
 from __future__ import annotations
@@ -42,7 +47,9 @@ from slosched.core.errors import ConfigError
 from slosched.core.request import Request
 from slosched.core.views import InstanceView
 from slosched.policies.cluster.base import ROUTERS
-from slosched.policies.cluster.power_of_two import outstanding_tokens
+from slosched.policies.cluster.pickers import MaxPicker
+from slosched.policies.cluster.pipeline import SCORERS, Cycle, Key, Profile, RankedScorer, WeightedScorer
+from slosched.policies.cluster.scorers import outstanding_tokens
 from slosched.policies.registry import PolicyContext, param, reject_unknown_params
 
 
@@ -134,7 +141,9 @@ class LatencyFit:
         self._num_new = 0
 
 
-class PredictedLatencyRouter:
+class PredictedLatencyScorer(RankedScorer):
+    lexicographic = True
+
     def __init__(self, window: int = 1024, min_samples: int = 16, refit_every: int = 32) -> None:
         self.fit = LatencyFit(window, min_samples, refit_every)
         # Requests in flight: id -> (instance index, what the router saw). Bounded: a request that fails
@@ -152,24 +161,25 @@ class PredictedLatencyRouter:
         tpot = factor * model.tpot_s(sample.num_requests)
         return Prediction(ttft, tpot, ttft + tpot * sample.output_tokens)
 
-    def route(self, request: Request, instances: Sequence[InstanceView], now_s: float) -> int:
-        position = self._choose(request, instances, now_s)
-        chosen = instances[position]
+    def keys(self, cycle: Cycle, views: Sequence[InstanceView]) -> list[Key]:
+        if self.fit.model is None:
+            return [(outstanding_tokens(view),) for view in views]
+        request, now_s = cycle.request, cycle.now_s
+        keys: list[Key] = []
+        for view in views:
+            prediction = self.predict(request, view)
+            assert prediction is not None  # the model is fitted
+            room = headroom(request, prediction, now_s)
+            if room is not None and room > 0:
+                keys.append((0.0, -room, prediction.latency_s))
+            else:
+                keys.append((1.0, 0.0, prediction.latency_s))
+        return keys
+
+    def on_routed(self, cycle: Cycle, view: InstanceView) -> None:
         if len(self._in_flight) >= self._max_in_flight:
             del self._in_flight[next(iter(self._in_flight))]
-        self._in_flight[request.id] = (chosen.index, features(request, chosen, now_s))
-        return position
-
-    def _choose(self, request: Request, instances: Sequence[InstanceView], now_s: float) -> int:
-        if self.fit.model is None:
-            return min(range(len(instances)), key=lambda p: (outstanding_tokens(instances[p]), p))
-        predictions = [self.predict(request, instance) for instance in instances]
-        known = [prediction for prediction in predictions if prediction is not None]
-        rooms = [headroom(request, prediction, now_s) for prediction in known]
-        positive = [position for position, room in enumerate(rooms) if room is not None and room > 0]
-        if positive:
-            return min(positive, key=lambda p: (-(rooms[p] or 0.0), known[p].latency_s, p))
-        return min(range(len(known)), key=lambda p: (known[p].latency_s, p))
+        self._in_flight[cycle.request.id] = (view.index, features(cycle.request, view, cycle.now_s))
 
     def on_request_finished(self, instance_index: int, request: Request, latency_s: float, now_s: float) -> None:
         entry = self._in_flight.pop(request.id, None)
@@ -178,6 +188,19 @@ class PredictedLatencyRouter:
             return
         sample = entry[1]
         self.fit.observe(instance_index, sample, now_s - sample.route_s)
+
+
+class PredictedLatencyRouter(Profile):
+    def __init__(self, window: int = 1024, min_samples: int = 16, refit_every: int = 32) -> None:
+        self.latency = PredictedLatencyScorer(window, min_samples, refit_every)
+        super().__init__([], [WeightedScorer("predicted-latency", self.latency)], MaxPicker())
+
+    @property
+    def fit(self) -> LatencyFit:
+        return self.latency.fit
+
+    def predict(self, request: Request, instance: InstanceView) -> Prediction | None:
+        return self.latency.predict(request, instance)
 
 
 def features(request: Request, instance: InstanceView, now_s: float) -> Sample:
@@ -202,16 +225,25 @@ def headroom(request: Request, prediction: Prediction, now_s: float) -> float | 
     return min(rooms) if rooms else None
 
 
-@ROUTERS.register("predicted-latency")
-def build(params: Mapping[str, Any], context: PolicyContext) -> PredictedLatencyRouter:
-    reject_unknown_params("predicted-latency", params, {"window", "min_samples", "refit_every"})
+def _settings(params: Mapping[str, Any], owner: str) -> tuple[int, int, int]:
+    reject_unknown_params(owner, params, {"window", "min_samples", "refit_every"})
     window = param(params, "window", 1024, int)
     min_samples = param(params, "min_samples", 16, int)
     refit_every = param(params, "refit_every", 32, int)
     if min_samples < 5:  # five coefficients
-        raise ConfigError("predicted-latency.min_samples", f"must be >= 5, got {min_samples}")
+        raise ConfigError(f"{owner}.min_samples", f"must be >= 5, got {min_samples}")
     if window < min_samples:
-        raise ConfigError("predicted-latency.window", f"must be >= min_samples ({min_samples}), got {window}")
+        raise ConfigError(f"{owner}.window", f"must be >= min_samples ({min_samples}), got {window}")
     if refit_every < 1:
-        raise ConfigError("predicted-latency.refit_every", f"must be >= 1, got {refit_every}")
-    return PredictedLatencyRouter(window, min_samples, refit_every)
+        raise ConfigError(f"{owner}.refit_every", f"must be >= 1, got {refit_every}")
+    return window, min_samples, refit_every
+
+
+@SCORERS.register("predicted-latency")
+def build_scorer(params: Mapping[str, Any], context: PolicyContext) -> PredictedLatencyScorer:
+    return PredictedLatencyScorer(*_settings(params, "scorer predicted-latency"))
+
+
+@ROUTERS.register("predicted-latency")
+def build(params: Mapping[str, Any], context: PolicyContext) -> PredictedLatencyRouter:
+    return PredictedLatencyRouter(*_settings(params, "predicted-latency"))

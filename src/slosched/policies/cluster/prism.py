@@ -23,18 +23,31 @@ neutrally, never as infinitely fast (which made every unfitted engine look idle 
 ``unfitted_peak="median"`` (default) takes the median Pmax_e of the fitted engines among the candidates,
 or, when none is fitted, the median of the view estimates of all candidates; ``"view"`` takes the
 engine's own view estimate.
+
+A profile: the scorers ``prism-latency``, ``prism-load``, ``prism-kv`` (the factors above, one pass over
+the candidates' states shared through the decision's scratch) and ``session-affinity`` (1 at home,
+``1 / affinity_bonus`` elsewhere: the factor divided by the best candidate's, so in [0, 1]), weighted by
+``w_*``, under the max picker with ``combine: product`` and ``relax: [prism-kv]`` (the KV fallback).
+Scaling the affinity factor by ``1 / affinity_bonus`` leaves every decision unchanged for a power-of-two
+bonus (the default 2) with ``w_affinity`` 1, where the scaling is exact; otherwise rounding can differ only
+between candidates whose scores agree to about 1e-16 relative.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from slosched.core.errors import ConfigError
 from slosched.core.request import Request
 from slosched.core.views import InstanceView
+from slosched.core.views import InstanceView as View
 from slosched.policies.cluster.base import ROUTERS
+from slosched.policies.cluster.pickers import MaxPicker
+from slosched.policies.cluster.pipeline import SCORERS, Cycle, Profile, WeightedScorer
+from slosched.policies.cluster.scorers import SessionAffinityScorer
 from slosched.policies.engine import nexus_state as keys
 from slosched.policies.registry import PolicyContext, param, reject_unknown_params
 
@@ -94,42 +107,27 @@ def neutral_peak(instances: Sequence[InstanceView], states: Sequence[State], mod
     return [peak if known(peak) else median for peak in peaks]
 
 
-class PrismRouter:
-    """Score in [0, affinity_bonus^w_affinity]; 0 exactly when the request's KV cannot fit (weight > 0)."""
+@dataclass(slots=True, frozen=True)
+class PrismModel:
+    """The parameters of PRISM's latency, load and KV factors (hashable: the key of a decision's cache)."""
 
-    def __init__(
-        self,
-        w_latency: float = 1.0,
-        w_load: float = 1.0,
-        w_kv: float = 1.0,
-        w_affinity: float = 1.0,
-        affinity_bonus: float = 2.0,
-        load_scale_s: float = 1.0,
-        step_slo_s: float = 0.1,
-        request_tokens: float = 256.0,
-        unfitted_peak: str = "median",
-    ) -> None:
-        self.weights = (w_latency, w_load, w_kv, w_affinity)
-        self._plain = all(weight == 1.0 for weight in self.weights)  # skip pow in the common case
-        self.affinity_bonus = affinity_bonus
-        self.load_scale_s = load_scale_s
-        self.step_slo_s = step_slo_s
-        self.request_tokens = request_tokens
-        if unfitted_peak not in UNFITTED_PEAKS:
-            raise ConfigError("prism.unfitted_peak", f"expected one of {UNFITTED_PEAKS}, got {unfitted_peak!r}")
-        self.unfitted_peak = unfitted_peak
-        self._sessions: dict[str, int] = {}
+    load_scale_s: float = 1.0
+    step_slo_s: float = 0.1
+    request_tokens: float = 256.0
+    unfitted_peak: str = "median"
 
-    def factors(
-        self, request: Request, instance: InstanceView, state: State | None = None
-    ) -> tuple[float, float, float, float]:
-        """(S_lat, S_load, S_kv, S_aff) of ``request`` on ``instance``, each >= 0. ``state``: the view
-        state with Pmax_e already made neutral (``route`` passes it); alone, an unknown Pmax_e is
-        replaced by the instance's own view estimate."""
-        if state is None:
-            state = view_state(instance)
-            if not known(state[4]):
-                state = (*state[:4], view_peak(instance))
+    def __post_init__(self) -> None:
+        if self.unfitted_peak not in UNFITTED_PEAKS:
+            raise ConfigError("prism.unfitted_peak", f"expected one of {UNFITTED_PEAKS}, got {self.unfitted_peak!r}")
+
+    def states(self, instances: Sequence[InstanceView]) -> list[State]:
+        """Every instance's view state, unknown peaks made neutral."""
+        states = [view_state(instance) for instance in instances]
+        peaks = neutral_peak(instances, states, self.unfitted_peak)
+        return [(*state[:4], peak) for state, peak in zip(states, peaks, strict=True)]
+
+    def factors(self, request: Request, state: State) -> tuple[float, float, float]:
+        """(S_lat, S_load, S_kv) of ``request`` on an engine in ``state``, each in [0, 1]."""
         latency, prefill, pending, free_kv, peak = state
         prompt = request.prompt_tokens
         if request.tpot_slo_s is not None:
@@ -144,44 +142,100 @@ class PrismRouter:
         s_load = 1.0 / (1.0 + rho / self.load_scale_s)
         need = prompt + max(request.predicted_output_tokens, 1.0)
         s_kv = 0.0 if free_kv <= need else 1.0 - _exp(-(free_kv - need) / need)
-        session = request.session_id
-        s_aff = self.affinity_bonus if session is not None and self._sessions.get(session) == instance.index else 1.0
-        return s_lat, s_load, s_kv, s_aff
+        return s_lat, s_load, s_kv
 
-    def score(self, request: Request, instance: InstanceView, use_kv: bool = True, state: State | None = None) -> float:
-        s_lat, s_load, s_kv, s_aff = self.factors(request, instance, state)
-        if not use_kv:
-            s_kv = 1.0
-        if self._plain:
-            return s_lat * s_load * s_kv * s_aff
-        w_lat, w_load, w_kv, w_aff = self.weights
-        return s_lat**w_lat * s_load**w_load * s_kv**w_kv * s_aff**w_aff
+    def columns(self, cycle: Cycle, views: Sequence[View]) -> tuple[list[float], ...]:
+        """The three factor columns over ``views``, computed once per decision and shared by the scorers."""
+        columns: tuple[list[float], ...] | None = cycle.scratch.get(self)
+        if columns is None:
+            request = cycle.request
+            rows = [self.factors(request, state) for state in self.states(views)]
+            columns = cycle.scratch[self] = tuple(map(list, zip(*rows, strict=True)))
+        return columns
+
+
+class PrismFactorScorer:
+    """One PRISM factor (``column`` 0: latency, 1: load, 2: KV) as a scorer; already in [0, 1]."""
+
+    def __init__(self, model: PrismModel, column: int) -> None:
+        self.model = model
+        self.column = column
+
+    def score(self, cycle: Cycle, views: Sequence[View]) -> list[float]:
+        return self.model.columns(cycle, views)[self.column]
+
+
+class PrismRouter(Profile):
+    """PRISM as a profile; ``factors``, ``score`` and ``states`` evaluate one engine the paper's way
+    (affinity as the raw bonus), for inspection and tests."""
+
+    def __init__(
+        self,
+        w_latency: float = 1.0,
+        w_load: float = 1.0,
+        w_kv: float = 1.0,
+        w_affinity: float = 1.0,
+        affinity_bonus: float = 2.0,
+        load_scale_s: float = 1.0,
+        step_slo_s: float = 0.1,
+        request_tokens: float = 256.0,
+        unfitted_peak: str = "median",
+    ) -> None:
+        self.model = PrismModel(load_scale_s, step_slo_s, request_tokens, unfitted_peak)
+        self.weights = (w_latency, w_load, w_kv, w_affinity)
+        self.affinity_bonus = affinity_bonus
+        self.affinity = SessionAffinityScorer(miss_score=1.0 / affinity_bonus)
+        scorers = [
+            WeightedScorer("prism-latency", PrismFactorScorer(self.model, 0), w_latency),
+            WeightedScorer("prism-load", PrismFactorScorer(self.model, 1), w_load),
+            WeightedScorer("prism-kv", PrismFactorScorer(self.model, 2), w_kv),
+            WeightedScorer("session-affinity", self.affinity, w_affinity),
+        ]
+        super().__init__([], scorers, MaxPicker("product", relax=("prism-kv",)))
 
     def states(self, instances: Sequence[InstanceView]) -> list[State]:
-        """Every instance's view state, unknown peaks made neutral."""
-        states = [view_state(instance) for instance in instances]
-        peaks = neutral_peak(instances, states, self.unfitted_peak)
-        return [(*state[:4], peak) for state, peak in zip(states, peaks, strict=True)]
+        return self.model.states(instances)
 
-    def route(self, request: Request, instances: Sequence[InstanceView], now_s: float) -> int:
-        states = self.states(instances)
-        best = self._best(request, instances, states, True)
-        if best < 0:
-            best = max(self._best(request, instances, states, False), 0)
-        if request.session_id is not None:
-            self._sessions[request.session_id] = instances[best].index
-        return best
+    def factors(
+        self, request: Request, instance: InstanceView, state: State | None = None
+    ) -> tuple[float, float, float, float]:
+        """(S_lat, S_load, S_kv, S_aff) of ``request`` on ``instance`` with the raw bonus; ``state`` as
+        ``states`` gives it, else the instance's own (an unknown Pmax_e replaced by its view estimate)."""
+        if state is None:
+            state = view_state(instance)
+            if not known(state[4]):
+                state = (*state[:4], view_peak(instance))
+        home = self.affinity.home(request.session_id)
+        s_aff = self.affinity_bonus if home is not None and home == instance.index else 1.0
+        return (*self.model.factors(request, state), s_aff)
 
-    def _best(self, request: Request, instances: Sequence[InstanceView], states: Sequence[State], use_kv: bool) -> int:
-        """Position of the highest positive score, -1 if every score is 0."""
-        best_position = -1
-        best_score = 0.0
-        for position, instance in enumerate(instances):
-            value = self.score(request, instance, use_kv, states[position])
-            if value > best_score:
-                best_score = value
-                best_position = position
-        return best_position
+    def score(self, request: Request, instance: InstanceView, use_kv: bool = True, state: State | None = None) -> float:
+        """The paper's product ``prod S_i^w_i`` (in [0, bonus^w_affinity]); ``use_kv=False`` drops S_kv."""
+        s_lat, s_load, s_kv, s_aff = self.factors(request, instance, state)
+        w_lat, w_load, w_kv, w_aff = self.weights
+        return s_lat**w_lat * s_load**w_load * (s_kv**w_kv if use_kv else 1.0) * s_aff**w_aff
+
+
+def _model(params: Mapping[str, Any], names: Sequence[str]) -> PrismModel:
+    values = {name: param(params, name, _DEFAULTS[name], float) for name in names if name in _DEFAULTS}
+    for name, value in values.items():
+        if not value > 0:
+            raise ConfigError(f"prism.{name}", f"must be > 0, got {value}")
+    return PrismModel(**values, unfitted_peak=str(params.get("unfitted_peak", "median")))
+
+
+_MODEL_PARAMS = ("load_scale_s", "step_slo_s", "request_tokens", "unfitted_peak")
+
+
+def _build_factor(column: int, name: str) -> None:
+    @SCORERS.register(name)
+    def build(params: Mapping[str, Any], context: PolicyContext) -> PrismFactorScorer:
+        reject_unknown_params(f"scorer {name}", params, set(_MODEL_PARAMS))
+        return PrismFactorScorer(_model(params, _MODEL_PARAMS), column)
+
+
+for _column, _name in enumerate(("prism-latency", "prism-load", "prism-kv")):
+    _build_factor(_column, _name)
 
 
 @ROUTERS.register("prism")

@@ -1,24 +1,22 @@
-"""Router ``random``: uniform choice with the run's seeded RNG."""
+"""Router ``random``: uniform choice with the run's seeded RNG; a profile with no scorer under the
+``random`` picker."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from slosched.core.request import Request
-from slosched.core.views import InstanceView
 from slosched.policies.cluster.base import ROUTERS
+from slosched.policies.cluster.pickers import RandomPicker
+from slosched.policies.cluster.pipeline import Profile
 from slosched.policies.registry import PolicyContext, reject_unknown_params
 
 
-class RandomRouter:
+class RandomRouter(Profile):
     def __init__(self, rng: np.random.Generator) -> None:
-        self._rng = rng
-
-    def route(self, request: Request, instances: Sequence[InstanceView], now_s: float) -> int:
-        return int(self._rng.integers(len(instances)))
+        super().__init__([], [], RandomPicker(rng))
 
 
 @ROUTERS.register("random")

@@ -1,32 +1,43 @@
-"""Router ``round-robin``: instances in turn, skipping those that cannot serve the request."""
+"""Router ``round-robin``: instances in turn, skipping those that cannot serve the request; a profile of
+the ``round-robin`` scorer (the first candidate at or after the cursor, cyclically) under the max picker.
+
+Scorer ``round-robin``: key = cyclic distance from the cursor (min-max normalised); ``on_routed`` moves
+the cursor past the chosen instance. No parameters (the cycle length is the number of instances)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slosched.core.request import Request
 from slosched.core.views import InstanceView
 from slosched.policies.cluster.base import ROUTERS
+from slosched.policies.cluster.pickers import MaxPicker
+from slosched.policies.cluster.pipeline import SCORERS, Cycle, Key, Profile, RankedScorer, WeightedScorer
 from slosched.policies.registry import PolicyContext, reject_unknown_params
 
 
-class RoundRobinRouter:
+class RoundRobinScorer(RankedScorer):
     def __init__(self, num_instances: int) -> None:
         self._num_instances = max(num_instances, 1)
         self._next = 0
 
-    def route(self, request: Request, instances: Sequence[InstanceView], now_s: float) -> int:
-        # Pick the first feasible instance at or after the cursor (cyclically).
-        best_position = 0
-        best_distance = self._num_instances + 1
-        for position, instance in enumerate(instances):
-            distance = (instance.index - self._next) % self._num_instances
-            if distance < best_distance:
-                best_distance = distance
-                best_position = position
-        self._next = (instances[best_position].index + 1) % self._num_instances
-        return best_position
+    def keys(self, cycle: Cycle, views: Sequence[InstanceView]) -> list[Key]:
+        cursor, size = self._next, self._num_instances
+        return [float((view.index - cursor) % size) for view in views]
+
+    def on_routed(self, cycle: Cycle, view: InstanceView) -> None:
+        self._next = (view.index + 1) % self._num_instances
+
+
+class RoundRobinRouter(Profile):
+    def __init__(self, num_instances: int) -> None:
+        super().__init__([], [WeightedScorer("round-robin", RoundRobinScorer(num_instances))], MaxPicker())
+
+
+@SCORERS.register("round-robin")
+def build_scorer(params: Mapping[str, Any], context: PolicyContext) -> RoundRobinScorer:
+    reject_unknown_params("scorer round-robin", params, set())
+    return RoundRobinScorer(len(context.instances))
 
 
 @ROUTERS.register("round-robin")

@@ -1,39 +1,30 @@
 """Router ``session-affinity``: every turn of a session goes where its first turn went (its KV is cached
 there); requests without a session, and first turns, go to the least-loaded instance (fewest requests
-queued or running; ties: lowest index)."""
+queued or running; ties: lowest index).
+
+A profile: ``session-affinity`` (weight 2) + ``least-loaded`` (weight 1) under the max picker with a
+weighted sum: the home scores at least 2, every other candidate at most 1, so the home always wins and
+the load decides only when no candidate is home."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from slosched.core.request import Request
-from slosched.core.views import InstanceView
 from slosched.policies.cluster.base import ROUTERS
+from slosched.policies.cluster.pickers import MaxPicker
+from slosched.policies.cluster.pipeline import Profile, WeightedScorer
+from slosched.policies.cluster.scorers import LeastLoadedScorer, SessionAffinityScorer
 from slosched.policies.registry import PolicyContext, reject_unknown_params
 
 
-class SessionAffinityRouter:
+class SessionAffinityRouter(Profile):
     def __init__(self) -> None:
-        self._sessions: dict[str, int] = {}
-
-    def route(self, request: Request, instances: Sequence[InstanceView], now_s: float) -> int:
-        session = request.session_id
-        if session is not None:
-            home = self._sessions.get(session)
-            for position, instance in enumerate(instances):
-                if instance.index == home:
-                    return position
-        best_position = 0
-        best_load = None
-        for position, instance in enumerate(instances):
-            load = instance.num_running + instance.num_waiting
-            if best_load is None or load < best_load:
-                best_load = load
-                best_position = position
-        if session is not None:
-            self._sessions[session] = instances[best_position].index
-        return best_position
+        scorers = [
+            WeightedScorer("session-affinity", SessionAffinityScorer(), 2.0),
+            WeightedScorer("least-loaded", LeastLoadedScorer(), 1.0),
+        ]
+        super().__init__([], scorers, MaxPicker())
 
 
 @ROUTERS.register("session-affinity")

@@ -5,6 +5,10 @@ The profile is taken once, before serving, the way an operator benchmarks each G
 second of a full step (``max_batched_tokens`` tokens: 64 decodes at 1k context plus prefill) on the
 instance's step-time model. It is an offline profile of the hardware, not live state; it never changes
 with load, which is this baseline's weakness. Deterministic (nginx's smooth weighted round-robin).
+
+A profile of the ``weighted-static`` scorer under the max picker: each decision adds every candidate's
+weight to its credit (key: minus the credit, min-max normalised); ``on_routed`` takes the candidates'
+total weight from the chosen one's credit.
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slosched.core.instance import InstanceSpec
-from slosched.core.request import Request
 from slosched.core.views import InstanceView
 from slosched.perf.roofline import RooflineModel
 from slosched.policies.cluster.base import ROUTERS
+from slosched.policies.cluster.pickers import MaxPicker
+from slosched.policies.cluster.pipeline import SCORERS, Cycle, Key, Profile, RankedScorer, WeightedScorer
 from slosched.policies.registry import PolicyContext, reject_unknown_params
 
 
@@ -28,25 +33,42 @@ def profile_tokens_per_s(spec: InstanceSpec) -> float:
     return spec.max_batched_tokens / model.step_time_s(prefill, 0, decodes, decodes * 1024)
 
 
-class WeightedStaticRouter:
+class WeightedStaticScorer(RankedScorer):
     def __init__(self, weights: Sequence[float]) -> None:
         self.weights = list(weights)
         self._current = [0.0] * len(self.weights)
+        self._total = 0.0
 
-    def route(self, request: Request, instances: Sequence[InstanceView], now_s: float) -> int:
+    def keys(self, cycle: Cycle, views: Sequence[InstanceView]) -> list[Key]:
         weights, current = self.weights, self._current
         total = 0.0
-        best_position = 0
-        best = None
-        for position, instance in enumerate(instances):
-            index = instance.index
+        keys: list[Key] = []
+        for view in views:
+            index = view.index
             current[index] += weights[index]
             total += weights[index]
-            if best is None or current[index] > best:
-                best = current[index]
-                best_position = position
-        current[instances[best_position].index] -= total
-        return best_position
+            keys.append(-current[index])
+        self._total = total
+        return keys
+
+    def on_routed(self, cycle: Cycle, view: InstanceView) -> None:
+        self._current[view.index] -= self._total
+
+
+class WeightedStaticRouter(Profile):
+    def __init__(self, weights: Sequence[float]) -> None:
+        self.credits = WeightedStaticScorer(weights)
+        super().__init__([], [WeightedScorer("weighted-static", self.credits)], MaxPicker())
+
+    @property
+    def weights(self) -> list[float]:
+        return self.credits.weights
+
+
+@SCORERS.register("weighted-static")
+def build_scorer(params: Mapping[str, Any], context: PolicyContext) -> WeightedStaticScorer:
+    reject_unknown_params("scorer weighted-static", params, set())
+    return WeightedStaticScorer([profile_tokens_per_s(spec) for spec in context.instances])
 
 
 @ROUTERS.register("weighted-static")

@@ -8,22 +8,27 @@ score wins (ties: lowest index). ``alpha`` in [0, 1]: 0 sends each call to the l
 empty instances). ``alpha`` may be changed between decisions (the alpha tuner does).
 
 Parameters: ``alpha`` (0.0), ``beta`` (100.0), ``min_queue_s`` (1.0).
+
+A profile of the ``workload-balanced`` scorer (key: minus the score above, min-max normalised) under the
+max picker; the router's ``alpha`` reads and sets the scorer's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slosched.core.errors import ConfigError
 from slosched.core.request import Request
 from slosched.core.views import InstanceView
-from slosched.policies.cluster.base import ROUTERS, ScoringRouter
+from slosched.policies.cluster.base import ROUTERS
+from slosched.policies.cluster.pickers import MaxPicker
+from slosched.policies.cluster.pipeline import SCORERS, Cycle, Key, Profile, RankedScorer, WeightedScorer
 from slosched.policies.cost import request_t_comp_s, t_queue_s
 from slosched.policies.registry import PolicyContext, param, reject_unknown_params
 
 
-class WorkloadBalancedRouter(ScoringRouter):
+class WorkloadBalancedScorer(RankedScorer):
     def __init__(self, alpha: float, beta: float, min_queue_s: float) -> None:
         if not 0.0 <= alpha <= 1.0:
             raise ConfigError("workload-balanced.alpha", f"must be in [0, 1], got {alpha}")
@@ -33,17 +38,49 @@ class WorkloadBalancedRouter(ScoringRouter):
         self.beta = beta
         self.min_queue_s = min_queue_s
 
-    def score(self, request: Request, instance: InstanceView, now_s: float) -> float:
+    def score_raw(self, request: Request, instance: InstanceView, now_s: float) -> float:
         queue_s = max(t_queue_s(instance), self.min_queue_s)
         balance = (1.0 - self.alpha) * self.beta / queue_s
         if self.alpha == 0.0:
             return balance
         return balance - self.alpha * request_t_comp_s(request, instance.step_predictor)
 
+    def keys(self, cycle: Cycle, views: Sequence[InstanceView]) -> list[Key]:
+        request, now_s = cycle.request, cycle.now_s
+        return [-self.score_raw(request, view, now_s) for view in views]
+
+
+class WorkloadBalancedRouter(Profile):
+    def __init__(self, alpha: float, beta: float, min_queue_s: float) -> None:
+        self.balance = WorkloadBalancedScorer(alpha, beta, min_queue_s)
+        super().__init__([], [WeightedScorer("workload-balanced", self.balance)], MaxPicker())
+
+    @property
+    def alpha(self) -> float:
+        return self.balance.alpha
+
+    @alpha.setter
+    def alpha(self, value: float) -> None:  # the alpha tuner moves it between decisions
+        self.balance.alpha = value
+
+    def score(self, request: Request, instance: InstanceView, now_s: float) -> float:
+        """The raw (unnormalised) score of ``request`` on ``instance``."""
+        return self.balance.score_raw(request, instance, now_s)
+
+
+def _build_scorer(params: Mapping[str, Any], owner: str) -> WorkloadBalancedScorer:
+    reject_unknown_params(owner, params, {"alpha", "beta", "min_queue_s"})
+    return WorkloadBalancedScorer(
+        param(params, "alpha", 0.0), param(params, "beta", 100.0), param(params, "min_queue_s", 1.0)
+    )
+
+
+@SCORERS.register("workload-balanced")
+def build_scorer(params: Mapping[str, Any], context: PolicyContext) -> WorkloadBalancedScorer:
+    return _build_scorer(params, "scorer workload-balanced")
+
 
 @ROUTERS.register("workload-balanced")
 def build(params: Mapping[str, Any], context: PolicyContext) -> WorkloadBalancedRouter:
-    reject_unknown_params("workload-balanced", params, {"alpha", "beta", "min_queue_s"})
-    return WorkloadBalancedRouter(
-        param(params, "alpha", 0.0), param(params, "beta", 100.0), param(params, "min_queue_s", 1.0)
-    )
+    scorer = _build_scorer(params, "workload-balanced")
+    return WorkloadBalancedRouter(scorer.alpha, scorer.beta, scorer.min_queue_s)
