@@ -16,6 +16,7 @@ from slosched.core.request import Outcome, PrefixId, Request
 from slosched.core.views import InstanceView
 from slosched.policies.cluster.base import CompletionObserver, Router
 from slosched.policies.engine.base import EnginePolicy, StateExporter
+from slosched.policies.engine.queue import fits_model_len
 from slosched.policies.job.base import JobPolicy
 from slosched.sim.belief import BeliefFeed
 from slosched.sim.deadlines import DeadlineModel
@@ -229,11 +230,11 @@ class ClusterSim:
 
     # ---- routing -------------------------------------------------------------------------------------
     def _route(self, request: Request, job: JobState, call: CallSpec) -> None:
-        # Without a client limit the engine caps output at its own model length (vLLM's default max_tokens).
-        needed = request.prompt_tokens + (call.max_output_tokens if call.max_output_tokens is not None else 1)
+        # vLLM's rule, shared with the gateway; without a client limit the engine caps output at its model length.
+        prompt, limit = request.prompt_tokens, call.max_output_tokens
         views = self._views()
-        if needed > self._shortest_model_len:
-            views = [view for view in views if needed <= self._models[view.index].max_model_len]
+        if not fits_model_len(prompt, limit, self._shortest_model_len):
+            views = [view for view in views if fits_model_len(prompt, limit, self._models[view.index].max_model_len)]
             if not views:
                 self._reject(request, job, self._rejection_reason(request))
                 return

@@ -9,23 +9,22 @@ where a step-by-step engine would next look at its queue, so results equal stepp
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from slosched.core.belief import StepPredictor, StepTimeModel
 from slosched.core.instance import InstanceSpec
 from slosched.core.records import InstanceStats
 from slosched.core.request import Request
 from slosched.policies.engine.base import EnginePolicy
+from slosched.policies.engine.queue import DEFAULT_WAKE_S, PolicyQueue
 from slosched.sim.belief import BeliefFeed
 from slosched.sim.cohort import DecodeCohort
 from slosched.sim.kernel import EventKernel
 from slosched.sim.kv import KVCache
 from slosched.sim.noise import NoiseStream
 from slosched.sim.run import DecodeRun
-from slosched.sim.scheduler import StepWork, form_step
 from slosched.sim.seq import Seq
+from slosched.sim.step import StepFormer, StepWork
 
 FinishCallback = Callable[[Seq, int, float], None]
 
@@ -59,7 +58,9 @@ class SimInstance:
         self.max_run_steps = max_run_steps
         self.running: dict[int, Seq] = {}  # admission order; the last one is the preemption victim
         self.prefilling: list[Seq] = []  # running requests whose prefill is not complete
-        self.waiting: list[Seq] = []
+        self.queue: PolicyQueue[Seq] = PolicyQueue(engine)
+        self.waiting = self.queue.waiting  # the same list object for the instance's lifetime
+        self._former = StepFormer(self, self.queue)
         self.stats = InstanceStats(name=spec.name)
         self._outstanding = 0.0
         self.waiting_prefill_tokens = 0
@@ -142,26 +143,10 @@ class SimInstance:
 
     def _add_waiting(self, seq: Seq) -> None:
         self.waiting_prefill_tokens += seq.num_prompt_tokens - seq.num_computed_tokens
-        ordering = self.engine.ordering
-        if ordering.static_keys:
-            seq.sort_key = ordering.key(seq, self)
-            bisect.insort(self.waiting, seq, key=_sort_key)
-        else:
-            self.waiting.append(seq)
+        self.queue.push(seq, self)
 
-    def sort_waiting(self) -> None:
-        ordering = self.engine.ordering
-        if not ordering.static_keys:
-            for seq in self.waiting:
-                seq.sort_key = ordering.key(seq, self)
-            self.waiting.sort(key=_sort_key)
-
-    def remove_waiting(self, admitted: list[Seq]) -> None:
-        if len(admitted) == len(self.waiting):
-            self.waiting = []
-        else:
-            chosen = {seq.order for seq in admitted}
-            self.waiting = [seq for seq in self.waiting if seq.order not in chosen]
+    def start_running(self, admitted: list[Seq]) -> None:
+        """Requests an admission pass took (already out of waiting) join the running set, prefill pending."""
         for seq in admitted:
             self.running[seq.order] = seq
             self.prefilling.append(seq)
@@ -194,12 +179,11 @@ class SimInstance:
             self._busy = False
             return
         now = self.kernel.now_s
-        work = form_step(self, self.engine.batching.plan(self))
+        work = self._former.form(self.engine.batching.plan(self))
         self._busy = True
         self._version += 1
         if not work.num_decode_seqs and not work.prefills:
-            # Nothing could be scheduled (an admission policy holds everything back): look again shortly.
-            self.kernel.schedule(now + 0.01, self._on_retry, self._version)
+            self._wait_for_change(now, work.preempted)
             return
         if work.prefills:
             factor = self.noise.take(1)[0]
@@ -212,6 +196,19 @@ class SimInstance:
             self.kernel.schedule(now + duration, self._on_step_end, (self._version, work, duration))
             return
         self._start_run(work, now)
+
+    def _wait_for_change(self, now: float, preempted: bool) -> None:
+        """Nothing could be scheduled: look again when the policy's decision can change (its queue's
+        ``next_wake_s``). A time-invariant policy changes its mind only on an arrival, so the instance idles
+        (the next ``enqueue`` starts a step) unless the mechanism stalled it (a preemption frees KV for the
+        next step only, or requests still run): then it looks again after the default interval."""
+        wake = self.queue.next_wake_s(self)
+        if wake is None:
+            if not preempted and not self.running:
+                self._busy = False
+                return
+            wake = now + DEFAULT_WAKE_S
+        self.kernel.schedule(wake, self._on_retry, self._version)
 
     def _start_run(self, work: StepWork, now: float) -> None:
         length = self.max_run_steps
@@ -354,7 +351,3 @@ class SimInstance:
             predicted = seq.request.predicted_output_tokens
             self._outstanding -= (predicted if predicted > 1.0 else 1.0) - seq.num_output_tokens
             self.on_finish(seq, self.index, now)
-
-
-def _sort_key(seq: Seq) -> Any:
-    return seq.sort_key

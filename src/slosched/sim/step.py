@@ -1,0 +1,159 @@
+"""Forms one engine step of a simulated instance from a StepPlan: the mechanism (queues, KV, preemption)
+behind the policies. The instance owns one ``StepFormer``; waiting requests are ordered and admitted by
+the instance's ``PolicyQueue`` (the same queue the gateway and the vLLM plugin use).
+
+Mirrors vLLM's scheduler: running requests first (the whole decode cohort, then continuing prefill
+chunks), preempting the most recently admitted request by recompute when KV runs out; then waiting
+requests in policy order while the running cap, the token budget and KV allow (the queue's stop rule; a
+capacity failure stops admission, an admission-policy deferral skips to the next request). Running
+requests always decode together: a token budget below the number of decoding requests leaves no room for
+prefill but never splits the decode batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from slosched.core.views import StepMode, StepPlan
+from slosched.policies.engine.queue import PolicyQueue
+from slosched.sim.seq import Seq
+
+if TYPE_CHECKING:
+    from slosched.sim.instance import SimInstance
+
+
+@dataclass(slots=True)
+class StepWork:
+    """What one step computes. ``prefills`` pairs a sequence with its chunk size."""
+
+    num_decode_seqs: int = 0
+    decode_context_tokens: int = 0
+    prefills: list[tuple[Seq, int]] = field(default_factory=list)
+    num_prefill_tokens: int = 0
+    prefill_context_tokens: int = 0
+    preempted: bool = False
+
+
+class StepFormer:
+    """Builds the instance's next step; owned by one ``SimInstance`` (it shares the instance's queues and KV).
+
+    Invariant: between two calls of ``form`` every request is in exactly one of the queue's waiting list,
+    ``instance.prefilling`` (running, prefill incomplete) or the decode cohort (running), or finished.
+    """
+
+    __slots__ = ("_chunked", "_work", "instance", "queue")
+
+    def __init__(self, instance: SimInstance, queue: PolicyQueue[Seq]) -> None:
+        self.instance = instance
+        self.queue = queue
+        self._work = StepWork()  # the step being formed (scratch for ``_charge``)
+        self._chunked = False
+
+    def form(self, plan: StepPlan) -> StepWork:
+        instance = self.instance
+        work = StepWork()
+        spec = instance.spec
+        budget = plan.token_budget if plan.token_budget < spec.max_batched_tokens else spec.max_batched_tokens
+        max_running = plan.max_running if plan.max_running < spec.max_running else spec.max_running
+        mode = plan.mode
+        if mode is StepMode.PREFILL_FIRST:
+            if instance.prefilling:
+                budget = self._schedule_prefilling(work, budget, chunked=False)
+            if self.queue.waiting:
+                self._admit_waiting(work, budget, max_running, chunked=False)
+            if not work.prefills:
+                self._schedule_cohort(work)
+            return work
+        if mode is not StepMode.PREFILL_ONLY:
+            budget -= self._schedule_cohort(work)
+        if mode is not StepMode.DECODE_ONLY:
+            if instance.prefilling:
+                budget = self._schedule_prefilling(work, budget, chunked=plan.chunked_prefill)
+            if self.queue.waiting and not work.preempted:
+                self._admit_waiting(work, budget, max_running, chunked=plan.chunked_prefill)
+        return work
+
+    def _schedule_cohort(self, work: StepWork) -> int:
+        instance = self.instance
+        cohort = instance.cohort
+        if not cohort.members:
+            return 0
+        kv = instance.kv
+        needed = cohort.next_step_blocks()
+        while needed > kv.num_free and cohort.members:
+            instance.preempt(instance.last_running())
+            work.preempted = True
+            needed = cohort.next_step_blocks()
+        if not cohort.members:
+            return 0
+        kv.reserve(needed)
+        work.num_decode_seqs = len(cohort.members)
+        work.decode_context_tokens = cohort.context_tokens
+        return work.num_decode_seqs
+
+    def _schedule_prefilling(self, work: StepWork, budget: int, chunked: bool) -> int:
+        """Continue partially prefilled running requests (chunked prefill), in admission order."""
+        instance = self.instance
+        kv = instance.kv
+        block_size = kv.block_size
+        for seq in list(instance.prefilling):
+            if budget <= 0:
+                break
+            if seq.finish_clock >= 0 or seq.order not in instance.running:
+                continue  # preempted by an earlier allocation in this loop
+            remaining = seq.num_prompt_tokens - seq.num_computed_tokens
+            tokens = min(remaining, budget) if chunked else remaining
+            if tokens > budget:
+                continue
+            needed = -(-(seq.num_computed_tokens + tokens) // block_size) - seq.num_blocks
+            scheduled = True
+            while not kv.allocate(seq, needed):
+                victim = instance.last_running()
+                instance.preempt(victim)
+                work.preempted = True
+                if victim is seq:
+                    scheduled = False
+                    break
+            if scheduled:
+                work.prefills.append((seq, tokens))
+                work.num_prefill_tokens += tokens
+                work.prefill_context_tokens += seq.num_computed_tokens
+                budget -= tokens
+        return budget
+
+    def _admit_waiting(self, work: StepWork, budget: int, max_running: int, chunked: bool) -> None:
+        instance = self.instance
+        queue = self.queue
+        queue.order(instance)
+        self._work, self._chunked = work, chunked
+        admitted = queue.admission_pass(instance, max_running - len(instance.running), budget, self._charge)
+        if admitted:
+            queue.remove(admitted)
+            instance.start_running(admitted)
+
+    def _charge(self, seq: Seq, budget: int) -> int | None:
+        """Allocate KV for an admitted request and schedule its first prefill chunk; the tokens it takes from
+        the budget, or None when it cannot run now (KV, or an unchunked prompt over the budget)."""
+        instance, work = self.instance, self._work
+        kv = instance.kv
+        block_size = kv.block_size
+        prefix = seq.request.prefix
+        hit_blocks = min(kv.cached_prefix_blocks(prefix), (seq.num_prompt_tokens - 1) // block_size)
+        cached_tokens = hit_blocks * block_size
+        tokens = seq.num_prompt_tokens - cached_tokens
+        if self._chunked:
+            tokens = min(tokens, budget)
+        elif tokens > budget and (work.prefills or work.num_decode_seqs):
+            return None  # an over-budget prompt still runs alone, so it can never hang
+        needed = -(-(cached_tokens + tokens) // block_size) - hit_blocks
+        if kv.admission_cost(prefix, hit_blocks, needed) > kv.num_free:
+            return None
+        kv.acquire_prefix(seq, hit_blocks)
+        kv.allocate(seq, needed)
+        seq.num_computed_tokens = cached_tokens
+        instance.on_admitted(seq, cached_tokens)
+        work.prefills.append((seq, tokens))
+        work.num_prefill_tokens += tokens
+        work.prefill_context_tokens += cached_tokens
+        return tokens
