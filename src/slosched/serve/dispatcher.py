@@ -30,6 +30,7 @@ from slosched.core.views import StepObservation
 from slosched.perf.linear import LinearStepPredictor
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.policies.cluster.base import CompletionObserver
+from slosched.policies.engine.queue import fits_model_len
 from slosched.policies.registry import PolicyContext
 from slosched.policies.spec import PolicyParams
 from slosched.serve.backends import Backend, periodic
@@ -101,6 +102,7 @@ class Dispatcher:
                 self.predictors[index],
                 self.clock,
                 backend.max_queue,
+                min_wake_s=config.tick_s,  # time-dependent policies re-pump at most this often
             )
             for index, backend in enumerate(config.backends)
         ]
@@ -131,8 +133,6 @@ class Dispatcher:
         if self.alpha_tuner is not None:
             interval = min(self.config.alpha_tuning.window_s / 4, 5.0)
             self._tasks.append(asyncio.create_task(periodic(interval, self.alpha_tuner.tick, self._stop)))
-        if any(not queue.engine.time_invariant for queue in self.queues):
-            self._tasks.append(asyncio.create_task(periodic(self.config.tick_s, self._tick, self._stop)))
 
     async def stop(self) -> None:
         self._stop.set()
@@ -154,12 +154,6 @@ class Dispatcher:
     async def check_all(self) -> None:
         await asyncio.gather(*(backend.check_health() for backend in self.backends))
 
-    async def _tick(self) -> None:
-        """Time-dependent orderings/admissions (urgency, SABER) may change their mind with time alone."""
-        for queue in self.queues:
-            if queue.waiting and not queue.engine.time_invariant:
-                queue.pump()
-
     # --- routing -----------------------------------------------------------------------------------------
     def choose(self, request: Request, excluded: set[int]) -> InstanceQueue:
         """Route over healthy, feasible, not-yet-tried backends; raises 503/400/429 HttpErrors."""
@@ -171,7 +165,9 @@ class Dispatcher:
         ]
         if not views:
             raise HttpError(503, "no_backend", "no healthy backend", self.config.retry_down_after_s)
-        feasible = [view for view in views if request.prompt_tokens < view.spec.max_model_len]
+        # The gateway's prompt count is an estimate and its max_tokens may be its own default, so it checks
+        # the prompt part of vLLM's rule only (room for one output token); vLLM applies the whole rule.
+        feasible = [view for view in views if fits_model_len(request.prompt_tokens, None, view.spec.max_model_len)]
         if not feasible:
             raise HttpError(400, "context_length", f"prompt of ~{request.prompt_tokens} tokens is too long")
         while feasible:

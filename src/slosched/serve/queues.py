@@ -7,6 +7,11 @@ the backend spec) bounds how many are forwarded and unfinished at once. The queu
 ``now_s`` is the gateway's event-loop clock, ``running_seqs`` the forwarded requests with generated-token
 counts taken from their streams, KV figures come from the backend's scraped ``kv_cache_usage_perc``.
 
+Ordering, key caching and the admission pass are the shared ``PolicyQueue`` (``policies/engine/queue.py``),
+the one the simulator and the vLLM plugin use: the window's free slots are the pass's ``free_slots``; the
+gateway has no token budget of its own (vLLM budgets tokens). When requests wait and the policy depends on
+time, the queue pumps itself again at the policy's ``next_wake_s``, but at most every ``min_wake_s``.
+
 Invariants: a sequence is in exactly one of waiting / running / neither (finished); ``len(running) <=
 window`` except when the window shrinks below the current running count; admission runs only inside
 ``pump`` (one pass in ordering order, admitted ones leave ``waiting`` after the pass, as in vLLM and the
@@ -24,6 +29,7 @@ from slosched.core.belief import StepPredictor
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
 from slosched.policies.engine.base import EnginePolicy
+from slosched.policies.engine.queue import UNLIMITED_TOKENS, PolicyQueue
 
 
 class QueueFullError(Exception):
@@ -43,7 +49,7 @@ class LiveSeq:
     num_output_tokens: int = 0
     first_token_s: float | None = None
     num_preemptions: int = 0
-    static_key: Any = None
+    sort_key: Any = None
     running: bool = False
 
 
@@ -66,6 +72,7 @@ class InstanceQueue:
         predictor: StepPredictor,
         clock: Callable[[], float],
         max_queue: int,
+        min_wake_s: float = 0.0,
     ) -> None:
         self.index = index
         self._spec = spec
@@ -74,7 +81,10 @@ class InstanceQueue:
         self._clock = clock
         self.max_queue = max_queue
         self.window = spec.max_running
-        self._waiting: list[LiveSeq] = []
+        self._queue: PolicyQueue[LiveSeq] = PolicyQueue(engine)
+        self._waiting = self._queue.waiting  # one list for the queue's lifetime
+        self.min_wake_s = min_wake_s
+        self._wake: asyncio.TimerHandle | None = None
         self._running: list[LiveSeq] = []
         self._kv = _Kv(spec.num_kv_blocks or 1)
         self.waiting_prefill_tokens = 0
@@ -126,9 +136,7 @@ class InstanceQueue:
             raise QueueFullError(self._spec.name)
         loop = asyncio.get_running_loop()
         seq = LiveSeq(request, prompt_tokens, self._clock(), loop.create_future())
-        if self.engine.ordering.static_keys:
-            seq.static_key = self.engine.ordering.key(seq, self)
-        self._waiting.append(seq)
+        self._queue.push(seq, self)
         self.waiting_prefill_tokens += prompt_tokens
         self.pump()
         return seq
@@ -140,7 +148,7 @@ class InstanceQueue:
             self._running.remove(seq)
             seq.running = False
         elif seq in self._waiting:
-            self._waiting.remove(seq)
+            self._queue.remove([seq])
             self.waiting_prefill_tokens -= seq.num_prompt_tokens
         self.pump()
 
@@ -148,29 +156,40 @@ class InstanceQueue:
         """One admission pass in ordering order while the window has room; returns how many were admitted."""
         if not self._waiting or len(self._running) >= self.window:
             return 0
-        ordering = self.engine.ordering
-        if ordering.static_keys:
-            self._waiting.sort(key=_static_key)
-        else:
-            keys = {id(seq): ordering.key(seq, self) for seq in self._waiting}
-            self._waiting.sort(key=lambda seq: keys[id(seq)])
-        admission = self.engine.admission
-        admitted: list[LiveSeq] = []
-        room = self.window - len(self._running)
-        for seq in self._waiting:
-            if len(admitted) >= room:
-                break
-            if admission.admit(seq, self):
-                admitted.append(seq)
+        queue = self._queue
+        queue.order(self)
+        admitted = queue.admission_pass(self, self.window - len(self._running), UNLIMITED_TOKENS)
+        queue.remove(admitted)
         for seq in admitted:
-            self._waiting.remove(seq)
             self.waiting_prefill_tokens -= seq.num_prompt_tokens
             self._running.append(seq)
             seq.running = True
             self.num_admitted_total += 1
             if not seq.admitted.done():
                 seq.admitted.set_result(None)
+        if self._waiting:
+            self._schedule_wake()
         return len(admitted)
+
+    def _schedule_wake(self) -> None:
+        """Pump again when the policy's decision can change with time alone (never if it cannot)."""
+        wake = self._queue.next_wake_s(self)
+        if wake is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no event loop (a synchronous caller): nothing to wake
+        delay = max(wake - self._clock(), self.min_wake_s)
+        if self._wake is not None and self._wake.when() <= loop.time() + delay:
+            return  # an earlier wake-up is already due
+        if self._wake is not None:
+            self._wake.cancel()
+        self._wake = loop.call_later(delay, self._on_wake)
+
+    def _on_wake(self) -> None:
+        self._wake = None
+        self.pump()
 
     @property
     def waiting_requests(self) -> list[Request]:
@@ -178,7 +197,3 @@ class InstanceQueue:
 
     def export_state(self) -> dict[str, float]:
         return dict(self.engine.export_state(self))
-
-
-def _static_key(seq: LiveSeq) -> Any:
-    return seq.static_key
