@@ -28,6 +28,7 @@ from slosched.core.instance import InstanceSpec
 from slosched.core.views import StepMode, StepPlan
 from slosched.perf.linear import LinearStepPredictor
 from slosched.policies.engine.base import EnginePolicy
+from slosched.policies.engine.queue import PolicyQueue
 from slosched.vllm_ext import plan as planning
 from slosched.vllm_ext.config import PluginConfig, PolicyChoice, build_policy, config_from_env
 from slosched.vllm_ext.control import ControlFile, ControlUpdate
@@ -44,6 +45,7 @@ from slosched.vllm_ext.views import SeqCache, VllmEngineView, VllmSeq
 
 _PRUNE_EVERY = 256  # steps between dropping views of finished requests
 _HEAD = 32  # job ids of the head of the waiting queue in the state export
+_MAX_IDLE_SLEEP_S = 0.002  # an emptied step sleeps at most this long (vLLM calls schedule() again at once)
 
 
 @dataclass(slots=True)
@@ -89,7 +91,8 @@ class SloschedEngine:
         self.policy, self.calibration = self._build(self.config.policy, self.config.seed)
         self._calibrated_s = float("-inf")
         self.seqs = SeqCache()
-        self.keys = planning.KeyCache()
+        # vLLM owns the waiting list (an FCFS deque): the queue adopts it each step (``sync``).
+        self.queue: PolicyQueue[VllmSeq] = PolicyQueue(self.policy, engine_fcfs=True)
         manager = sched.kv_cache_manager
         self.view = VllmEngineView(self.spec, self.predictor, lambda raw: int(manager.get_computed_blocks(raw)[1]))
         self.clock = StepClock(self.predictor, self.policy.observers, self.config.observe_interval_s)
@@ -118,6 +121,7 @@ class SloschedEngine:
                 self.control_error = str(error)
                 return
             self.policy, self.calibration = policy, calibration
+            self.queue = PolicyQueue(policy, engine_fcfs=True)
             self.clock.observers = list(policy.observers)
         if self.writer is not None:
             self.writer.interval_s = new.export_interval_s
@@ -170,12 +174,13 @@ class SloschedEngine:
         plan: StepPlan = policy.batching.plan(view)
         if self.config.mode_override is not None:
             plan = StepPlan(self.config.mode_override, plan.token_budget, plan.max_running, plan.chunked_prefill)
-        ordered = planning.order_waiting(view.waiting, policy.ordering, view, self.keys)
+        queue = self.queue
+        queue.sync(view.waiting, view)
+        ordered = queue.order(view)
         view.waiting = ordered  # admission policies see the queue in the order they are asked
 
         def admit(free_slots: int, token_room: int) -> list[VllmSeq]:
-            uncached = lambda seq: seq.num_prompt_tokens - view.cached_prefix_tokens(seq.request)  # noqa: E731
-            return planning.admission_pass(ordered, policy.admission, view, free_slots, token_room, uncached)
+            return planning.admission_pass(queue, view, free_slots, token_room)
 
         decision = planning.decide_step(
             plan, sched.running, ordered, admit, self.limits, self.config.drain, self._stalled
@@ -234,11 +239,10 @@ class SloschedEngine:
             self._log_step(sched, output, context, mode)
         if stats.num_steps % _PRUNE_EVERY == 0:
             self.seqs.prune(requests.__contains__)
-            self.keys.keys = {rid: key for rid, key in self.keys.keys.items() if rid in requests}
         self._maybe_export(sched, force=False)
         stats.plugin_s += plugin_s + time.perf_counter() - start
         if not scheduled and context is not None and (context.decision.held_waiting or context.decision.held_running):
-            time.sleep(0.002)  # our decision emptied the step (drain, deferral): do not spin a core
+            time.sleep(self._idle_sleep_s())  # our decision emptied the step (drain, deferral): do not spin
 
     def after_update(self, sched: Any, output: Any, started: float) -> None:
         start = time.perf_counter()
@@ -252,6 +256,14 @@ class SloschedEngine:
             self._calibrate(now)
         self._maybe_export(sched, force=not sched.running and not sched.waiting)
         self.stats.plugin_s += time.perf_counter() - start
+
+    def _idle_sleep_s(self) -> float:
+        """Until the policy's decision can change (its queue's ``next_wake_s``), at most ``_MAX_IDLE_SLEEP_S``:
+        the queue itself can change with any new request, which vLLM adds between steps."""
+        wake = self.queue.next_wake_s(self.view)
+        if wake is None:
+            return _MAX_IDLE_SLEEP_S
+        return min(max(wake - time.time(), 0.0), _MAX_IDLE_SLEEP_S)
 
     # ---- export and logging -------------------------------------------------------------------------
     def _maybe_export(self, sched: Any, force: bool) -> None:

@@ -1,8 +1,10 @@
 """Turning one step's policy decisions into temporary changes of vLLM's scheduler state, and undoing them.
 
-Per step (``decide_step``): the waiting queue is put in the ordering's order; the admission policy is asked,
-from the head, about as many requests as the step could admit (free running slots, token room), exactly
-like the simulator's mechanism; the batch plan's mode decides which running requests sit this step out:
+Per step (``decide_step``): the waiting queue is put in the ordering's order and the admission policy is
+asked, from the head, about as many requests as the step could admit (free running slots, token room), by
+the shared ``PolicyQueue`` (the simulator's and the gateway's queue too: same key cache, same pass, same
+stop rule; each admission charges its uncached prompt tokens to the room); the batch plan's mode decides
+which running requests sit this step out:
 
 - ``MIXED``: none (vLLM v1: decodes, then prefill chunks, then admissions in the remaining budget).
 - ``DECODE_ONLY``: admit nothing; running requests still in a prefill chunk sit out.
@@ -27,11 +29,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slosched.core.views import EngineView, StepMode, StepPlan
-from slosched.policies.engine.always_admit import AlwaysAdmit
-from slosched.policies.engine.base import AdmissionPolicy, OrderingPolicy
-from slosched.policies.engine.fcfs_order import FcfsOrdering
-from slosched.vllm_ext.views import VllmSeq
+from slosched.core.views import StepMode, StepPlan
+from slosched.policies.engine.queue import PolicyQueue
+from slosched.vllm_ext.views import VllmEngineView, VllmSeq
 
 
 @dataclass(slots=True)
@@ -48,60 +48,19 @@ class StepDecision:
     relaxed: str = ""
 
 
-class KeyCache:
-    """Keys of ``static_keys`` orderings, computed once per request (they never change while it waits)."""
-
-    __slots__ = ("keys", "ordering")
-
-    def __init__(self) -> None:
-        self.ordering: object = None
-        self.keys: dict[str, Any] = {}
-
-    def key(self, ordering: OrderingPolicy, seq: VllmSeq, engine: EngineView) -> Any:
-        if ordering is not self.ordering:
-            self.ordering, self.keys = ordering, {}
-        request_id = seq.request.id
-        key = self.keys.get(request_id)
-        if key is None:
-            key = self.keys[request_id] = ordering.key(seq, engine)
-        return key
-
-
-def order_waiting(
-    waiting: Sequence[VllmSeq], ordering: OrderingPolicy, engine: EngineView, cache: KeyCache | None = None
-) -> list[VllmSeq]:
-    """Waiting requests sorted by the ordering's key (stable: ties keep vLLM's queue order). ``fcfs``
-    keeps vLLM's own queue order (arrival; requests preempted by recompute first), at no cost."""
-    if len(waiting) < 2 or isinstance(ordering, FcfsOrdering):
-        return list(waiting)
-    if ordering.static_keys and cache is not None:
-        keyed = [(cache.key(ordering, seq, engine), index, seq) for index, seq in enumerate(waiting)]
-    else:
-        keyed = [(ordering.key(seq, engine), index, seq) for index, seq in enumerate(waiting)]
-    keyed.sort(key=lambda item: (item[0], item[1]))
-    return [seq for _, _, seq in keyed]
-
-
 def admission_pass(
-    ordered: Sequence[VllmSeq],
-    admission: AdmissionPolicy,
-    engine: EngineView,
-    free_slots: int,
-    token_room: int,
-    uncached: Callable[[VllmSeq], int],
+    queue: PolicyQueue[VllmSeq], engine: VllmEngineView, free_slots: int, token_room: int
 ) -> list[VllmSeq]:
-    """Requests the admission policy lets in, asked in order while a slot and token room remain (a
-    deferral skips to the next request, running out of capacity stops the pass)."""
-    if isinstance(admission, AlwaysAdmit):
-        return list(ordered)  # no gate: vLLM's own capacity checks decide, exactly as stock vLLM
-    admitted: list[VllmSeq] = []
-    for seq in ordered:
-        if len(admitted) >= free_slots or token_room <= 0:
-            break
-        if admission.admit(seq, engine):
-            admitted.append(seq)
-            token_room -= max(1, uncached(seq))
-    return admitted
+    """The queue's admission pass (``queue.waiting`` ordered) with vLLM's token accounting: an admission costs
+    its uncached prompt tokens (at least one). Without a gate (``always``) every waiting request is handed to
+    vLLM, whose own capacity checks apply the same stop rule, exactly as stock vLLM."""
+    if not queue.gated:
+        return list(queue.waiting)
+
+    def charge(seq: VllmSeq, room: int) -> int:
+        return max(1, seq.num_prompt_tokens - engine.cached_prefix_tokens(seq.request))
+
+    return queue.admission_pass(engine, free_slots, token_room, charge)
 
 
 def _split_running(running: Sequence[Any]) -> tuple[list[Any], list[Any]]:

@@ -24,7 +24,7 @@ from slosched.vllm_ext.metadata import MetadataProblems, request_metadata
 class VllmSeq:
     """One vLLM request as a ``SeqView``."""
 
-    __slots__ = ("first_token_s", "prefill_target", "raw", "relquery_size", "request")
+    __slots__ = ("first_token_s", "prefill_target", "raw", "relquery_size", "request", "sort_key")
 
     def __init__(self, raw: Any, problems: MetadataProblems) -> None:
         self.raw = raw
@@ -43,6 +43,7 @@ class VllmSeq:
         self.relquery_size = meta.relquery_size
         self.prefill_target = int(raw.num_prompt_tokens)
         self.first_token_s: float | None = None
+        self.sort_key: Any = None  # the ordering key, kept by the plugin's PolicyQueue
 
     @property
     def num_prompt_tokens(self) -> int:
