@@ -129,12 +129,15 @@ def bench(
 
 @app.command()
 def policies() -> None:
-    """List registered routers and engine presets (and engine parts)."""
+    """List registered routers, engine presets, engine parts and job policies (built-in and from installed
+    packages' ``slosched.policies`` entry points)."""
     from slosched.policies.cluster.base import ROUTERS
     from slosched.policies.engine.base import ADMISSIONS, BATCHINGS, ENGINE_PRESETS, ORDERINGS
+    from slosched.policies.job.base import JOB_POLICIES
 
-    for registry in (ROUTERS, ENGINE_PRESETS, ORDERINGS, ADMISSIONS, BATCHINGS):
+    for registry in (ROUTERS, ENGINE_PRESETS, ORDERINGS, ADMISSIONS, BATCHINGS, JOB_POLICIES):
         out.print(f"[bold]{registry.kind}[/bold]: {', '.join(registry.names())}")
+    out.print("an engine is a preset or ORDERING/ADMISSION/BATCHING, e.g. round-robin+urgency/always/chunked")
 
 
 @app.command()

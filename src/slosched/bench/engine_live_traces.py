@@ -19,6 +19,8 @@ from typing import Any
 import httpx
 import numpy as np
 
+from slosched import contract as c
+
 _WORDS = ("alpha", "brown", "quick", "lazy", "model", "token", "batch", "queue", "deadline", "engine", "cache")
 
 
@@ -119,14 +121,14 @@ class Replay:
         budget = max((deadline - (self.start_unix + stage_start)) * remaining[0] / sum(remaining), 0.01)
         predicted = max(1.0, call.max_tokens * float(self.noise.lognormal(0.0, 0.3)))
         meta: dict[str, Any] = {
-            "slosched_job_id": job.id, "slosched_stage": f"s{stage}", "slosched_template": job.kind,
-            "slosched_deadline_unix_s": round(deadline, 3), "slosched_budget_s": round(budget, 3),
-            "slosched_predicted_tokens": round(predicted, 1),
-            "slosched_job_arrival_unix_s": round(self.start_unix + job.arrival_s, 3),
+            c.XARG_JOB_ID: job.id, c.XARG_STAGE: f"s{stage}", c.XARG_TEMPLATE: job.kind,
+            c.XARG_DEADLINE_UNIX_S: round(deadline, 3), c.XARG_BUDGET_S: round(budget, 3),
+            c.XARG_PREDICTED_TOKENS: round(predicted, 1),
+            c.XARG_JOB_ARRIVAL_UNIX_S: round(self.start_unix + job.arrival_s, 3),
         }  # fmt: skip
         if job.kind == "relquery":
-            meta["slosched_relquery_id"] = job.id
-            meta["slosched_relquery_size"] = len(job.stages[0])
+            meta[c.XARG_RELQUERY_ID] = job.id
+            meta[c.XARG_RELQUERY_SIZE] = len(job.stages[0])
         return meta
 
     async def call(self, client: httpx.AsyncClient, job: LiveJob, stage: int, call: LiveCall) -> None:

@@ -31,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from slosched.bench.common import print_figures
 from slosched.bench.gateway import _gateway_config, _process, _rss_mb
 from slosched.bench.loadgen import _Pool
+from slosched.contract import HEADER_DEADLINE_MS, HEADER_TENANT, HEADER_TPOT_MS, HEADER_TTFT_MS
 from slosched.devtools.stub import free_port
 
 GROWTH_BOUND_MB = 20.0
@@ -98,7 +99,7 @@ def _payloads(host: str, port: int) -> dict[str, list[tuple[bytes, bool]]]:
     def post(path: str, body: bytes, headers: dict[str, str] | None = None) -> bytes:
         return request_bytes(host, port, path, body, headers)
 
-    slo = [{"x-slo-deadline-ms": "2000", "x-tenant": "gold"}, {"x-slo-ttft-ms": "500", "x-slo-tpot-ms": "50"}]
+    slo = [{HEADER_DEADLINE_MS: "2000", HEADER_TENANT: "gold"}, {HEADER_TTFT_MS: "500", HEADER_TPOT_MS: "50"}]
     return {
         "plain": [(post("/v1/completions", plain), False)],
         "slo": [(post("/v1/completions", plain, headers), False) for headers in slo],
@@ -107,7 +108,7 @@ def _payloads(host: str, port: int) -> dict[str, list[tuple[bytes, bool]]]:
         "malformed": [
             (post("/v1/completions", b"{not json"), True),
             (post("/v1/completions", json.dumps({"prompt": "x", "max_tokens": "many"}).encode()), True),
-            (post("/v1/completions", plain, {"x-slo-deadline-ms": "soon"}), True),
+            (post("/v1/completions", plain, {HEADER_DEADLINE_MS: "soon"}), True),
             (post("/v1/chat/completions", json.dumps({"messages": "hi"}).encode()), True),
             (post("/v1/jobs", json.dumps({"kind": "batch"}).encode()), True),
         ],

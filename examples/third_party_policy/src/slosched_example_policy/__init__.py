@@ -1,0 +1,1 @@
+"""A worked example of a third-party slosched policy package (see README.md)."""

@@ -1,0 +1,55 @@
+"""The wire contract: what the SDK sends the gateway parses, what the gateway forwards the plugin parses, and
+an absolute deadline keeps its meaning across the two clocks."""
+
+from __future__ import annotations
+
+import math
+
+from slosched import contract
+from slosched.core.request import Request
+from slosched.serve.calls import parse_slo_headers
+from slosched.serve.sdk import slo_headers
+from slosched.vllm_ext.metadata import MetadataProblems, request_metadata
+
+
+def _request(**fields: object) -> Request:
+    base: dict[str, object] = {"id": "r1", "job_id": "j1", "stage": "plan", "template": "t", "prompt_tokens": 10,
+                               "max_output_tokens": 20, "arrival_s": 5.0, "job_arrival_s": 4.0}  # fmt: skip
+    base.update(fields)
+    return Request(**base)  # type: ignore[arg-type]
+
+
+def test_sdk_headers_are_the_ones_the_gateway_reads() -> None:
+    headers = slo_headers(deadline_ms=1500, ttft_ms=200, tpot_ms=30, tenant="gold", priority=2)
+    assert set(headers) <= contract.SLO_HEADERS
+    slo = parse_slo_headers(headers)
+    assert (slo.deadline_ms, slo.ttft_ms, slo.tpot_ms, slo.tenant, slo.priority) == (1500, 200, 30, "gold", 2)
+
+
+def test_forwarded_xargs_parse_back_on_the_engine_clock() -> None:
+    """Gateway clock at 100 s reads Unix 1_700_000_000: a deadline 2.5 s ahead lands 2.5 s ahead in Unix time."""
+    now_s, now_unix_s = 100.0, 1_700_000_000.0
+    request = _request(deadline_s=102.5, budget_s=1.25, predicted_output_tokens=33.33, priority=3.0)
+    xargs = contract.request_xargs(request, now_s, now_unix_s)
+    assert set(xargs) <= set(contract.XARGS)
+    problems = MetadataProblems()
+    parsed = request_metadata("v1", now_unix_s, 10, 20, 0.0, xargs, problems).request
+    assert problems.num_requests_with_problems == 0
+    assert parsed.deadline_s == now_unix_s + 2.5 and parsed.budget_s == 1.25
+    assert (parsed.job_id, parsed.stage, parsed.priority, parsed.predicted_output_tokens) == ("j1", "plan", 3.0, 33.3)
+
+
+def test_no_deadline_sends_no_deadline() -> None:
+    xargs = contract.request_xargs(_request(deadline_s=math.inf, budget_s=None), 0.0, 1.0)
+    assert contract.XARG_DEADLINE_UNIX_S not in xargs and contract.XARG_BUDGET_S not in xargs
+
+
+def test_clock_conversions_are_inverse() -> None:
+    unix = contract.gateway_to_unix_s(12.0, now_s=10.0, now_unix_s=1000.0)
+    assert unix == 1002.0 and contract.unix_to_gateway_s(unix, now_s=10.0, now_unix_s=1000.0) == 12.0
+    assert abs(contract.gateway_to_unix_s(0.0, 0.0) - contract.engine_now_s()) < 1.0
+
+
+def test_every_key_carries_the_prefix_and_a_known_kind() -> None:
+    kinds = {"str", "number", "positive", "nonneg", "count"}
+    assert all(key.startswith(contract.XARG_PREFIX) and kind in kinds for key, (kind, _) in contract.XARGS.items())
