@@ -28,6 +28,7 @@ from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
 from slosched.perf.linear import LinearStepPredictor
 from slosched.perf.output_length import HistoryOutputPredictor
+from slosched.policies.cluster.base import ROUTERS
 from slosched.policies.engine.base import ENGINE_PRESETS, EnginePolicy
 from slosched.policies.engine.relserve_arranger import SingleJobAdmission
 from slosched.policies.registry import PolicyContext
@@ -204,3 +205,150 @@ def test_engine_presets_decide_alike_in_simulator_gateway_and_plugin(
         assert plugin == sim  # a gated policy: the plugin ran the pass itself
     else:  # ungated: the whole queue goes to vLLM in order, and vLLM's running cap takes its head
         assert plugin.admitted == sim.admitted + sim.waiting
+
+
+# ---- router half ---------------------------------------------------------------------------------------
+# Every registered router, built twice from the registry with the same seed, routes the same request
+# sequence over idle instances with queues: once over the simulator's snapshots (``take_snapshot`` of real
+# ``SimInstance``s, updated with ``note_routed`` as the cluster does between refreshes), once over the
+# gateway's ``BackendView``s of ``InstanceQueue``s (the routed request joins the queue). Equivalent state,
+# so the same chosen instance at every step, and the views agree on what routers read.
+
+ROUTER_ENGINE = "chunked-fcfs"  # exports no engine state: PRISM estimates it from the views in both
+ROUTER_INSTANCES = 4
+
+
+def _router_specs() -> tuple[InstanceSpec, ...]:
+    from tests.conftest import make_instance
+
+    return tuple(make_instance(f"i{index}", num_kv_blocks=2000 + 500 * index) for index in range(ROUTER_INSTANCES))
+
+
+def _router_requests() -> list[Request]:
+    requests = []
+    for number in range(24):
+        prompt, predicted = 50 + (number * 137) % 900, 20.0 + (number * 53) % 300
+        requests.append(Request(
+            id=f"q{number}", job_id=f"j{number % 5}", stage="s", template="t", prompt_tokens=prompt,
+            max_output_tokens=512, arrival_s=NOW_S + number * 0.25, job_arrival_s=NOW_S,
+            deadline_s=NOW_S + 30.0, session_id=f"s{number % 3}" if number % 2 else None,
+            predicted_output_tokens=predicted, tpot_slo_s=0.05 if number % 3 else None,
+        ))  # fmt: skip
+    return requests
+
+
+def _router_context(specs: tuple[InstanceSpec, ...]) -> PolicyContext:
+    return PolicyContext(specs, np.random.default_rng(7), HistoryOutputPredictor())
+
+
+def simulator_router_views(specs: tuple[InstanceSpec, ...]) -> list[Any]:
+    from slosched.sim.views import take_snapshot
+
+    kernel = EventKernel()
+    kernel.schedule(NOW_S, lambda _: None)
+    kernel.run()
+    views = []
+    for index, spec in enumerate(specs):
+        policy = _policy(ROUTER_ENGINE, spec)
+        belief = BeliefFeed(_predictor(), policy.observers)
+        noise = NoiseStream(np.random.default_rng(0), 0.0)
+        instance = SimInstance(index, spec, spec.num_kv_blocks or 1, _LinearTruth(), noise, policy, belief, kernel,
+                               lambda *_: None, 1)  # fmt: skip
+        views.append(take_snapshot(instance, has_exporters=False))
+    return views
+
+
+def router_decisions_in_simulator(name: str, specs: tuple[InstanceSpec, ...]) -> list[int]:
+    router = ROUTERS.build(name, {}, _router_context(specs))
+    views = simulator_router_views(specs)
+    chosen = []
+    for request in _router_requests():
+        index = router.route(request, views, request.arrival_s)
+        views[index].note_routed(dataclasses.replace(request))
+        chosen.append(index)
+    return chosen
+
+
+def router_decisions_in_gateway(name: str, specs: tuple[InstanceSpec, ...]) -> list[int]:
+    from types import SimpleNamespace
+
+    from slosched.serve.backends import EngineMetrics
+    from slosched.serve.views import BackendView
+
+    async def run() -> list[int]:
+        router = ROUTERS.build(name, {}, _router_context(specs))
+        clock = [NOW_S]
+        queues = []
+        for index, spec in enumerate(specs):
+            queue = InstanceQueue(index, spec, _policy(ROUTER_ENGINE, spec), _predictor(), lambda: clock[0], 64)
+            queue.window = 0  # idle engines: routed requests wait, as in the simulated snapshots
+            queues.append(queue)
+        backends = [SimpleNamespace(metrics=EngineMetrics(), engine_state_max_age_s=5.0) for _ in specs]
+        chosen = []
+        for request in _router_requests():
+            clock[0] = request.arrival_s
+            views = [BackendView(b, q, clock[0]) for b, q in zip(backends, queues, strict=True)]  # type: ignore[arg-type]
+            index = router.route(request, views, request.arrival_s)
+            queues[index].enqueue(dataclasses.replace(request), request.prompt_tokens)
+            chosen.append(index)
+        return chosen
+
+    return asyncio.run(run())
+
+
+def _router_fields(view: Any) -> tuple[float, ...]:
+    return (view.num_running, view.num_waiting, view.waiting_prefill_tokens, view.outstanding_decode_tokens,
+            view.num_free_kv_blocks, view.num_kv_blocks)  # fmt: skip
+
+
+def test_router_views_agree_between_simulator_and_gateway() -> None:
+    """Same requests queued at the same instances: every field routers read is the same in both."""
+    from types import SimpleNamespace
+
+    from slosched.serve.backends import EngineMetrics
+    from slosched.serve.views import BackendView
+
+    specs = _router_specs()
+    sim_views = simulator_router_views(specs)
+    requests = _router_requests()
+    for number, request in enumerate(requests):
+        sim_views[number % len(specs)].note_routed(request)
+
+    async def gateway() -> list[tuple[float, ...]]:
+        queues = [InstanceQueue(i, spec, _policy(ROUTER_ENGINE, spec), _predictor(), lambda: NOW_S, 64)
+                  for i, spec in enumerate(specs)]  # fmt: skip
+        for queue in queues:
+            queue.window = 0
+        for number, request in enumerate(requests):
+            queues[number % len(specs)].enqueue(request, request.prompt_tokens)
+        backend = SimpleNamespace(metrics=EngineMetrics(), engine_state_max_age_s=5.0)
+        return [_router_fields(BackendView(backend, queue, NOW_S)) for queue in queues]  # type: ignore[arg-type]
+
+    assert [_router_fields(view) for view in sim_views] == asyncio.run(gateway())
+
+
+@pytest.mark.parametrize("name", sorted(set(ROUTERS.names()) - {"pipeline"}))  # pipeline: below
+def test_routers_choose_alike_in_simulator_and_gateway(name: str) -> None:
+    specs = _router_specs()
+    assert router_decisions_in_simulator(name, specs) == router_decisions_in_gateway(name, specs)
+
+
+def test_pipeline_profile_chooses_alike_in_simulator_and_gateway() -> None:
+    specs = _router_specs()
+    params = {"filters": ["kv-fits"], "picker": {"name": "max", "params": {"combine": "product"}},
+              "scorers": [{"name": "least-tokens"}, {"name": "session-affinity", "params": {"miss_score": 0.5}},
+                          {"name": "prism-load", "weight": 0.5}]}  # fmt: skip
+    original = ROUTERS.build
+
+    def build(name: str, _params: Mapping[str, Any], context: PolicyContext) -> Any:
+        return original("pipeline", params, context)
+
+    sim = _with_builder(build, lambda: router_decisions_in_simulator("pipeline", specs))
+    gateway = _with_builder(build, lambda: router_decisions_in_gateway("pipeline", specs))
+    assert sim == gateway and len(set(sim)) > 1
+
+
+def _with_builder(build: Any, action: Any) -> Any:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ROUTERS, "build", build)
+        return action()
