@@ -81,13 +81,24 @@ _ENGINE_PARAMS = {
 }
 
 
+# Routers that need parameters to exist at all (a pipeline is its configuration).
+_ROUTER_PARAMS: dict[str, dict[str, Any]] = {
+    "pipeline": {"filters": ["kv-fits"], "scorers": [{"name": "least-tokens", "weight": 1}], "picker": "max"}
+}
+
+
 def offline_dispatcher(router: str = "round-robin", engine: str = "chunked-fcfs") -> Dispatcher:
     backends = [
         {"name": f"b{i}", "url": f"http://127.0.0.1:{9 + i}", "max_concurrency": 2, "gpu": "A100-80G",
          "model": "Llama-3-8B"}
         for i in range(3)
     ]  # fmt: skip
-    policies = {"router": router, "engine": engine, "engine_params": _ENGINE_PARAMS.get(engine, {})}
+    policies = {
+        "router": router,
+        "router_params": _ROUTER_PARAMS.get(router, {}),
+        "engine": engine,
+        "engine_params": _ENGINE_PARAMS.get(engine, {}),
+    }
     return Dispatcher(parse_config({"backends": backends, "policies": policies}))
 
 
