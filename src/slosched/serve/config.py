@@ -117,11 +117,15 @@ class GatewayConfig(BaseModel):
     timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
     alpha_tuning: AlphaTuningConfig = Field(default_factory=AlphaTuningConfig)
     scrape_interval_s: float = Field(default=1.0, gt=0)
+    # Plugin-exported engine state older than this is not routed on (serve/engine_state.py).
+    engine_state_max_age_s: float = Field(default=5.0, gt=0)
     health_interval_s: float = Field(default=2.0, gt=0)
     retry_down_after_s: float = Field(default=5.0, gt=0)
     max_attempts: int = Field(default=3, ge=1)
     priority_mode: Literal["deadline", "job"] = "deadline"
     forward_xargs: bool = True
+    # The shortest time between two re-pumps of a queue driven by a time-dependent engine policy
+    # (PolicyQueue.next_wake_s); queue changes pump at once.
     tick_s: float = Field(default=0.05, gt=0)
     default_max_tokens: int = Field(default=256, ge=1)
     api_keys: list[str] = Field(default_factory=list)
