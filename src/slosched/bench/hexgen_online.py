@@ -92,10 +92,13 @@ def run_online(
     tuner: AlphaTuner,
     window_s: float = 100.0,
     seed: int = 0,
+    history: Sequence[JobSpec] | None = None,
 ) -> OnlineRun:
-    """``workload-balanced+urgency`` with alpha tuned online (first window, then on t-test drift)."""
+    """``workload-balanced+urgency`` with alpha tuned online (first window, then on t-test drift);
+    ``history``: past traffic for the leak-free deadlines."""
     params = PolicyParams(router={"workload-balanced": {"alpha": 0.0}})
-    sim = setup.build_sim(instances, jobs, PolicyPair.parse(POLICY), seed, options, params, "stage-budget", False)
+    pair = PolicyPair.parse(POLICY)
+    sim = setup.build_sim(instances, jobs, pair, seed, options, params, "stage-budget", False, history)
     controller = AlphaController(tuner)
     steps: list[WindowStep] = []
 

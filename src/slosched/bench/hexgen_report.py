@@ -7,129 +7,160 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
-from slosched.metrics.slo_scale import attainment_at
+from slosched.bench import scoreboard_report as report
+from slosched.bench.scoreboard import Scoreboard
 
 RESULTS_DIR = Path("docs/results")
+PAPER_POLICY = "workload-balanced+urgency"
+PAPER_BASELINE = "round-robin+fcfs"
 
 
-def _fmt(value: float) -> str:
-    return "inf" if not math.isfinite(value) else f"{value:.2f}"
+def _fmt(value: float, digits: int = 2) -> str:
+    return "inf" if not math.isfinite(value) else f"{value:.{digits}f}"
 
 
-def _settings_table(figures: dict[str, Any]) -> list[str]:
-    settings = figures["settings"]
-    names = list(settings[0]["min_scale_95"])
-    lines = [
-        "| trace | rate (q/s) | cluster | alpha | " + " | ".join(names) + " | baseline/ours |",
-        "|---|---|---|---|" + "---|" * (len(names) + 1),
-    ]
-    for target in ("95", "99"):
-        lines.append(f"| **min SLO scale for {target}%** |" + " |" * (len(names) + 4))
-        for s in settings:
-            table = s[f"min_scale_{target}"]
-            ratio = table["round-robin+fcfs"] / table["workload-balanced+urgency"]
-            cells = " | ".join(_fmt(table[name]) for name in names)
-            lines.append(f"| {s['trace']} | {s['rate']} | {s['cluster']} | {s['alpha']} | {cells} | {_fmt(ratio)} |")
-    return lines
-
-
-def _plot_curves(settings: Sequence[Any], path: Path) -> None:
-    columns = 4
-    rows = math.ceil(len(settings) / columns)
-    figure = Figure(figsize=(4 * columns, 3 * rows))
-    FigureCanvasAgg(figure)
-    scales = np.geomspace(1.0, 100.0, 200)
-    for index, setting in enumerate(settings):
-        axes = figure.add_subplot(rows, columns, index + 1)
-        for name, ratios in setting.ratios.items():
-            axes.plot(scales, attainment_at(np.asarray(ratios), scales), label=name)
-        axes.set_xscale("log")
-        axes.set_title(f"{setting.trace} {setting.rate}/s {setting.cluster}", fontsize=9)
-        axes.set_xlabel("SLO scale")
-        axes.set_ylabel("attainment")
-        axes.axhline(0.95, color="grey", linewidth=0.5)
-        if index == 0:
-            axes.legend(fontsize=6)
-    figure.tight_layout()
-    figure.savefig(path, dpi=90)
-
-
-def _shares_table(shares: dict[str, Any]) -> list[str]:
-    lines = ["| stage | instance | round-robin+fcfs | workload-balanced+urgency |", "|---|---|---|---|"]
-    for kind, before in shares["before"].items():
-        after = shares["after"].get(kind, {})
-        for instance in sorted(set(before) | set(after)):
-            lines.append(f"| {kind} | {instance} | {before.get(instance, 0.0):.0%} | {after.get(instance, 0.0):.0%} |")
-    return lines
-
-
-def _snapshot_table(snapshot: dict[str, Any]) -> list[str]:
-    lines = [
-        f"Instance `{snapshot.get('instance', '?')}` at t = {snapshot.get('time_s', math.nan):.1f} s, "
-        "most urgent first:",
-        "",
-        "| request | stage | budget (s) | queued (s) | urgency U (s) |",
-        "|---|---|---|---|---|",
-    ]
-    for entry in snapshot.get("queue", []):
-        budget = entry["budget_s"]
-        budget_text = "-" if budget is None else f"{budget:.1f}"
+def _headline(figures: dict[str, Any]) -> list[str]:
+    lines = []
+    for bench in figures["workbenches"]:
+        ours = bench["capacity"][PAPER_POLICY]["slo_90"]
+        strongest = bench["capacity"][bench["strongest_baseline"]]["slo_90"]
+        rr = bench["capacity"][PAPER_BASELINE]["slo_90"]
         lines.append(
-            f"| {entry['request_id']} | {entry['stage']} | {budget_text} | {entry['queued_s']:.1f} "
-            f"| {entry['urgency']:.1f} |"
+            f"- **{bench['workbench']}** (alpha {bench['alpha']}): `{PAPER_POLICY}` reaches "
+            f"{_spread(ours)} jobs/s at 90%; the strongest baseline `{bench['strongest_baseline']}` "
+            f"{_spread(strongest)}: **{_fmt(bench['ratio_vs_strongest'])}x against the strongest baseline**, "
+            f"{_fmt(bench['ratio_vs_paper_baseline'])}x against the paper's baseline `{PAPER_BASELINE}` "
+            f"({_spread(rr)}). The oracle variant (true output lengths) reaches "
+            f"{_fmt(bench['oracle_ratio_vs_strongest'])}x."
         )
     return lines
 
 
-def write(figures: dict[str, Any], settings: Sequence[Any], root: Path = RESULTS_DIR) -> Path:
-    """Markdown + PNG; every number comes from ``figures`` (the bench's own output)."""
-    plots = root / "hexgen"
-    plots.mkdir(parents=True, exist_ok=True)
-    _plot_curves(settings, plots / "slo_scale_curves.png")
+def _spread(spread: dict[str, Any]) -> str:
+    return f"{spread['median']:.3f} [{spread['min']:.3f}-{spread['max']:.3f}]"
+
+
+def _gen_share_fast(bench: dict[str, Any], label: str) -> float:
+    gen = bench["descriptive"]["stage_shares"].get(label, {}).get("GEN", {})
+    return sum(share for instance, share in gen.items() if instance.startswith("a100"))
+
+
+def _verdict(figures: dict[str, Any]) -> list[str]:
+    """Where the Hexgen policy loses, read off the figures; the "why" names the measured differences."""
+    lines = []
+    for bench in figures["workbenches"]:
+        ratio, strongest, name = bench["ratio_vs_strongest"], bench["strongest_baseline"], bench["workbench"]
+        scales = bench["descriptive"]["min_scale_95"]
+        verb = "**loses to**" if ratio < 1.0 else "beats"
+        lines.append(
+            f"- {name}: the Hexgen policy {verb} `{strongest}` ({_fmt(ratio)}x at 90%). Measured at the "
+            f"strongest baseline's capacity (seed 0): it sends {_gen_share_fast(bench, PAPER_POLICY):.0%} of GEN "
+            f"calls to the fast GPUs against {_gen_share_fast(bench, strongest):.0%} for `{strongest}`; minimum "
+            f"SLO scale for 95%: {_fmt(scales.get(PAPER_POLICY, math.nan))} vs "
+            f"{_fmt(scales.get(strongest, math.nan))}. "
+            f"With true output lengths (oracle) it reaches {_fmt(bench['oracle_ratio_vs_strongest'])}x, so "
+            + (
+                "output-length prediction is not what limits it: the dispatch score and the urgency order are "
+                "(its urgency budgets come from one leak-free deadline per query, the same for every query, and "
+                "its engine runs prefill-first without a token budget or a concurrency cap)."
+                if bench["oracle_ratio_vs_strongest"] < 1.0
+                else "knowing output lengths closes the gap: prediction error is what limits it."
+            )
+        )
+        drift = bench["drift"]
+        lines.append(
+            f"  Drift (natural then hard traffic at {drift['rate']:.3f} jobs/s): attainment "
+            f"{drift['attainment_online']:.3f} with online tuning (t-test) vs {drift['attainment_held']:.3f} with "
+            f"alpha held at {drift['held_alpha']}."
+        )
+    return lines
+
+
+def _cold_table(colds: Sequence[Scoreboard]) -> list[str]:
+    lines = ["| workbench | policy | capacity @90% (cold) | capacity @95% (cold) |", "|---|---|---:|---:|"]
+    for cold in colds:
+        for label, result in cold.others.items():
+            cells = [spread.text() for spread in result.capacity.values()]
+            lines.append(f"| {cold.workbench} | `{label}` | {cells[0]} | {cells[1]} |")
+    return lines
+
+
+def _alpha_table(bench: dict[str, Any], key: str) -> list[str]:
     lines = [
-        "# Hexgen-Text2SQL in the simulator (`slosched bench hexgen`)",
+        "| window start (s) | jobs | backlog | mean latency (s) | p (t-test) | retuned | alpha |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for step in bench[key] if key != "drift" else bench["drift"]["windows"]:
+        p = "-" if step["p_value"] is None else f"{step['p_value']:.3g}"
+        lines.append(
+            f"| {step['start_s']:.0f} | {step['num_jobs']} | {step['num_backlog']} | {_fmt(step['mean_latency_s'], 1)} "
+            f"| {p} | {'yes' if step['retuned'] else 'no'} | {step['alpha']} |"
+        )
+    return lines
+
+
+def _descriptive(bench: dict[str, Any]) -> list[str]:
+    info = bench["descriptive"]
+    lines = [
+        f"At {info['rate']:.3f} jobs/s (the strongest baseline's capacity), seed 0. Minimum SLO scale (x true "
+        "no-contention latency, computed after the run) for 95% of jobs: "
+        + ", ".join(f"`{label}` {_fmt(value)}" for label, value in info["min_scale_95"].items()),
         "",
-        "Generated by the full run of `slosched bench hexgen`; do not edit by hand.",
+        "| stage | instance | " + " | ".join(f"`{label}`" for label in info["stage_shares"]) + " |",
+        "|---|---|" + "---:|" * len(info["stage_shares"]),
+    ]
+    shares = info["stage_shares"]
+    kinds = sorted({kind for per in shares.values() for kind in per})
+    for kind in kinds:
+        instances = sorted({name for per in shares.values() for name in per.get(kind, {})})
+        for instance in instances:
+            cells = " | ".join(f"{per.get(kind, {}).get(instance, 0.0):.0%}" for per in shares.values())
+            lines.append(f"| {kind} | {instance} | {cells} |")
+    return lines
+
+
+def write(
+    figures: dict[str, Any], boards: Sequence[Scoreboard], colds: Sequence[Scoreboard], root: Path = RESULTS_DIR
+) -> Path:
+    """Markdown + PNGs; every number comes from the bench's own output."""
+    plots = root / "hexgen"
+    report.plot_capacities(boards, plots / "capacity.png", "Hexgen-Text2SQL: SLO capacity")
+    report.plot_overload(boards, plots / "overload.png", "Hexgen-Text2SQL: goodput under overload")
+    lines = [
+        "# Hexgen-Text2SQL on the scoreboard (`slosched bench hexgen`)",
         "",
-        f"- ratio of min SLO scale for 95% (round-robin+fcfs / workload-balanced+urgency): average "
-        f"**{figures['ratio_95_avg']:.2f}**, max {figures['ratio_95_max']:.2f} "
-        f"(99%: average {figures['ratio_99_avg']:.2f})",
-        f"- throughput ratio (highest rate with 95% of jobs within SLO scale {figures['throughput_slo_scale']}): "
-        f"average **{figures['throughput_ratio_avg']:.2f}**, max {figures['throughput_ratio_max']:.2f}",
-        f"- alpha retune (11 candidates, 2 worker processes, 100 s hetero1 window): "
-        f"**{figures['alpha_tune_seconds']:.2f} s** at 0.5 q/s, {figures['alpha_tune_seconds_1qps']:.2f} s at 1 q/s",
-        f"- bench wall time: {figures['bench_seconds']:.0f} s",
+        "Generated by `.venv/bin/slosched bench hexgen --json` (full run); do not edit by hand.",
         "",
-        "## Minimum SLO scale per setting",
+        f"Method (DESIGN section 9): SLO capacity = highest Poisson rate at which >= 90% (95%) of jobs meet their "
+        f"deadline, bisection to 2%, median [min-max] over seeds {figures['seeds']}; {figures['num_jobs']} measured "
+        f"jobs per run after a discarded warm-up prefix of {figures['num_warmup_jobs']} jobs (another seed). "
+        f"Deadlines are leak-free: {figures['slo_scale']} x the mean no-contention latency of past CHESS queries "
+        "on the fastest instance, the same for every query (a client does not know how many revision rounds its "
+        "query will take). The strongest baseline is chosen after the fact among the registered candidates. "
+        f"Alpha is tuned on an earlier trace (another seed) by the online tuner; retune on 11 alphas of a 100 s "
+        f"window takes {figures['alpha_tune_seconds']:.2f} s (0.5 q/s), {figures['alpha_tune_seconds_1qps']:.2f} s "
+        f"(1 q/s). Bench wall time {figures['bench_seconds']:.0f} s.",
         "",
-        *_settings_table(figures),
+        "## Headline",
         "",
-        "![SLO-scale curves](hexgen/slo_scale_curves.png)",
+        *_headline(figures),
         "",
-        "## Throughput",
+        "## Where the Hexgen policy loses, and why",
         "",
-        "| cluster | trace | round-robin+fcfs (q/s) | workload-balanced+urgency (q/s) | ratio |",
-        "|---|---|---|---|---|",
-        *[
-            f"| {t['cluster']} | {t['trace']} | {t['round-robin+fcfs']:.3f} "
-            f"| {t['workload-balanced+urgency']:.3f} | {t['ratio']:.2f} |"
-            for t in figures["throughput"]
-        ],
+        *_verdict(figures),
         "",
-        f"## Share of calls per instance and stage ({figures['stage_shares']['setting']['trace']}, "
-        f"{figures['stage_shares']['setting']['rate']} q/s, {figures['stage_shares']['setting']['cluster']})",
+        "![SLO capacity](hexgen/capacity.png)",
         "",
-        *_shares_table(figures["stage_shares"]),
-        "",
-        "## A local queue with urgencies (workload-balanced+urgency, mid-trace)",
-        "",
-        *_snapshot_table(figures["queue_snapshot"]),
+        "![goodput under overload](hexgen/overload.png)",
         "",
     ]
+    for board, bench in zip(boards, figures["workbenches"], strict=True):
+        lines += [f"## {bench['workbench']}", "", *report.capacity_table(board), "", *report.overload_table(board)]
+        lines += ["", "Alpha tuning on the earlier trace (online, t-test p < 0.01 retunes):", ""]
+        lines += [*_alpha_table(bench, "alpha_tuning"), "", "Drift run (online tuning):", ""]
+        lines += [*_alpha_table(bench, "drift"), "", *_descriptive(bench), ""]
+    lines += ["## Cold start (no warm-up prefix)", "", *_cold_table(colds), ""]
+    root.mkdir(parents=True, exist_ok=True)
     path = root / "hexgen.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
