@@ -91,9 +91,9 @@ def test_t_test_fires_on_a_shifted_window_and_not_on_a_stationary_one() -> None:
     base = rng.normal(60.0, 8.0, 40)
     same = rng.normal(60.0, 8.0, 40)
     worse = rng.normal(75.0, 8.0, 40)
-    assert latency_increase_p_value(worse, base) < 0.01
-    assert latency_increase_p_value(same, base) >= 0.01
-    assert latency_increase_p_value(base - 20.0, base) > 0.5  # better is not "greater"
+    assert latency_increase_p_value(worse.tolist(), base.tolist()) < 0.01
+    assert latency_increase_p_value(same.tolist(), base.tolist()) >= 0.01
+    assert latency_increase_p_value((base - 20.0).tolist(), base.tolist()) > 0.5  # better is not "greater"
 
     tuner = _FakeTuner()
     controller = AlphaController(tuner)  # type: ignore[arg-type]
