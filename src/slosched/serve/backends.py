@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from prometheus_client.parser import text_string_to_metric_families
 
 from slosched.serve.config import BackendConfig, GatewayConfig
+from slosched.serve.engine_state import LINE_PREFIXES, ScrapedEngineState, engine_state_from_gauges
 from slosched.serve.upstream import UpstreamError, UpstreamPool
 
 log = logging.getLogger("slosched.serve")
@@ -29,33 +30,41 @@ _GAUGES = {
 }
 # Sample lines of those gauges: the name, then labels or the value (never a longer name's prefix).
 _GAUGE_PREFIXES = tuple(f"{name}{end}" for name in _GAUGES for end in ("{", " "))
+_WANTED_PREFIXES = _GAUGE_PREFIXES + LINE_PREFIXES  # + the slosched plugin's engine state (PRISM's s_e)
 
 
 @dataclass(slots=True)
 class EngineMetrics:
     """Last scraped values of one vLLM server (``kv_usage`` in [0, 1]); ``scraped_s`` on the gateway clock,
-    -1 before the first successful scrape."""
+    -1 before the first successful scrape; ``engine_state`` the slosched plugin's exported state, None when
+    the server exports none (``serve/engine_state.py``)."""
 
     num_running: float = 0.0
     num_waiting: float = 0.0
     kv_usage: float = 0.0
     scraped_s: float = -1.0
+    engine_state: ScrapedEngineState | None = None
 
 
 def parse_vllm_metrics(text: str) -> EngineMetrics:
-    """Read the gauges slosched uses from a Prometheus exposition; missing gauges read as 0.
+    """Read the gauges slosched uses from a Prometheus exposition; missing vLLM gauges read as 0, the
+    plugin's engine state as None unless complete.
 
     Only the lines of those gauges are handed to the parser: a vLLM exposition has ~2,000 lines of
     histograms, which prometheus-client's parser takes tens of milliseconds for, blocking the event loop
     (and every request's latency) once per scrape."""
     values = {field: 0.0 for field in _GAUGES.values()}
-    wanted = "\n".join(line for line in text.splitlines() if line.startswith(_GAUGE_PREFIXES))
+    exported: dict[str, float] = {}
+    wanted = "\n".join(line for line in text.splitlines() if line.startswith(_WANTED_PREFIXES))
     for family in text_string_to_metric_families(wanted):
         field = _GAUGES.get(family.name)
         if field is None:
+            exported.update((sample.name, sample.value) for sample in family.samples)
             continue
         values[field] += sum(sample.value for sample in family.samples)  # untyped: a family per sample
-    return EngineMetrics(values["num_running"], values["num_waiting"], min(max(values["kv_usage"], 0.0), 1.0))
+    kv_usage = min(max(values["kv_usage"], 0.0), 1.0)
+    state = engine_state_from_gauges(exported) if exported else None
+    return EngineMetrics(values["num_running"], values["num_waiting"], kv_usage, engine_state=state)
 
 
 class Backend:
@@ -71,6 +80,7 @@ class Backend:
         self.last_error = ""
         self.metrics = EngineMetrics()
         self._gateway = gateway
+        self.engine_state_max_age_s = gateway.engine_state_max_age_s
         # Keep-alive connections; ``timeouts.request_s`` bounds a whole exchange, reads are bounded per call.
         self.pool = UpstreamPool(self.url, gateway.timeouts.connect_s, gateway.timeouts.request_s)
 

@@ -8,7 +8,11 @@ the backend's scraped vLLM gauges (which also see other clients, but lag by up t
   running count;
 - ``outstanding_decode_tokens`` = for every queued or forwarded request, its predicted output length
   (belief) minus the tokens already streamed back, at least one token;
-- KV blocks from ``kv_cache_usage_perc`` times the configured block count.
+- KV blocks from ``kv_cache_usage_perc`` times the configured block count;
+- ``exported`` = the slosched plugin's engine state (PRISM's ``s_e``, scraped from ``/metrics``) plus the
+  calls queued here for the backend, with its ``age_s``, while younger than ``engine_state_max_age_s``;
+  otherwise what the gateway's own engine policy exports over its queue (often nothing, and then PRISM
+  estimates ``s_e`` from the fields above). See ``serve/engine_state.py``.
 
 Views read live state: a view made for one routing decision stays consistent within that decision.
 """
@@ -21,6 +25,7 @@ from slosched.core.belief import StepPredictor
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
 from slosched.serve.backends import Backend
+from slosched.serve.engine_state import exported_mapping
 from slosched.serve.queues import InstanceQueue
 
 
@@ -85,8 +90,20 @@ class BackendView:
     @property
     def exported(self) -> Mapping[str, float]:
         if self._exported is None:  # exporters may cost O(batch): only when a router asks
-            self._exported = self._queue.export_state()
+            self._exported = self._live_exported()
+            if self._exported is None:
+                self._exported = self._queue.export_state()
         return self._exported
+
+    def _live_exported(self) -> dict[str, float] | None:
+        """The plugin's state when the backend exports a fresh one (a stale one is not routed on)."""
+        metrics = self._backend.metrics
+        if metrics.engine_state is None:
+            return None
+        max_age_s = self._backend.engine_state_max_age_s
+        queue = self._queue
+        return exported_mapping(metrics.engine_state, metrics.scraped_s, self.snapshot_s, max_age_s,
+                                queue.waiting_requests, queue.waiting_prefill_tokens)  # fmt: skip
 
     def cached_prefix_tokens(self, request: Request) -> int:
         return 0
