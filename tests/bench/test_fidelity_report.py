@@ -1,0 +1,51 @@
+"""``bench.fidelity_report``: the fidelity page holds every figure it is given, one row per trace/load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from slosched.bench.fidelity_report import write_report
+
+
+def make_figures() -> dict[str, Any]:
+    cases = [
+        {"trace": "chat", "load": "low", "metric": "ttft_mean_s", "real": 0.2, "sim": 0.22},
+        {"trace": "chat", "load": "low", "metric": "request_latency_mean_s", "real": 2.0, "sim": 1.9},
+        {"trace": "chat", "load": "high", "metric": "ttft_mean_s", "real": 1.0, "sim": 1.0},
+    ]
+    return {
+        "cases": cases,
+        "mean_abs_error_pct": 4.24,
+        "p90_abs_error_pct": 7.5,
+        "all_abs_error_pct": 5.0,
+        "profile": {
+            "num_steps": 321,
+            "residual_rel_std": 0.0456,
+            "params": {"c0_s": {"estimate": 0.0123, "ci_low": 0.011, "ci_high": 0.0135}},
+        },
+        "server_start_s": 41.6,
+        "wall_s": 612.2,
+    }
+
+
+def test_report_holds_every_figure(tmp_path: Path) -> None:
+    path = write_report(make_figures(), tmp_path / "results" / "fidelity.md")
+    assert path == tmp_path / "results" / "fidelity.md"
+    text = path.read_text()
+    lines = text.splitlines()
+    assert lines[0] == "# Simulator fidelity against a real vLLM engine (`slosched bench fidelity`)"
+    assert "mean absolute error of the mean latencies: **4.2%**" in text
+    assert "mean absolute error of the P90 latencies: **7.5%**" in text
+    assert "mean absolute error over every compared metric: 5.0%" in text
+    header = next(line for line in lines if line.startswith("| trace | load |"))
+    separator = lines[lines.index(header) + 1]
+    assert separator.count("---") == header.count("|") - 1  # one per column
+    rows = [line for line in lines if line.startswith("| chat |")]
+    assert len(rows) == 2  # (chat, low) and (chat, high)
+    low = rows[0].split(" | ")
+    assert low[1] == "low" and "2 / 1.9 (-5.0%)" in rows[0] and "0.2 / 0.22 (+10.0%)" in rows[0]
+    assert rows[1].count(" - ") >= 5  # absent metrics are dashes
+    assert "Profile: 321 measured steps, residual relative std 0.046." in text
+    assert "| c0_s | 0.0123 | [0.011, 0.0135] |" in text
+    assert "Server start-up 42 s; whole run 612 s." in text
