@@ -29,8 +29,9 @@ WHY_WINS = (
     "small enough for the feasible ones to finish."
 )
 ORACLE_NOTE = (
-    " Knowing the truth makes it worse than the belief: the long-tail requests stand out and cap the batch, "
-    "so the information is not the limit, the rule is."
+    " Knowing the truth lowers SLO capacity below the belief's: the long-tail requests stand out and cap the "
+    "batch, so at SLO capacity the limit is the rule, not the information (under deep overload the same "
+    "knowledge pays, see the goodput below)."
 )
 
 
@@ -182,8 +183,41 @@ def _losses(figures: dict[str, Any], results: list[MixResult]) -> list[str]:
         + _join(oracle)
         + "."
         + (ORACLE_NOTE if oracle and all(oracle[m] < belief.get(m, 0.0) for m in oracle) else ""),
+        "",
+        _overload_sentence(results),
     ]
     return lines
+
+
+def _overload_sentence(results: list[MixResult]) -> str:
+    """Goodput of SABER, its ORACLE and the strongest baseline at 1.5x, 2x and the highest load."""
+    parts = []
+    shown: list[float] = []
+    for result in results:
+        overload = result.board.overload
+        if not overload:
+            continue
+        loads = sorted(next(iter(overload.values())))
+        shown = [load for load in loads if load in (1.5, 2.0)] + [loads[-1]]
+        texts = {
+            name: _goodputs(overload.get(label, {}), shown)
+            for name, label in (
+                ("SABER", setup.PAPER_POLICY),
+                ("ORACLE", setup.ORACLE),
+                ("strongest", result.board.strongest),
+            )
+        }
+        parts.append(f"{result.mix}: " + ", ".join(f"{name} {text}" for name, text in texts.items()))
+    if not parts:
+        return ""
+    loads_text = " / ".join(f"{load}x" for load in shown)
+    return (
+        f"Goodput (SLO-meeting requests/s) at {loads_text} the strongest baseline's capacity: " + "; ".join(parts) + "."
+    )
+
+
+def _goodputs(per_load: dict[float, Any], loads: list[float]) -> str:
+    return " / ".join(f"{per_load[load][1].median:.2f}" if load in per_load else "-" for load in loads)
 
 
 def _ratios(results: list[MixResult], label: str) -> dict[str, float]:
