@@ -31,7 +31,7 @@ def test_lognormal_params_reproduce_mean_and_std(mean: float, cv: float) -> None
     std = cv * mean
     mu, sigma = lognormal_params(mean, std)
     assert math.exp(mu + sigma**2 / 2) == pytest.approx(mean, rel=1e-9)
-    variance = (math.exp(sigma**2) - 1) * math.exp(2 * mu + sigma**2)
+    variance = math.expm1(sigma**2) * math.exp(2 * mu + sigma**2)
     assert math.sqrt(variance) == pytest.approx(std, rel=1e-6, abs=1e-9)
 
 
