@@ -8,23 +8,36 @@ the load decides only when no candidate is home."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from slosched.core.views import InstanceView
 from slosched.policies.cluster.base import ROUTERS
 from slosched.policies.cluster.pickers import MaxPicker
-from slosched.policies.cluster.pipeline import Profile, WeightedScorer
+from slosched.policies.cluster.pipeline import Cycle, Profile, WeightedScorer, first_min
 from slosched.policies.cluster.scorers import LeastLoadedScorer, SessionAffinityScorer
 from slosched.policies.registry import PolicyContext, reject_unknown_params
 
 
 class SessionAffinityRouter(Profile):
     def __init__(self) -> None:
+        self._affinity = SessionAffinityScorer()
+        self._load = LeastLoadedScorer()
         scorers = [
-            WeightedScorer("session-affinity", SessionAffinityScorer(), 2.0),
-            WeightedScorer("least-loaded", LeastLoadedScorer(), 1.0),
+            WeightedScorer("session-affinity", self._affinity, 2.0),
+            WeightedScorer("least-loaded", self._load, 1.0),
         ]
         super().__init__([], scorers, MaxPicker())
+
+    def choose(self, cycle: Cycle, views: Sequence[InstanceView]) -> int:
+        """The weighted sum's decision without building a score table (it is on the routing path of every
+        chat turn): the home, when it is a candidate; otherwise the least loaded, lowest index on ties."""
+        home = self._affinity.home(cycle.request.session_id)
+        if home is not None:
+            for position, view in enumerate(views):
+                if view.index == home:
+                    return position
+        return first_min(self._load.keys(cycle, views))
 
 
 @ROUTERS.register("session-affinity")
