@@ -55,7 +55,7 @@ class Plan:
     drift_jobs: int
 
 
-FULL = Plan((("natural", "paper-tp2"), ("natural", "hetero1")), 150, 30, (0, 1, 2, 3, 4), BaselinePlan(), True, 240)
+FULL = Plan((("natural", "paper-tp2"),), 150, 30, (0, 1, 2, 3, 4), BaselinePlan(), True, 240)
 QUICK = Plan((("natural", "paper-tp2"),), 100, 20, (0, 1), BaselinePlan.quick(), False, 120)
 
 
