@@ -71,3 +71,18 @@ def test_tables_and_plots(board: Scoreboard, tmp_path) -> None:  # type: ignore[
     plot_capacities([board], tmp_path / "capacity.png", "test")
     plot_overload([board], tmp_path / "overload.png", "test")
     assert (tmp_path / "capacity.png").stat().st_size > 0 and (tmp_path / "overload.png").stat().st_size > 0
+
+
+def test_strongest_at_each_load_is_chosen_after_the_fact_among_every_baseline(board: Scoreboard) -> None:
+    assert set(board.overload_baselines) == set(board.baselines)
+    figures = board.as_json("round-robin+static-priority", "round-robin+fcfs")
+    for load in (1.0, 2.0):
+        label, goodput = board.strongest_at(load)
+        assert label in board.baselines
+        every = [per_load[load][1].median for per_load in board.overload_baselines.values()]
+        assert goodput == max(every)
+        assert goodput >= board.overload[board.strongest][load][1].median
+        assert figures["strongest_per_load"][f"{load}x"] == {"label": label, "goodput_jobs_per_s": goodput}
+        ours = board.overload["round-robin+static-priority"][load][1].median
+        assert figures["goodput_ratio_vs_strongest_per_load"][f"{load}x"] == pytest.approx(ours / goodput)
+    assert "best baseline at this load" in "\n".join(overload_table(board))

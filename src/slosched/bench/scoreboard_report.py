@@ -54,6 +54,12 @@ def overload_table(board: Scoreboard) -> list[str]:
     for label, per_load in board.overload.items():
         cells = [f"{per_load[load][0].median:.3f} / {per_load[load][1].median:.3g}" for load in loads]
         lines.append(f"| `{label}` | {' | '.join(cells)} |")
+    if board.overload_baselines:
+        cells = []
+        for load in loads:
+            label, goodput = board.strongest_at(load)
+            cells.append(f"`{label}`: {goodput:.3g}")
+        lines.append(f"| *best baseline at this load* (goodput) | {' | '.join(cells)} |")
     return lines
 
 
