@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from slosched.bench import relserve_setup as setup
@@ -230,7 +231,7 @@ def print_results(results: list[SettingResult], figures: dict[str, Any]) -> None
         for label, capacity in {**board.baselines, **board.others}.items():
             mark = " (strongest)" if label == board.strongest else ""
             table.add_row(
-                label + mark,
+                escape(label) + mark,
                 capacity.capacity[0.90].text(),
                 capacity.capacity[0.95].text(),
                 f"{board.ratio(label):.2f}",
