@@ -62,6 +62,7 @@ XARG_BUDGET_S: Final = "slosched_budget_s"
 XARG_TTFT_SLO_S: Final = "slosched_ttft_slo_s"
 XARG_TPOT_SLO_S: Final = "slosched_tpot_slo_s"
 XARG_JOB_ARRIVAL_UNIX_S: Final = "slosched_job_arrival_unix_s"
+XARG_BEST_EFFORT: Final = "slosched_best_effort"
 
 # key -> (kind, meaning); kinds: "str", "number" (any finite), "positive" (> 0), "nonneg" (>= 0), "count"
 # (int >= 1). A value that does not fit its kind takes the default (the plugin counts it, never fails on it).
@@ -81,6 +82,7 @@ XARGS: Final[dict[str, tuple[XArgKind, str]]] = {
     XARG_TTFT_SLO_S: ("positive", "time-to-first-token SLO (default none)"),
     XARG_TPOT_SLO_S: ("positive", "time-per-output-token SLO (default none)"),
     XARG_JOB_ARRIVAL_UNIX_S: ("positive", "when the job arrived, Unix seconds (default: this arrival)"),
+    XARG_BEST_EFFORT: ("nonneg", "1: the job layer demoted the call to best effort, its job is late (default 0)"),
 }
 
 
@@ -115,4 +117,6 @@ def request_xargs(request: Request, now_s: float, now_unix_s: float | None = Non
         xargs[XARG_DEADLINE_UNIX_S] = round(gateway_to_unix_s(request.deadline_s, now_s, now_unix_s), 3)
     if request.budget_s is not None and math.isfinite(request.budget_s):
         xargs[XARG_BUDGET_S] = round(request.budget_s, 3)
+    if request.best_effort:
+        xargs[XARG_BEST_EFFORT] = 1
     return xargs

@@ -137,6 +137,7 @@ class PolicyParamsConfig(BaseModel):
     router: dict[str, dict[str, Any]] = Field(default_factory=dict)
     engine: dict[str, dict[str, Any]] = Field(default_factory=dict)
     job: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    stack: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class Scenario(BaseModel):
@@ -171,7 +172,10 @@ class Scenario(BaseModel):
 
     def params(self) -> PolicyParams:
         return PolicyParams(
-            router=self.policy_params.router, engine=self.policy_params.engine, job=self.policy_params.job
+            router=self.policy_params.router,
+            engine=self.policy_params.engine,
+            job=self.policy_params.job,
+            stack=self.policy_params.stack,
         )
 
     def options(self) -> SimOptions:

@@ -172,7 +172,9 @@ def test_profile_decides_as_the_reference_router(name: str, raw_views: list, ste
 def test_every_registered_router_has_a_reference() -> None:
     from slosched.policies.cluster.base import ROUTERS
 
-    assert set(ROUTERS.names()) - {"pipeline"} <= {name.split("-defaults")[0] for name in PAIRS} | {"prism"}
+    # ``pipeline`` and ``slosched`` were born as profiles: no hand-rolled router to hold them to.
+    born_as_profiles = {"pipeline", "slosched"}
+    assert set(ROUTERS.names()) - born_as_profiles <= {name.split("-defaults")[0] for name in PAIRS} | {"prism"}
 
 
 @settings(max_examples=200, deadline=None)

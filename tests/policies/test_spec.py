@@ -108,5 +108,7 @@ def test_the_three_runtimes_spell_one_engine_alike() -> None:
     env = config_from_env(env={"SLOSCHED_ENGINE_POLICY": "urgency/always/chunked"}).policy
     assert env == replace(text, params={})
     assert build_policy(plugin, make_instance(), 0).name == "urgency/always/chunked"
-    with pytest.raises(ValueError, match=r"policies\.engine\.batching: unknown name 'sliced'.*chunked, lens"):
+    with pytest.raises(
+        ValueError, match=r"policies\.engine\.batching: unknown name 'sliced'.*chunked, (deadline-budget, )?lens"
+    ):
         PolicyConfig(engine="urgency/always/sliced")

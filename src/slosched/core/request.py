@@ -44,7 +44,9 @@ class Request:
 
     ``deadline_s`` is absolute (``math.inf`` when there is none); ``budget_s`` is the per-call share of the
     job's remaining time when a job-level policy apportions it; ``priority`` is a job-level priority
-    (lower runs sooner) that engine orderings may use; ``ttft_slo_s``/``tpot_slo_s`` are per-token SLOs.
+    (lower runs sooner) that engine orderings may use; ``ttft_slo_s``/``tpot_slo_s`` are per-token SLOs;
+    ``best_effort`` is set by a job policy that found the call's job can no longer meet its deadline (still
+    served, after every call that can).
     """
 
     id: str
@@ -64,6 +66,7 @@ class Request:
     priority: float = 0.0
     ttft_slo_s: float | None = None
     tpot_slo_s: float | None = None
+    best_effort: bool = False
 
     @property
     def predictor_key(self) -> str:

@@ -24,6 +24,7 @@ from slosched.policies.engine.base import ENGINE_PRESETS, EnginePolicy
 from slosched.policies.engine.spec import EngineSpec
 from slosched.policies.job.base import JOB_POLICIES, JobPolicy
 from slosched.policies.registry import PolicyContext
+from slosched.policies.stack import STACKS, stack_names
 
 DEFAULT_JOB_POLICY = "deadline"
 
@@ -35,26 +36,33 @@ class PolicyParams:
     router: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     engine: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     job: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    stack: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(slots=True, frozen=True)
 class PolicyPair:
-    """The names of ``ROUTER+ENGINE`` (the unit scenarios and benchmarks compare); no parameters."""
+    """The names of ``ROUTER+ENGINE`` (the unit scenarios and benchmarks compare); no parameters. A stack
+    name (``slosched``, ``policies/stack.py``) stands for its router and engine, and ``stack`` keeps it."""
 
     router: str
     engine: str
+    stack: str | None = None
 
     @property
     def name(self) -> str:
-        return f"{self.router}+{self.engine}"
+        return self.stack if self.stack is not None else f"{self.router}+{self.engine}"
 
     @classmethod
     def parse(cls, text: str) -> PolicyPair:
+        stack = STACKS.get(text.strip())
+        if stack is not None:
+            return cls(stack.router, stack.engine, stack.name)
         router, plus, engine = text.strip().partition("+")
         if not plus or not router or not engine:
             raise ConfigError(
                 "policy",
-                f"{text!r} is not ROUTER+ENGINE (e.g. round-robin+fcfs or round-robin+urgency/always/chunked); "
+                f"{text!r} is not ROUTER+ENGINE (e.g. round-robin+fcfs or round-robin+urgency/always/chunked) "
+                f"nor a stack ({', '.join(stack_names())}); "
                 f"routers: {', '.join(ROUTERS.names())}; engines: {', '.join(ENGINE_PRESETS.names())} "
                 "or ORDERING/ADMISSION/BATCHING",
             )
@@ -117,7 +125,12 @@ class PolicySpec:
     def from_pair(
         cls, pair: PolicyPair, params: PolicyParams | None = None, job: str = DEFAULT_JOB_POLICY
     ) -> PolicySpec:
+        """The spec of ``pair``; a stack ignores ``job`` (it sets its own job policy)."""
         params = params or PolicyParams()
+        if pair.stack is not None:  # a stack sets its job policy too, and takes its one parameter block
+            stack = STACKS[pair.stack]
+            router_params, engine_params, job_params = stack.split_params(params.stack.get(stack.name))
+            return cls.of(stack.router, stack.engine, stack.job, router_params, engine_params, job_params)
         return cls.of(pair.router, pair.engine, job, params.router.get(pair.router), params.engine.get(pair.engine),
                       params.job.get(job))  # fmt: skip
 

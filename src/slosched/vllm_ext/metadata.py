@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slosched.contract import (
+    XARG_BEST_EFFORT,
     XARG_BUDGET_S,
     XARG_DEADLINE_UNIX_S,
     XARG_JOB_ARRIVAL_UNIX_S,
@@ -132,5 +133,6 @@ def request_metadata(
         priority=v.get(XARG_PRIORITY, float(vllm_priority)),
         ttft_slo_s=v.get(XARG_TTFT_SLO_S),
         tpot_slo_s=v.get(XARG_TPOT_SLO_S),
+        best_effort=bool(v.get(XARG_BEST_EFFORT, 0)),
     )
     return RequestMetadata(request, v.get(XARG_RELQUERY_SIZE))

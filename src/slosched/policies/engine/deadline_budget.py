@@ -1,0 +1,91 @@
+"""Batching ``deadline-budget``: chunked prefill whose per-step token budget is sized to the tightest
+running call, from the instance's own belief step-time model (the slosched stack's engine, DESIGN 4.5).
+
+Each step must advance every running call fast enough for it: a call with a TPOT SLO needs a step no
+longer than that SLO; a call with a deadline needs ``slack / predicted remaining tokens`` per step (its
+share of the time left; ``lens_deadline.step_bound_s``); a late call or one without either bounds nothing.
+The budget is the largest number of tokens (decodes plus prefill chunks) whose predicted step time stays
+within ``margin`` x the tightest bound, never below ``min_budget`` (prefill must progress) nor above the
+instance's max batched tokens; with no bound at all it is ``token_budget``. Decode-only steps need no
+sizing. Bisection over the budget costs about ten predictions per step with waiting work.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from slosched.core.errors import ConfigError
+from slosched.core.views import EngineView, SeqView, StepMode, StepPlan
+from slosched.policies.engine.base import BATCHINGS
+from slosched.policies.engine.lens_deadline import call_deadline_s, remaining_steps
+from slosched.policies.registry import PolicyContext, param, reject_unknown_params
+
+DECODE_REF_CONTEXT = 512
+
+
+def tightest_step_s(running: Sequence[SeqView], now_s: float) -> float:
+    """The shortest step any running call needs (inf when none needs one)."""
+    bound = math.inf
+    for seq in running:
+        request = seq.request
+        if request.tpot_slo_s is not None:
+            bound = min(bound, request.tpot_slo_s)
+            continue
+        slack = call_deadline_s(request) - now_s
+        if 0.0 < slack < math.inf:
+            bound = min(bound, slack / remaining_steps(request, seq.num_output_tokens))
+    return bound
+
+
+class DeadlineBudgetBatching:
+    time_invariant = False
+
+    def __init__(self, token_budget: int, min_budget: int, margin: float) -> None:
+        self.token_budget = token_budget
+        self.min_budget = min_budget
+        self.margin = margin
+        self.last_budget = token_budget
+
+    def plan(self, engine: EngineView) -> StepPlan:
+        spec = engine.spec
+        ceiling = spec.max_batched_tokens
+        if not engine.waiting and not engine.num_running:
+            return StepPlan(StepMode.MIXED, min(self.token_budget, ceiling), spec.max_running, True)
+        bound = tightest_step_s(engine.running_seqs, engine.now_s)
+        budget = min(self.token_budget, ceiling) if math.isinf(bound) else self.sized(engine, bound, ceiling)
+        self.last_budget = budget
+        return StepPlan(StepMode.MIXED, budget, spec.max_running, True)
+
+    def sized(self, engine: EngineView, bound_s: float, ceiling: int) -> int:
+        """Largest budget in [min_budget, ceiling] whose predicted step fits ``margin * bound_s``."""
+        predictor = engine.step_predictor
+        decoding = engine.num_running
+        context = decoding * DECODE_REF_CONTEXT
+        limit = self.margin * bound_s
+        low, high = min(self.min_budget, ceiling), ceiling
+        if predictor.predict_s(max(high - decoding, 0), 0, decoding, context) <= limit:
+            return high
+        for _ in range(10):
+            if high - low <= 16:
+                break
+            middle = (low + high) // 2
+            if predictor.predict_s(max(middle - decoding, 0), 0, decoding, context) <= limit:
+                low = middle
+            else:
+                high = middle
+        return low
+
+
+@BATCHINGS.register("deadline-budget")
+def build(params: Mapping[str, Any], context: PolicyContext) -> DeadlineBudgetBatching:
+    reject_unknown_params("deadline-budget", params, {"token_budget", "min_budget", "margin"})
+    token_budget = param(params, "token_budget", 512, int)
+    min_budget = param(params, "min_budget", 128, int)
+    margin = param(params, "margin", 0.8, float)
+    if token_budget < 1 or min_budget < 1:
+        raise ConfigError("deadline-budget.token_budget / min_budget", "must be >= 1")
+    if not margin > 0:
+        raise ConfigError("deadline-budget.margin", f"must be > 0, got {margin}")
+    return DeadlineBudgetBatching(token_budget, min_budget, margin)

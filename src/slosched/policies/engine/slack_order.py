@@ -1,0 +1,86 @@
+"""Ordering ``least-slack``: the slosched stack's queue discipline, deadline-first with triage.
+
+Two tiers, as SABER's demotion generalised from a request's speed to a job's deadline:
+
+- **feasible**: the call can still finish before its *job's* deadline if it started now on this engine,
+  ``now + t_comp <= deadline_s`` (``t_comp`` from this engine's belief step-time model and the predicted
+  output length; ``policies/cost.py``). Ordered by the call's own target (``order = "deadline"``,
+  default: EDF on ``arrival_s + budget_s``, the share of the job's time a job policy such as the stack's
+  ``critical-path`` apportioned to it, capped by the job deadline), or by the slack left to that target
+  (``order = "slack"``: ``target - now - t_comp``, least slack first).
+- **best effort**: a call that cannot meet its job's deadline on this engine any more, or whose job a job
+  policy demoted (``best_effort``, the stack's ``slosched`` job policy: its job is hopeless). Served,
+  never dropped, after every feasible call, first come first served: under overload the capacity goes to
+  work that can still count.
+
+Ties: arrival, then id. A call without any deadline is feasible with an infinite target (after every
+call with one). The target is fixed while a call waits, and the tier only flips from feasible to best
+effort, at ``deadline_s - t_comp``; so the order changes with time only at those instants, which
+``next_change_s`` reports (the runtime needs no polling). ``t_comp`` moves with the refitted belief, so
+keys are recomputed at every ordering pass (``static_keys = False``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from slosched.core.request import Request
+from slosched.core.views import EngineView, SeqView
+from slosched.policies.cost import request_t_comp_s
+from slosched.policies.engine.base import ORDERINGS
+from slosched.policies.engine.saber_common import choice
+from slosched.policies.registry import PolicyContext, reject_unknown_params
+
+FEASIBLE, BEST_EFFORT = 0, 1
+ORDERS = ("deadline", "slack")
+
+
+def call_target_s(request: Request) -> float:
+    """The call's own deadline: its release plus its budget, never after its job's deadline."""
+    if request.budget_s is None:
+        return request.deadline_s
+    return min(request.arrival_s + request.budget_s, request.deadline_s)
+
+
+class LeastSlackOrdering:
+    """Implements ``OrderingPolicy`` and ``WakeHint`` (module doc)."""
+
+    static_keys = False
+    time_invariant = False
+
+    def __init__(self, order: str = "deadline", triage: bool = True) -> None:
+        self.by_slack = order == "slack"
+        self.triage = triage
+
+    def key(self, seq: SeqView, engine: EngineView) -> Any:
+        request = seq.request
+        now = engine.now_s
+        service = request_t_comp_s(request, engine.step_predictor)
+        if self.triage and (request.best_effort or now + service > request.deadline_s):
+            return (BEST_EFFORT, request.arrival_s, request.arrival_s, request.id)
+        target = call_target_s(request)
+        first = target - now - service if self.by_slack else target
+        return (FEASIBLE, first, request.arrival_s, request.id)
+
+    def next_change_s(self, engine: EngineView) -> float | None:
+        """The earliest instant a waiting call turns best effort (None: no flip ahead)."""
+        now = engine.now_s
+        predictor = engine.step_predictor
+        earliest = math.inf
+        for seq in engine.waiting:
+            deadline = seq.request.deadline_s
+            if not math.isfinite(deadline):
+                continue
+            flip = deadline - request_t_comp_s(seq.request, predictor)
+            if now < flip < earliest:
+                earliest = flip
+        return earliest if math.isfinite(earliest) else None
+
+
+@ORDERINGS.register("least-slack")
+def build(params: Mapping[str, Any], context: PolicyContext) -> LeastSlackOrdering:
+    reject_unknown_params("least-slack", params, {"order", "triage"})
+    order = choice("least-slack", params, "order", "deadline", ORDERS)
+    return LeastSlackOrdering(order, bool(params.get("triage", True)))

@@ -1,0 +1,60 @@
+"""Admission ``triage``: calls that can still meet their deadline join the batch eagerly; best-effort calls
+(demoted by the ``least-slack`` ordering's rule: their job is hopeless, or the call cannot finish before its
+job's deadline any more) join only while the batch, with this pass's admissions, holds fewer than
+``best_effort_share`` x the instance's max running requests.
+
+Why: under overload a continuous-batching engine admits whatever fits, so late calls share every step with
+calls that can still count and slow them all down (the baselines' collapse at 2x load). Holding late
+calls to part of the batch keeps them served (never dropped; an idle engine takes them up to the share)
+while the feasible calls keep the capacity. The ordering puts every feasible call first, so a pass reaches
+a best-effort call only after the feasible ones ahead were admitted or stopped by capacity.
+
+Decisions depend on time through the tier rule, so the part is not time-invariant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from slosched.core.errors import ConfigError
+from slosched.core.views import EngineView, SeqView
+from slosched.policies.cost import request_t_comp_s
+from slosched.policies.engine.base import ADMISSIONS
+from slosched.policies.engine.saber_common import AdmissionPass
+from slosched.policies.registry import PolicyContext, param, reject_unknown_params
+
+
+def is_best_effort(seq: SeqView, engine: EngineView) -> bool:
+    """The ``least-slack`` ordering's best-effort tier: demoted by the job policy, or past saving here."""
+    request = seq.request
+    if request.best_effort:
+        return True
+    return engine.now_s + request_t_comp_s(request, engine.step_predictor) > request.deadline_s
+
+
+class TriageAdmission:
+    time_invariant = False
+
+    def __init__(self, best_effort_share: float) -> None:
+        self.best_effort_share = best_effort_share
+        self._pass = AdmissionPass()
+
+    def admit(self, seq: SeqView, engine: EngineView) -> bool:
+        state = self._pass
+        state.begin_if_new(seq, engine)
+        if is_best_effort(seq, engine):
+            limit = self.best_effort_share * engine.spec.max_running
+            if engine.num_running + state.admitted >= limit:
+                return False
+        state.admitted += 1
+        return True
+
+
+@ADMISSIONS.register("triage")
+def build(params: Mapping[str, Any], context: PolicyContext) -> TriageAdmission:
+    reject_unknown_params("triage admission", params, {"best_effort_share"})
+    share = param(params, "best_effort_share", 0.25, float)
+    if not 0.0 <= share <= 1.0:
+        raise ConfigError("triage.best_effort_share", f"must be in [0, 1], got {share}")
+    return TriageAdmission(share)
