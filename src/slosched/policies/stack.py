@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from slosched.core.errors import ConfigError
+from slosched.policies.cluster.completion import ROUTER_PARAMS
+from slosched.policies.engine.stack_presets import ENGINE_PARAMS
+from slosched.policies.job.critical_path import JOB_PARAMS
 
 
 @dataclass(slots=True, frozen=True)
@@ -56,11 +59,9 @@ STACKS: Mapping[str, StackSpec] = {
         router="slosched",
         engine="slosched",
         job="slosched",
-        router_keys=frozenset({"min_match", "balance_rel", "balance_abs_s"}),
-        engine_keys=frozenset(
-            {"order", "triage", "token_budget", "best_effort_share", "batching", "min_budget", "margin"}
-        ),
-        job_keys=frozenset({"triage_factor"}),
+        router_keys=frozenset(ROUTER_PARAMS),
+        engine_keys=ENGINE_PARAMS,
+        job_keys=JOB_PARAMS,
     ),
 }
 

@@ -40,7 +40,7 @@ from slosched.policies.cluster.scorers import KvFitsFilter, SessionAffinityScore
 from slosched.policies.engine.slack_order import call_target_s
 from slosched.policies.registry import PolicyContext, param, reject_unknown_params
 
-ROUTER_PARAMS = {"min_match": 0.3, "balance_rel": 1.5, "balance_abs_s": 2.0}
+ROUTER_PARAMS = {"min_match": 0.3, "balance_rel": 4.0, "balance_abs_s": 30.0}
 DECODE_REF_CONTEXT = 512  # tokens of context per decoding sequence assumed when costing a decode step
 LATENCY, LOAD, KV = 0, 1, 2  # PrismModel's factor columns
 
@@ -118,7 +118,9 @@ class AffinityFilter:
         def keep(i: int) -> bool:
             if matches[i] != best:
                 return False
-            return loads[i] <= bound or self.completion.latency_s(request, views[i], states[i]) <= room
+            if loads[i] <= bound:
+                return True
+            return math.isfinite(room) and self.completion.latency_s(request, views[i], states[i]) <= room
 
         return [i for i in everyone if keep(i)] or everyone
 
@@ -126,7 +128,7 @@ class AffinityFilter:
 class SloschedRouter(Profile):
     """The module doc's profile."""
 
-    def __init__(self, min_match: float = 0.3, balance_rel: float = 1.5, balance_abs_s: float = 2.0) -> None:
+    def __init__(self, min_match: float = 0.3, balance_rel: float = 4.0, balance_abs_s: float = 30.0) -> None:
         self.model = PrismModel()
         self.completion = PredictedCompletion(self.model)
         filters: list[Filter] = [KvFitsFilter(), AffinityFilter(self.completion, min_match, balance_rel, balance_abs_s)]

@@ -6,7 +6,7 @@ longer than that SLO; a call with a deadline needs ``slack / predicted remaining
 share of the time left; ``lens_deadline.step_bound_s``); a late call or one without either bounds nothing.
 The budget is the largest number of tokens (decodes plus prefill chunks) whose predicted step time stays
 within ``margin`` x the tightest bound, never below ``min_budget`` (prefill must progress) nor above the
-instance's max batched tokens; with no bound at all it is ``token_budget``. Decode-only steps need no
+instance's max batched tokens nor ``token_budget``; with no bound at all it is that ceiling. Decode-only steps need no
 sizing. Bisection over the budget costs about ten predictions per step with waiting work.
 """
 
@@ -50,11 +50,11 @@ class DeadlineBudgetBatching:
 
     def plan(self, engine: EngineView) -> StepPlan:
         spec = engine.spec
-        ceiling = spec.max_batched_tokens
+        ceiling = min(self.token_budget, spec.max_batched_tokens)
         if not engine.waiting and not engine.num_running:
-            return StepPlan(StepMode.MIXED, min(self.token_budget, ceiling), spec.max_running, True)
+            return StepPlan(StepMode.MIXED, ceiling, spec.max_running, True)
         bound = tightest_step_s(engine.running_seqs, engine.now_s)
-        budget = min(self.token_budget, ceiling) if math.isinf(bound) else self.sized(engine, bound, ceiling)
+        budget = ceiling if math.isinf(bound) else self.sized(engine, bound, ceiling)
         self.last_budget = budget
         return StepPlan(StepMode.MIXED, budget, spec.max_running, True)
 

@@ -30,6 +30,9 @@ from slosched.policies.job.workflow_templates import workflow_template
 from slosched.policies.registry import PolicyContext, param, reject_unknown_params
 
 
+JOB_PARAMS = frozenset({"triage_factor"})
+
+
 class CriticalPathBudget(StageBudget):
     """``StageBudget`` plus job-level triage (module doc); ``triage_factor`` scales the least time needed
     (1: demote only what is hopeless even alone; more: also what queueing will make late)."""
@@ -65,7 +68,7 @@ class CriticalPathBudget(StageBudget):
 
 @JOB_POLICIES.register("slosched")
 def build(params: Mapping[str, Any], context: PolicyContext) -> CriticalPathBudget:
-    reject_unknown_params("slosched job policy", params, {"triage_factor"})
+    reject_unknown_params("slosched job policy", params, set(JOB_PARAMS))
     factor = param(params, "triage_factor", 1.0, float)
     if not factor >= 0:
         raise ConfigError("slosched.triage_factor", f"must be >= 0, got {factor}")
