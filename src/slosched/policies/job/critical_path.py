@@ -29,7 +29,6 @@ from slosched.policies.job.hexgen_budget import StageBudget, profiled_predictors
 from slosched.policies.job.workflow_templates import workflow_template
 from slosched.policies.registry import PolicyContext, param, reject_unknown_params
 
-
 JOB_PARAMS = frozenset({"triage_factor"})
 
 
