@@ -223,13 +223,18 @@ def up(
     engine_policy: Annotated[
         str | None, typer.Option(help="run vLLM with slosched's scheduler plugin and this engine preset")
     ] = None,
+    policy: Annotated[
+        str | None, typer.Option(help="the gateway config's policy: ROUTER+ENGINE or a stack (slosched)")
+    ] = None,
 ) -> None:
     """Start N local vLLM CPU servers (tiny generated models), print the gateway config, stop on Ctrl-C."""
     from slosched.devtools.stack import run_up
     from slosched.devtools.up import parse_layers
 
     depths = parse_layers(layers, count)
-    raise typer.Exit(run_up(depths, work_dir.resolve(), config_out, gateway_port, engine_policy=engine_policy))
+    raise typer.Exit(
+        run_up(depths, work_dir.resolve(), config_out, gateway_port, engine_policy=engine_policy, policy=policy)
+    )
 
 
 @app.command()

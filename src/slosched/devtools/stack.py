@@ -12,6 +12,7 @@ from pathlib import Path
 
 from slosched.devtools.up import VllmServer, gateway_config, start_servers, stop_servers, wait_ready
 from slosched.devtools.vllm_launch import start_plugin_servers
+from slosched.policies.spec import PolicyPair
 
 
 def print_to_stderr(text: str) -> None:
@@ -25,10 +26,13 @@ def run_up(
     gateway_port: int,
     priority: bool = True,
     engine_policy: str | None = None,
+    policy: str | None = None,
 ) -> int:
     """Start servers, print the ready gateway config (YAML), block until SIGINT/SIGTERM, stop them by PID.
 
-    ``engine_policy`` starts vLLM with slosched's scheduler plugin running that engine preset.
+    ``engine_policy`` starts vLLM with slosched's scheduler plugin running that engine preset. ``policy``
+    (``ROUTER+ENGINE`` or a stack name) goes into the gateway config; a stack also runs its engine preset
+    in the plugin unless ``engine_policy`` says otherwise, so its deadlines reach the engine too.
     """
     import yaml
 
@@ -39,6 +43,9 @@ def run_up(
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     servers: list[VllmServer] = []
+    policies = gateway_policies(policy) if policy else {}
+    if policy and engine_policy is None and "stack" in policies:
+        engine_policy = PolicyPair.parse(policy).engine
     try:
         if engine_policy:
             servers = [plugin.server for plugin in start_plugin_servers(layers, work_dir, engine_policy)]
@@ -48,7 +55,7 @@ def run_up(
             f"starting {len(servers)} vLLM servers (pids {[s.process.pid for s in servers]}); logs in {work_dir}"
         )
         wait_ready(servers)
-        text = yaml.safe_dump(gateway_config(servers, port=gateway_port), sort_keys=False)
+        text = yaml.safe_dump(gateway_config(servers, port=gateway_port, **policies), sort_keys=False)
         if config_out is not None:
             config_out.write_text(text)
             print_to_stderr(f"ready; config written to {config_out}: run `slosched serve {config_out}`")
@@ -64,3 +71,11 @@ def run_up(
         stop_servers(servers)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def gateway_policies(policy: str) -> dict[str, str]:
+    """The gateway config's ``policies`` section for ``ROUTER+ENGINE`` or a stack name (validated)."""
+    pair = PolicyPair.parse(policy)
+    if pair.stack is not None:
+        return {"stack": pair.stack}
+    return {"router": pair.router, "engine": pair.engine, "job": "deadline"}

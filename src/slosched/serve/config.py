@@ -59,12 +59,32 @@ class PolicyConfig(BaseModel):
     engine_params: dict[str, Any] = Field(default_factory=dict)
     job: str = "deadline"
     job_params: dict[str, Any] = Field(default_factory=dict)
+    # A stack (``slosched``) sets router, engine and job policy together from one parameter block.
+    stack: str | None = None
+    stack_params: dict[str, Any] = Field(default_factory=dict)
     seed: int = 0
 
     @model_validator(mode="after")
     def _known_names(self) -> PolicyConfig:
         from slosched.policies.cluster.base import ROUTERS
         from slosched.policies.job.base import JOB_POLICIES
+        from slosched.policies.stack import STACKS
+
+        if self.stack is not None:
+            if self.stack not in STACKS:
+                raise UnknownNameError("policies.stack", self.stack, sorted(STACKS))
+            layered = self.model_fields_set & {
+                "router",
+                "router_params",
+                "engine",
+                "engine_params",
+                "job",
+                "job_params",
+            }
+            if layered:
+                raise ConfigError("policies.stack", f"a stack sets its own layers; drop {sorted(layered)}")
+            self.spec()
+            return self
 
         for field, registry, name in (
             ("policies.router", ROUTERS, self.router),
@@ -77,7 +97,11 @@ class PolicyConfig(BaseModel):
 
     def spec(self) -> PolicySpec:
         from slosched.policies.engine.spec import EngineSpec
-        from slosched.policies.spec import PolicySpec
+        from slosched.policies.spec import PolicyPair, PolicyParams, PolicySpec
+
+        if self.stack is not None:
+            params = PolicyParams(stack={self.stack: self.stack_params})
+            return PolicySpec.from_pair(PolicyPair.parse(self.stack), params)
 
         engine = EngineSpec.parse(self.engine, self.engine_params, "policies.engine")
         return PolicySpec(engine, self.router, self.job, self.router_params, self.job_params)
