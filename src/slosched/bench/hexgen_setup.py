@@ -1,6 +1,6 @@
 """Hexgen-Text2SQL reproduction set-up: clusters, traces, and the bench-only simulation paths (the oracle
-output predictor and the queue snapshot), kept out of the policy registries so nothing reaches them by
-accident.
+output predictor, now in ``bench/oracle.py`` and re-exported here, and the queue snapshot), kept out of the
+policy registries so nothing reaches them by accident.
 
 Clusters serve Llama-3.1-70B with 4-bit weights and KV (stack ``hexgen``). ``hetero1``/``hetero2`` run one
 GPU per instance (TP1: 35 GB of weights fit an 80 GB A100 and a 48 GB A6000/L40S, and TP1 is what the
@@ -18,21 +18,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
+from slosched.bench.oracle import OracleOutputPredictor
 from slosched.bench.workbench import Candidate, Workbench
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.core.records import RunResult
-from slosched.core.request import Request
-from slosched.perf.output_length import HistoryOutputPredictor
-from slosched.policies.cluster.base import ROUTERS
-from slosched.policies.engine.base import ENGINE_PRESETS
 from slosched.policies.engine.urgency_order import urgency
-from slosched.policies.job.base import JOB_POLICIES
-from slosched.policies.registry import PolicyContext
+from slosched.sim import runner
 from slosched.sim.cluster import ClusterSim
-from slosched.sim.models import InstanceModels
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, PolicyParams
 from slosched.workloads.generators import make_workload
@@ -76,27 +69,6 @@ def trace(name: str, rate: float, num_jobs: int, seed: int) -> list[JobSpec]:
     return make_workload("text2sql-chess", arrivals, num_jobs, TRACES[name], seed=seed)
 
 
-class OracleOutputPredictor:
-    """ORACLE (bench only): predicts every call's *true* output length, read from the job specs.
-
-    Used to label an upper bound; a live system cannot know this.
-    """
-
-    def __init__(self, jobs: Sequence[JobSpec]) -> None:
-        self._truth = {
-            f"{job.id}/{stage.name}/{index}": call.output_tokens
-            for job in jobs
-            for stage in job.stages
-            for index, call in enumerate(stage.calls)
-        }
-
-    def predict(self, request: Request) -> float:
-        return float(self._truth[request.id])
-
-    def observe(self, request: Request, output_tokens: int) -> None:
-        return None
-
-
 @dataclass(slots=True)
 class QueueEntry:
     """One queued request in a snapshot: its urgency ``U`` and the parts it is made of."""
@@ -119,18 +91,11 @@ def build_sim(
     oracle: bool,
     history: Sequence[JobSpec] | None = None,
 ) -> ClusterSim:
-    """What ``sim.runner.simulate`` builds, with the oracle predictor when ``oracle`` (same seeding);
-    ``history`` is the past traffic the leak-free deadlines learn from."""
-    models = [InstanceModels.build(spec) for spec in instances]
-    policy_rng, sim_seed = np.random.SeedSequence(seed).spawn(2)
-    predictor = OracleOutputPredictor(jobs) if oracle else HistoryOutputPredictor()
-    context = PolicyContext(tuple(instances), np.random.default_rng(policy_rng), predictor)
-    router = ROUTERS.build(policy.router, params.router.get(policy.router, {}), context)
-    engines = [ENGINE_PRESETS.build(policy.engine, params.engine.get(policy.engine, {}), context) for _ in models]
-    job_layer = JOB_POLICIES.build(job_policy, params.job.get(job_policy, {}), context)
+    """What ``sim.runner.simulate`` builds (the shared ``runner.build_sim``), with the oracle predictor when
+    ``oracle``; ``history`` is the past traffic the leak-free deadlines learn from."""
+    predictor = OracleOutputPredictor(jobs) if oracle else None
     name = policy.name + (" (oracle)" if oracle else "")
-    seed_value = int(sim_seed.generate_state(1)[0])
-    return ClusterSim(models, engines, router, job_layer, predictor, options, seed_value, name, history)
+    return runner.build_sim(instances, policy, seed, options, params, job_policy, history, predictor, name)
 
 
 def run(

@@ -1,4 +1,4 @@
-"""RelServe bench set-up: settings, workbenches, the candidates it scores and the oracle run path.
+"""RelServe bench set-up: settings, workbenches and the candidates it scores (the oracle runs on the shared path).
 
 Settings follow the paper (OPT-13B on 1x A100-40G and Llama-2-70B on 4x A100-40G TP4, one engine each;
 ``MORE_SETTINGS``: Qwen2.5-32B TP2, and a two-engine OPT-13B cluster where the router matters). On one engine
@@ -15,25 +15,13 @@ instead of the output limit, and an ORACLE ``relserve`` whose output-length pred
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-import numpy as np
-
-from slosched.bench.hexgen_setup import OracleOutputPredictor
 from slosched.bench.scoreboard import REFERENCE_ROUTER, BaselinePlan
-from slosched.bench.workbench import Candidate, Workbench
+from slosched.bench.workbench import Candidate, Workbench, simulate_candidate
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
-from slosched.core.records import RunResult
-from slosched.policies.cluster.base import ROUTERS
-from slosched.policies.engine.base import ENGINE_PRESETS
-from slosched.policies.job.base import JOB_POLICIES
-from slosched.policies.registry import PolicyContext
-from slosched.sim.cluster import ClusterSim
-from slosched.sim.models import InstanceModels
 from slosched.sim.options import SimOptions
-from slosched.sim.runner import PolicyPair, simulate
 from slosched.workloads.generators import make_workload
 
 # SLO = scale x the client's estimate of the relQuery's no-contention latency (sim/deadlines.py: its
@@ -132,29 +120,6 @@ def paper_candidates(extended: bool) -> list[Candidate]:
     return found
 
 
-def run_candidate(
-    candidate: Candidate,
-    cluster: Sequence[InstanceSpec],
-    jobs: Sequence[JobSpec],
-    options: SimOptions,
-    seed: int,
-    history: Sequence[JobSpec],
-) -> RunResult:
-    """``simulate`` with the candidate's pair, parameters and job policy; an oracle candidate gets the
-    output-length predictor that reads true lengths (same seeding otherwise)."""
-    policy = PolicyPair.parse(candidate.policy)
-    if not candidate.oracle:
-        return simulate(cluster, jobs, policy, seed, options, candidate.params, candidate.job_policy, history)
-    params = candidate.params
-    models = [InstanceModels.build(spec) for spec in cluster]
-    policy_rng, sim_seed = np.random.SeedSequence(seed).spawn(2)
-    predictor = OracleOutputPredictor(jobs)
-    context = PolicyContext(tuple(cluster), np.random.default_rng(policy_rng), predictor)
-    router = ROUTERS.build(policy.router, params.router.get(policy.router, {}), context)
-    engines = [ENGINE_PRESETS.build(policy.engine, params.engine.get(policy.engine, {}), context) for _ in models]
-    job_layer = JOB_POLICIES.build(candidate.job_policy, params.job.get(candidate.job_policy, {}), context)
-    seed_value = int(sim_seed.generate_state(1)[0])
-    sim = ClusterSim(models, engines, router, job_layer, predictor, options, seed_value, candidate.label, history)
-    result = sim.run(jobs)
-    result.seed = seed
-    return result
+# The workbench's shared run path (an oracle candidate gets the predictor of true lengths); kept under this
+# name for the benches that import it from here.
+run_candidate = simulate_candidate

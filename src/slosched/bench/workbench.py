@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from slosched.bench.oracle import OracleOutputPredictor
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.core.records import RunResult
@@ -75,9 +76,12 @@ def simulate_candidate(
     seed: int,
     history: Sequence[JobSpec],
 ) -> RunResult:
-    """The default ``RunFn``: the simulator with the candidate's pair, parameters and job policy."""
+    """The default ``RunFn``: the simulator with the candidate's pair, parameters and job policy; an ORACLE
+    candidate gets the output predictor that reads true lengths (same seeding otherwise), so every bench
+    measures its limit on the same path."""
     pair = PolicyPair.parse(candidate.policy)
-    return simulate(instances, jobs, pair, seed, options, candidate.params, candidate.job_policy, history)
+    predictor = OracleOutputPredictor(jobs) if candidate.oracle else None
+    return simulate(instances, jobs, pair, seed, options, candidate.params, candidate.job_policy, history, predictor)
 
 
 @dataclass(slots=True, frozen=True)

@@ -103,7 +103,7 @@ class ClusterSim:
 
     # ---- run -----------------------------------------------------------------------------------------
     def run(self, jobs: Sequence[JobSpec]) -> RunResult:
-        if self.options.slo_scale is not None and self.options.slo_basis == "estimated":
+        if self.options.scales_deadlines and self.options.slo_basis == "estimated":
             # Without a recorded history, the trace's own per-template aggregates stand in for past traffic.
             history = jobs if self._history is None else self._history
             self._deadlines = DeadlineModel.learn(history, self._fastest_call_latency_s, self._fastest_job_latency_s)
@@ -133,9 +133,9 @@ class ClusterSim:
             slo = spec.slo_s
         elif self.options.slo_s is not None:
             slo = self.options.slo_s
-        elif self.options.slo_scale is not None:
+        elif (scale := self.options.scale_of(spec.tenant)) is not None:
             basis = no_contention if self._deadlines is None else self._deadlines.job_latency_s(spec)
-            slo = self.options.slo_scale * basis
+            slo = scale * basis
         else:
             slo = math.inf
         return JobRecord(

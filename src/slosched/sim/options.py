@@ -14,6 +14,9 @@ class SimOptions:
     ``true-lengths`` the one from the job's true output lengths (an ORACLE deadline: policies reading it
     learn true sizes; kept only to reproduce earlier results, and labelled).
 
+    ``tenant_slo_scale``: ``(tenant, scale)`` pairs; a job of a listed tenant gets that tenant's scale instead of
+    ``slo_scale`` (tenants of different SLO tightness on one cluster); a job's own ``slo_s`` still wins.
+
     ``fast_forward`` False steps every iteration (the reference the fast path is tested against).
     ``view_staleness_s`` 0 gives routers fresh instance state on every decision.
     """
@@ -26,3 +29,17 @@ class SimOptions:
     slo_scale: float | None = None
     slo_basis: str = "estimated"
     horizon_s: float = math.inf
+    # Last, so positional construction of the fields above keeps its meaning.
+    tenant_slo_scale: tuple[tuple[str, float], ...] = ()
+
+    def scale_of(self, tenant: str) -> float | None:
+        """The SLO scale of ``tenant``'s jobs: its listed scale, else ``slo_scale``."""
+        for name, scale in self.tenant_slo_scale:
+            if name == tenant:
+                return scale
+        return self.slo_scale
+
+    @property
+    def scales_deadlines(self) -> bool:
+        """True when some job may get a scaled deadline (so the deadline model must be learned)."""
+        return self.slo_scale is not None or bool(self.tenant_slo_scale)
