@@ -23,6 +23,7 @@ _BENCH_MODULES = {
     "engine-live": "slosched.bench.engine_live",
     "fidelity": "slosched.bench.fidelity",
     "soak": "slosched.bench.soak",
+    "stack": "slosched.bench.stack",
 }
 
 
