@@ -41,6 +41,7 @@ class FakeSeq:
     request: Request
     num_output_tokens: int = 0
     enqueue_s: float = 0.0
+    first_token_s: float | None = None
 
 
 @dataclass
@@ -108,6 +109,20 @@ def test_feasible_calls_go_first_by_their_own_target() -> None:
     assert keys["a"][0] == keys["b"][0] == FEASIBLE and keys["c"][0] == keys["d"][0] == BEST_EFFORT
     assert sorted(keys, key=keys.__getitem__) == ["a", "b", "c", "d"]
     assert call_target_s(call("x", deadline_s=10.0, budget_s=50.0)) == 10.0  # capped by the job deadline
+
+
+def test_a_call_past_its_ttft_is_best_effort_until_it_has_a_first_token() -> None:
+    order = LeastSlackOrdering()
+    fresh = FakeSeq(call("fresh", arrival_s=9.0))
+    stale = FakeSeq(call("stale", arrival_s=0.0))
+    for seq in (fresh, stale):
+        seq.request.ttft_slo_s = 1.0
+    engine = FakeEngine(now_s=9.5, waiting=[stale, fresh])
+    assert order.key(fresh, engine)[0] == FEASIBLE and order.key(stale, engine)[0] == BEST_EFFORT
+    stale.first_token_s = 0.5  # preempted after its first token: the TTFT no longer binds
+    assert order.key(stale, engine)[0] == FEASIBLE
+    flip = order.next_change_s(FakeEngine(now_s=9.0, waiting=[fresh]))
+    assert flip is not None and 9.0 < flip < 10.0
 
 
 def test_slack_order_puts_the_longer_call_first_at_equal_targets() -> None:

@@ -19,18 +19,10 @@ from typing import Any
 
 from slosched.core.errors import ConfigError
 from slosched.core.views import EngineView, SeqView
-from slosched.policies.cost import request_t_comp_s
 from slosched.policies.engine.base import ADMISSIONS
 from slosched.policies.engine.saber_common import AdmissionPass
+from slosched.policies.engine.slack_order import is_best_effort
 from slosched.policies.registry import PolicyContext, param, reject_unknown_params
-
-
-def is_best_effort(seq: SeqView, engine: EngineView) -> bool:
-    """The ``least-slack`` ordering's best-effort tier: demoted by the job policy, or past saving here."""
-    request = seq.request
-    if request.best_effort:
-        return True
-    return engine.now_s + request_t_comp_s(request, engine.step_predictor) > request.deadline_s
 
 
 class TriageAdmission:
