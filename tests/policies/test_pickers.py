@@ -3,6 +3,8 @@ picker with ties and ``relax``, the seeded random and sampling pickers, and thei
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -20,7 +22,7 @@ from slosched.policies.cluster.pickers import (
     combine,
     first_max,
 )
-from slosched.policies.cluster.pipeline import PICKERS, ScoreTable
+from slosched.policies.cluster.pipeline import PICKERS, ScoreTable, min_max
 from slosched.policies.registry import PolicyContext
 from tests.conftest import make_instance
 
@@ -103,6 +105,28 @@ def test_sample_picker_takes_the_best_drawn() -> None:
     ties = table({"x": [0.5, 0.5, 0.5]})
     for seed in range(10):
         assert SamplePicker(seed, 3).pick(ties) == SamplePicker(seed, 3).draw(3)[0]  # ties: the first drawn
+
+
+@given(seed=st.integers(0, 2**32), size=st.integers(2, 9))
+def test_sample_draw_of_two_is_the_general_draw(seed: int, size: int) -> None:
+    left, rng = list(range(size)), random.Random(seed)
+    general = [left.pop(rng.randrange(len(left))) for _ in range(2)]  # the loop choices != 2 still run
+    assert SamplePicker(seed, 2).draw(size) == general
+
+
+_KEYS = st.lists(st.one_of(st.integers(0, 5).map(float), st.floats(0, 1e6)), min_size=1, max_size=9)
+
+
+@given(keys=_KEYS, seed=st.integers(0, 2**32), choices=st.integers(1, 4), how=st.sampled_from(["sum", "product"]))
+def test_key_picks_choose_as_the_score_table(keys: list[float], seed: int, choices: int, how: str) -> None:
+    """The profiles' fast path: one ranked scorer's raw keys give the table's choice (same draws)."""
+    scores = table({"x": min_max(keys)})
+    assert SamplePicker(seed, choices, how).key_pick()(keys) == SamplePicker(seed, choices, how).pick(scores)
+    plain = MaxPicker(how).key_pick()
+    assert plain is not None and plain(keys) == MaxPicker(how).pick(scores)
+    assert MaxPicker(how, relax=["x"]).key_pick() is None  # relaxing needs the table
+    blind, picker = RandomPicker(np.random.default_rng(seed)), RandomPicker(np.random.default_rng(seed))
+    assert blind.pick_blind(len(keys)) == picker.pick(scores)
 
 
 def test_sample_picker_checks() -> None:

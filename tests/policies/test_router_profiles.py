@@ -191,6 +191,8 @@ def test_min_max_separates_keys_that_rounding_merges() -> None:
     keys = [1000.0, 0.3, 0.30000000000000004, 0.0]  # 1000 - 0.3 rounds like 1000 - 0.30000000000000004
     scores = min_max(keys)
     assert scores[3] == 1.0 and scores[0] == 0.0 and scores[1] > scores[2]
+    bottom = min_max([0.0, 5e-324, -2.0])  # two keys round to score 0: pulled apart upwards
+    assert bottom[2] == 1.0 and bottom[1] == 0.0 < bottom[0] < 1.0
 
 
 @given(st.lists(st.tuples(st.integers(0, 3), st.floats(0, 10)), min_size=1, max_size=8))

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from slosched.core.errors import ConfigError
-from slosched.policies.cluster.pipeline import PICKERS, ScoreTable
+from slosched.policies.cluster.pipeline import PICKERS, Key, KeyPick, ScoreTable, first_min
 from slosched.policies.registry import PolicyContext, param, reject_unknown_params
 
 COMBINES = ("sum", "product")
@@ -67,6 +67,10 @@ class MaxPicker:
             return first_max(combine(table, self.how, self.relax))
         return best
 
+    def key_pick(self) -> KeyPick | None:
+        """The first smallest key (ties: the lowest position); None with ``relax``, which needs the table."""
+        return first_min if self.takes_plain_max else None
+
 
 class RandomPicker:
     """Uniform over the candidates with numpy's generator (the ``random`` router's stream)."""
@@ -76,6 +80,10 @@ class RandomPicker:
 
     def pick(self, table: ScoreTable) -> int:
         return int(self._rng.integers(table.size))
+
+    def pick_blind(self, size: int) -> int:
+        """``pick`` without a table: only the number of candidates counts."""
+        return int(self._rng.integers(size))
 
 
 class SamplePicker:
@@ -94,6 +102,12 @@ class SamplePicker:
 
     def draw(self, size: int) -> list[int]:
         """``min(choices, size)`` distinct positions; the j-th draw is uniform over the positions left."""
+        if self.choices == 2 and size >= 2:
+            # What the general loop draws, without building the list of positions left: popping position
+            # ``second`` of the list without ``first`` gives ``second``, or ``second + 1`` past ``first``.
+            first = self._rng.randrange(size)
+            second = self._rng.randrange(size - 1)
+            return [first, second + 1 if second >= first else second]
         left = list(range(size))
         return [left.pop(self._rng.randrange(len(left))) for _ in range(min(self.choices, size))]
 
@@ -105,6 +119,20 @@ class SamplePicker:
         best = drawn[0]
         for position in drawn[1:]:
             if combined[position] > combined[best]:
+                best = position
+        return best
+
+    def key_pick(self) -> KeyPick:
+        """The drawn candidate with the smallest key (ties: the first drawn); the same draws as ``pick``."""
+        return self._pick_keys
+
+    def _pick_keys(self, keys: list[Key]) -> int:
+        if len(keys) == 1:
+            return 0
+        drawn = self.draw(len(keys))
+        best = drawn[0]
+        for position in drawn[1:]:
+            if keys[position] < keys[best]:
                 best = position
         return best
 

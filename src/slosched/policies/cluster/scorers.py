@@ -48,7 +48,8 @@ class LeastLoadedScorer(RankedScorer):
     def keys(self, cycle: Cycle, views: Sequence[InstanceView]) -> list[Key]:
         if self.lexicographic:
             return [(float(request_load(view)), outstanding_tokens(view)) for view in views]
-        return [float(view.num_running + view.num_waiting) for view in views]
+        # Integer counts order and normalise (``min_max``) exactly as their floats, without a float() per view.
+        return [view.num_running + view.num_waiting for view in views]
 
 
 class SessionAffinityScorer:
