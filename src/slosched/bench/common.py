@@ -15,7 +15,7 @@ from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.core.request import Outcome
 from slosched.sim.options import SimOptions
-from slosched.sim.runner import PolicyPair, simulate
+from slosched.sim.runner import PolicyPair, PolicyParams, simulate
 
 ResultT = TypeVar("ResultT")
 
@@ -32,12 +32,16 @@ def demo_cluster() -> tuple[InstanceSpec, ...]:
 
 
 def saturation_throughput(
-    instances: Sequence[InstanceSpec], jobs: Sequence[JobSpec], policy: str, seed: int = 0
+    instances: Sequence[InstanceSpec],
+    jobs: Sequence[JobSpec],
+    policy: str,
+    seed: int = 0,
+    params: PolicyParams | None = None,
 ) -> float:
     """Jobs per second the cluster sustains when everything is queued at once (middle 60% of finishes,
-    so the start-up ramp and the drain do not count)."""
+    so the start-up ramp and the drain do not count); ``params``: the policy's parameters."""
     burst = [replace(job, arrival_s=0.0) for job in jobs]
-    result = simulate(instances, burst, PolicyPair.parse(policy), seed, SimOptions(noise_sigma=0.0))
+    result = simulate(instances, burst, PolicyPair.parse(policy), seed, SimOptions(noise_sigma=0.0), params)
     finishes = np.sort([job.finish_s for job in result.jobs if job.outcome is Outcome.COMPLETED])
     low, high = int(0.2 * len(finishes)), int(0.8 * len(finishes))
     return (high - low) / float(finishes[high] - finishes[low])

@@ -24,6 +24,7 @@ _BENCH_MODULES = {
     "fidelity": "slosched.bench.fidelity",
     "soak": "slosched.bench.soak",
     "stack": "slosched.bench.stack",
+    "stack-limits": "slosched.bench.stack_limits",
 }
 
 

@@ -1,0 +1,123 @@
+"""``slosched bench stack-limits``: why the stack's targets sit where they do (issue 15: "where a target is
+missed, the page says by how much and why, with the experiment that shows it").
+
+Two ceilings per workload of ``slosched bench stack``, read against that bench's full run (its JSON, saved as
+``docs/results/stack/stack.json``; ``SLOSCHED_STACK_JSON`` names another):
+
+1. **Capacity ceiling.** No policy can meet 90% of deadlines at an arrival rate above what the cluster can
+   complete at all. The experiment queues a workload's measured jobs at once (``common.saturation_throughput``:
+   the middle 60% of finishes, no SLO) under the stack and under the strongest baseline; ``saturation /
+   capacity of the strongest baseline`` bounds the capacity ratio any scheduling of that cluster reaches
+   (it is generous: a burst lets the engine batch as wide as it likes). Where it sits near 1, the strongest
+   baseline already runs the cluster near saturation at its capacity, and a 1.2x target is out of reach.
+2. **Goodput ceiling at 2x.** Goodput counts SLO-meeting jobs per second of the arrival window, so it cannot
+   exceed the arrival rate, ``2 x capacity of the strongest baseline``; the ratio against the strongest
+   baseline at 2x therefore cannot exceed ``2 x capacity / its goodput there``. A baseline that keeps its
+   goodput near its capacity under overload (it does not collapse) caps every policy's ratio below 2.
+
+Quick: 2 seeds; full: 5 (each a burst of the workload's full job count).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from slosched.bench import stack_setup as setup
+from slosched.bench.common import print_figures, saturation_throughput
+from slosched.bench.scoreboard_runner import run_tasks
+from slosched.bench.workbench import Candidate
+
+JSON_ENV = "SLOSCHED_STACK_JSON"
+DEFAULT_JSON = Path("docs/results/stack/stack.json")
+PAGE = Path("docs/results/stack-limits.md")
+QUICK_SEEDS, FULL_SEEDS = (1, 2), (1, 2, 3, 4, 5)
+
+
+def load_stack_figures(path: Path) -> dict[str, Any]:
+    """The stack bench's JSON (its last printed line, or a file holding just that object)."""
+    text = path.read_text(encoding="utf-8").strip()
+    return dict(json.loads(text.splitlines()[-1]))
+
+
+def _policy_text(label: str) -> str:
+    """A scoreboard label (``least-tokens+chunked-fcfs[token_budget=512]``) as the policy it names."""
+    return label.split("[", 1)[0]
+
+
+def _engine_params(label: str) -> dict[str, int]:
+    if "[" not in label:
+        return {}
+    inner = label.split("[", 1)[1].rstrip("]")
+    return {key: int(value) for key, value in (item.split("=") for item in inner.split(",") if item)}
+
+
+def _saturation(task: tuple[str, str, int]) -> float:
+    """Saturation throughput of one policy (a scoreboard label) on one workload's burst of measured jobs."""
+    name, label, seed = task
+    workload = setup.workload(name)
+    jobs = workload.jobs(workload.full.num_jobs, seed)
+    if label == setup.STACK_LABEL:
+        return saturation_throughput(workload.instances, jobs, setup.STACK_POLICY, seed)
+    candidate = Candidate.of(_policy_text(label), _engine_params(label) or None)
+    return saturation_throughput(workload.instances, jobs, candidate.policy, seed, candidate.params)
+
+
+def limits_of(name: str, row: dict[str, Any], saturation: dict[str, float]) -> dict[str, Any]:
+    strongest = row["strongest_baseline"]
+    capacity = row["capacity_rps"][strongest]
+    at_2x = row.get("strongest_per_load", {}).get("2x", {}).get("goodput", math.nan)
+    best_saturation = max((value for value in saturation.values() if math.isfinite(value)), default=math.nan)
+    return {
+        "strongest_baseline": strongest,
+        "capacity_strongest": capacity,
+        "saturation_jobs_per_s": saturation,
+        "capacity_ceiling_ratio": best_saturation / capacity if capacity > 0 else math.nan,
+        "capacity_ratio_measured": row["ratio_vs_strongest"],
+        "capacity_target": row["capacity_target"],
+        "strongest_goodput_2x": at_2x,
+        "strongest_goodput_2x_over_capacity": at_2x / capacity if capacity > 0 else math.nan,
+        "goodput_ceiling_2x": 2.0 * capacity / at_2x if at_2x and at_2x > 0 else math.nan,
+        "goodput_ratio_2x_measured": row["goodput_ratio_2x"],
+    }
+
+
+def run(quick: bool) -> dict[str, Any]:
+    figures = load_stack_figures(Path(os.environ.get(JSON_ENV, str(DEFAULT_JSON))))
+    seeds = QUICK_SEEDS if quick else FULL_SEEDS
+    rows = figures["workloads"]
+    tasks = [(name, label, seed) for name, row in rows.items()
+             for label in (setup.STACK_LABEL, row["strongest_baseline"]) for seed in seeds]  # fmt: skip
+    values = run_tasks(_saturation, tasks, "stack limits: saturation runs")
+    per: dict[str, dict[str, list[float]]] = {}
+    for (name, label, _), value in zip(tasks, values, strict=True):
+        per.setdefault(name, {}).setdefault(label, []).append(value)
+    result = {
+        name: limits_of(name, rows[name], {label: _median(found) for label, found in per[name].items()})
+        for name in rows
+    }
+    out = {"workloads": result, "seeds": len(seeds), "source_mode": figures.get("mode", "?")}
+    print_figures("stack-limits", _summary(result))
+    if not quick:
+        from slosched.bench.stack_limits_report import write_page
+
+        write_page(PAGE, out)
+    return out
+
+
+def _median(values: Sequence[float]) -> float:
+    finite = [value for value in values if math.isfinite(value)]
+    return float(statistics.median(finite)) if finite else math.nan
+
+
+def _summary(result: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for name, row in result.items():
+        summary[f"{name}: capacity ceiling ratio"] = row["capacity_ceiling_ratio"]
+        summary[f"{name}: goodput ceiling at 2x"] = row["goodput_ceiling_2x"]
+    return summary

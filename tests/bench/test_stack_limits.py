@@ -1,0 +1,51 @@
+"""``bench stack-limits``: the two ceilings from a stack run's figures, label parsing, the page."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from slosched.bench import stack_limits
+from slosched.bench.stack_limits_report import write_page
+
+ROW = {
+    "strongest_baseline": "prism+chunked-fcfs[token_budget=512]",
+    "capacity_rps": {"prism+chunked-fcfs[token_budget=512]": 10.0, "slosched": 12.0},
+    "ratio_vs_strongest": 1.2,
+    "capacity_target": 1.2,
+    "goodput_ratio_2x": 1.1,
+    "strongest_per_load": {"2x": {"label": "x", "goodput": 8.0}},
+}
+
+
+def test_ceilings_follow_from_saturation_and_the_baselines_overload_goodput() -> None:
+    limits = stack_limits.limits_of("chat", ROW, {"slosched": 11.0, "prism": 10.5})
+    assert limits["capacity_ceiling_ratio"] == pytest.approx(1.1)  # best saturation / strongest capacity
+    assert limits["goodput_ceiling_2x"] == pytest.approx(2.5)  # 2 x 10 / 8: arrivals bound goodput
+    assert limits["strongest_goodput_2x_over_capacity"] == pytest.approx(0.8)
+    no_overload = dict(ROW, strongest_per_load={})
+    assert math.isnan(stack_limits.limits_of("chat", no_overload, {"slosched": 1.0})["goodput_ceiling_2x"])
+
+
+def test_labels_name_their_policy_and_engine_parameters() -> None:
+    assert stack_limits._policy_text("least-tokens+static-concurrency[cap=64]") == "least-tokens+static-concurrency"
+    assert stack_limits._engine_params("least-tokens+static-concurrency[cap=64]") == {"cap": 64}
+    assert stack_limits._engine_params("slosched") == {}
+
+
+def test_figures_load_from_a_printed_run_and_the_page_reads_them(tmp_path: Path) -> None:
+    printed = tmp_path / "stack.json"
+    printed.write_text("progress line\n" + json.dumps({"workloads": {"chat": ROW}, "mode": "full"}) + "\n")
+    assert stack_limits.load_stack_figures(printed)["workloads"]["chat"] == ROW
+    limits = stack_limits.limits_of("chat", ROW, {"slosched": 11.0, "prism": 10.5})
+    page = write_page(tmp_path / "limits.md", {"workloads": {"chat": limits}, "seeds": 2, "source_mode": "full"})
+    text = page.read_text()
+    assert (
+        "| chat |" in text
+        and "1.10x" in text
+        and "2.50x" in text
+        and "above what the cluster completes at all (1.10x)" in text
+    )
