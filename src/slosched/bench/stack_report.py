@@ -104,8 +104,14 @@ def _targets(figures: dict[str, Any]) -> list[str]:
         lines += [
             "",
             f"Even the oracle stays below the capacity target on: {', '.join(short)} (the oracle's ratios are in the "
-            "table below). Why the limit is where it is needs its own experiment; this run shows only where it is.",
+            "table below).",
         ]
+    lines += [
+        "",
+        "Why each limit sits where it does: [stack-limits.md](stack-limits.md) (`slosched bench stack-limits`, run "
+        "against this page's figures): the cluster's saturation throughput bounds every capacity ratio, and the "
+        "arrival rate bounds every goodput ratio under overload.",
+    ]
     return [*lines, ""]
 
 
