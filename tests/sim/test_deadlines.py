@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec, single_job
-from slosched.sim.deadlines import DeadlineModel, stage_kind
+from slosched.sim.deadlines import DeadlineModel, FastestLatency, stage_kind
+from slosched.sim.models import InstanceModels
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, simulate
 from slosched.workloads.generators import make_workload
@@ -96,3 +97,31 @@ def test_no_history_at_all_falls_back_to_max_tokens() -> None:
     assert math.isnan(model.global_output)
     job = single_job("j", 0.0, CallSpec(50, 7, max_output_tokens=64))
     assert model.job_latency_s(job) == pytest.approx(_latency(50, 64))
+
+
+def test_fastest_latency_computes_each_latency_once_and_equals_the_direct_minimum() -> None:
+    models = [InstanceModels.build(spec) for spec in make_cluster(2, 1)]
+    latency = FastestLatency(models)
+    assert len(latency._models) == 2  # one per distinct GPU type
+    jobs = make_workload("text2sql-chess", {"process": "poisson", "rate": 1.0}, 6, {}, seed=3)
+    jobs += make_workload("azure-conv", {"process": "poisson", "rate": 1.0}, 6, {}, seed=3)
+    for job in jobs:
+        direct = min(model.job_latency_s(job) for model in models)
+        assert latency.job_s(job) == direct == latency.job_s(job)  # bit-identical, and the memo's twice
+    assert latency.call_s(100, 20) == min(m.truth.no_contention_latency_s(100, 20) for m in models)
+    calls: list[JobSpec] = []
+    counting = FastestLatency(models)
+    counting._models = [_Counting(model, calls) for model in counting._models]  # type: ignore[misc]
+    workflow = jobs[0]
+    for _ in range(3):
+        counting.job_s(workflow)
+    assert len(calls) == 2  # once per distinct model, however often asked
+
+
+class _Counting:
+    def __init__(self, model: InstanceModels, calls: list[JobSpec]) -> None:
+        self.model, self.calls = model, calls
+
+    def job_latency_s(self, job: JobSpec) -> float:
+        self.calls.append(job)
+        return self.model.job_latency_s(job)

@@ -19,7 +19,7 @@ from slosched.policies.engine.base import EnginePolicy, StateExporter
 from slosched.policies.engine.queue import fits_model_len
 from slosched.policies.job.base import JobPolicy
 from slosched.sim.belief import BeliefFeed
-from slosched.sim.deadlines import DeadlineModel
+from slosched.sim.deadlines import DeadlineModel, FastestLatency
 from slosched.sim.instance import SimInstance
 from slosched.sim.jobs import JobState
 from slosched.sim.kernel import EventKernel
@@ -82,8 +82,7 @@ class ClusterSim:
         self._models = list(models)
         self._frontend_s = [model.frontend_s for model in models]
         self._frontend_free_s = [0.0] * len(models)
-        # Instances of one GPU/model/TP share a truth model; the no-contention latency needs each once.
-        self._distinct_models = list({(m.spec.gpu, m.spec.model, m.spec.tp, m.spec.stack): m for m in models}.values())
+        self._latency = FastestLatency(models)
         self._has_exporters = [_has_exporter(engine) for engine in engines]
         self._snapshots: list[InstanceSnapshot | None] = [None] * len(self.instances)
         self._block_size = models[0].spec.block_size
@@ -106,7 +105,7 @@ class ClusterSim:
         if self.options.scales_deadlines and self.options.slo_basis == "estimated":
             # Without a recorded history, the trace's own per-template aggregates stand in for past traffic.
             history = jobs if self._history is None else self._history
-            self._deadlines = DeadlineModel.learn(history, self._fastest_call_latency_s, self._fastest_job_latency_s)
+            self._deadlines = DeadlineModel.learn(history, self._latency.call_s, self._latency.job_s)
         for spec in sorted(jobs, key=lambda job: job.arrival_s):
             state = JobState.start(spec, self._new_job_record(spec))
             self._jobs.append(state)
@@ -128,7 +127,7 @@ class ClusterSim:
 
     def _new_job_record(self, spec: JobSpec) -> JobRecord:
         num_calls = spec.num_calls
-        no_contention = self._fastest_job_latency_s(spec)
+        no_contention = self._latency.job_s(spec)
         if spec.slo_s is not None:
             slo = spec.slo_s
         elif self.options.slo_s is not None:
@@ -148,16 +147,6 @@ class ClusterSim:
             slo_s=slo,
             no_contention_s=no_contention,
         )
-
-    def _fastest_call_latency_s(self, input_tokens: int, output_tokens: int) -> float:
-        return min(model.truth.no_contention_latency_s(input_tokens, output_tokens) for model in self._distinct_models)
-
-    def _fastest_job_latency_s(self, spec: JobSpec) -> float:
-        """The job alone on the fastest instance, from its true lengths (descriptive; never a policy input)."""
-        if spec.num_calls == 1 and len(spec.stages) == 1 and not spec.stages[0].tool_duration_s:
-            call = spec.stages[0].calls[0]  # the common case, kept cheap
-            return self._fastest_call_latency_s(call.input_tokens, call.output_tokens)
-        return min(model.job_latency_s(spec) for model in self._distinct_models)
 
     # ---- jobs ----------------------------------------------------------------------------------------
     def _on_job_arrival(self, job: JobState) -> None:

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slosched.core.job import CallSpec, JobKind, JobSpec
+from slosched.sim.models import InstanceModels
 
 CallLatency = Callable[[int, int], float]
 JobLatency = Callable[[JobSpec], float]
@@ -45,6 +46,8 @@ class DeadlineModel:
     workflow_latency: dict[str, float]
     global_workflow_latency: float
     call_latency: CallLatency
+    # (template, stage name, max_tokens) -> expected output: all ``expected_output`` reads of a call.
+    _expected: dict[tuple[str, str, int | None], int] = field(default_factory=dict, init=False, compare=False)
 
     @classmethod
     def learn(cls, history: Sequence[JobSpec], call_latency: CallLatency, job_latency: JobLatency) -> DeadlineModel:
@@ -73,13 +76,20 @@ class DeadlineModel:
 
     def expected_output(self, template: str, stage_name: str, call: CallSpec) -> int:
         """Output tokens a client expects of ``call``: the history mean, never above its max_tokens."""
+        key = (template, stage_name, call.max_output_tokens)
+        expected = self._expected.get(key)
+        if expected is None:
+            expected = self._expected[key] = self._expected_output(template, stage_name, call.max_output_tokens)
+        return expected
+
+    def _expected_output(self, template: str, stage_name: str, max_tokens: int | None) -> int:
         mean = self.call_output.get((template, stage_kind(stage_name)))
         if mean is None:
             mean = self.template_output.get(template, self.global_output)
         if not math.isfinite(mean):
-            mean = float(call.max_output_tokens) if call.max_output_tokens is not None else 1.0
-        if call.max_output_tokens is not None:
-            mean = min(mean, float(call.max_output_tokens))
+            mean = float(max_tokens) if max_tokens is not None else 1.0
+        if max_tokens is not None:
+            mean = min(mean, float(max_tokens))
         return max(1, round(mean))
 
     def job_latency_s(self, job: JobSpec) -> float:
@@ -94,6 +104,10 @@ class DeadlineModel:
     def _structural_latency_s(self, job: JobSpec) -> float:
         if len(job.stages) == 1:  # single calls and relQueries: no DAG to walk
             stage = job.stages[0]
+            if len(stage.calls) == 1:  # one call, most traffic: what ``_stage_latency_s`` returns, directly
+                call = stage.calls[0]
+                expected = self.expected_output(job.template, stage.name, call)
+                return self.call_latency(call.input_tokens, expected) + stage.tool_duration_s
             return self._stage_latency_s(job.template, stage.name, stage.calls) + stage.tool_duration_s
         finish: dict[str, float] = {}
         deps = job.dependencies()
@@ -109,6 +123,42 @@ class DeadlineModel:
             (self.call_latency(c.input_tokens, self.expected_output(template, stage_name, c)) for c in calls),
             default=0.0,
         )
+
+
+class FastestLatency:
+    """No-contention latencies on the fastest instance type of a cluster, each computed once per run: a
+    job's deadline estimate and its descriptive true latency both ask for them, most estimates repeat (one
+    expected output per template and input length), and without a history the deadline model learns from
+    the very jobs it then judges (so each workflow's true latency was asked for twice)."""
+
+    def __init__(self, models: Sequence[InstanceModels]) -> None:
+        # Instances of one GPU/model/TP share a truth model; the no-contention latency needs each once.
+        self._models = list({(m.spec.gpu, m.spec.model, m.spec.tp, m.spec.stack): m for m in models}.values())
+        self._truths = [model.truth for model in self._models]
+        self._calls: dict[tuple[int, int], float] = {}
+        self._jobs: dict[int, float] = {}
+
+    def call_s(self, input_tokens: int, output_tokens: int) -> float:
+        """One call alone on the fastest instance."""
+        key = (input_tokens, output_tokens)
+        latency = self._calls.get(key)
+        if latency is None:
+            latency = min(truth.no_contention_latency_s(input_tokens, output_tokens) for truth in self._truths)
+            self._calls[key] = latency
+        return latency
+
+    def job_s(self, spec: JobSpec) -> float:
+        """The job alone on the fastest instance, from its true lengths (descriptive; never a policy input)."""
+        stages = spec.stages
+        if len(stages) == 1 and len(stages[0].calls) == 1 and not stages[0].tool_duration_s:
+            call = stages[0].calls[0]  # the common case, kept cheap
+            return self.call_s(call.input_tokens, call.output_tokens)
+        # By identity: the run holds its jobs and history until it ends, and hashing a workflow's stages
+        # would cost more than walking them.
+        latency = self._jobs.get(id(spec))
+        if latency is None:
+            latency = self._jobs[id(spec)] = min(model.job_latency_s(spec) for model in self._models)
+        return latency
 
 
 def _mean(values: Sequence[float]) -> float:
