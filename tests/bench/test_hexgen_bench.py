@@ -12,7 +12,7 @@ from slosched.bench import hexgen, hexgen_report
 from slosched.bench import hexgen_setup as setup
 from slosched.bench.capacity import Spread
 from slosched.bench.hexgen_online import OnlineRun, WindowStep
-from slosched.bench.scoreboard import CapacityResult, Scoreboard
+from slosched.bench.scoreboard import BaselinePlan, CapacityResult, Scoreboard, baseline_candidates
 from slosched.bench.workbench import Candidate
 from slosched.core.records import RunResult
 
@@ -25,6 +25,16 @@ def test_paper_candidates_carry_alpha_job_policy_and_oracle_label() -> None:
     assert oracle.oracle and oracle.label.endswith("(oracle)")
     assert [c.label for c in setup.paper_baselines(False)] == ["round-robin+fcfs"]
     assert len(setup.paper_baselines(True)) == 3
+
+
+def test_quick_plan_is_small_and_the_full_plan_is_unchanged() -> None:
+    quick, full = hexgen.QUICK, hexgen.FULL
+    assert len(quick.seeds) >= 2 and quick.num_jobs < full.num_jobs and not quick.full
+    candidates = baseline_candidates(quick.baselines, None, None) + baseline_candidates(quick.baselines, 256, 16)
+    assert len(candidates) == 7 and any(c.label.startswith("cache-aware+") for c in candidates)
+    assert full.settings == (("natural", "paper-tp2"),) and (full.num_jobs, full.num_warmup_jobs) == (120, 25)
+    assert full.seeds == (0, 1, 2, 3, 4) and full.drift_jobs == 240
+    assert full.baselines == BaselinePlan() and full.full
 
 
 def test_workbench_deadline_is_the_same_for_every_query_and_runs_warm() -> None:
