@@ -47,5 +47,5 @@ def test_figures_load_from_a_printed_run_and_the_page_reads_them(tmp_path: Path)
         "| chat |" in text
         and "1.10x" in text
         and "2.50x" in text
-        and "above what the cluster completes at all (1.10x)" in text
+        and "above the sustained throughput these policies reach (1.10x)" in text
     )
