@@ -10,8 +10,9 @@ Two ceilings per workload of ``slosched bench stack``, read against that bench's
    and counts the measured jobs completed per second from their first arrival to the last finish (SLOs
    ignored): the sustained throughput. ``throughput / capacity of the strongest baseline`` estimates the
    capacity ratio the cluster leaves room for (an estimate, not a proof: another policy could sustain
-   more, and a run of a few hundred jobs can absorb a short burst above it). Where it sits near 1, the strongest baseline already runs
-   the cluster near saturation at its capacity, and a 1.2x target is out of reach for these policies.
+   more, and a run of a few hundred jobs can absorb a short burst above it). Where it sits near 1, the
+   strongest baseline already runs the cluster near saturation at its capacity, and a 1.2x target is out of
+   reach for these policies.
 2. **Goodput ceiling at 2x.** Goodput counts SLO-meeting jobs per second of the arrival window, so it cannot
    exceed the arrival rate, ``2 x capacity of the strongest baseline``; the ratio against the strongest
    baseline at 2x therefore cannot exceed ``2 x capacity / its goodput there``. A baseline that keeps its
