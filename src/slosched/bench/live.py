@@ -92,7 +92,7 @@ def _servers() -> Iterator[Servers]:
             plugin = [server.url for server in launched]
         _say(f"live: servers {plain} (plain), {plugin} (plugin); logs in {work_dir}")
         wait_ready(started, timeout_s=900)
-        yield Servers(plain, plugin, time.monotonic() - start)
+        yield Servers(plain, plugin, time.monotonic() - start if started else 0.0)
     finally:
         stop_servers(started)
 

