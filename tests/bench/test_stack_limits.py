@@ -40,7 +40,7 @@ def test_figures_load_from_a_printed_run_and_the_page_reads_them(tmp_path: Path)
     printed = tmp_path / "stack.json"
     printed.write_text("progress line\n" + json.dumps({"workloads": {"chat": ROW}, "mode": "full"}) + "\n")
     assert stack_limits.load_stack_figures(printed)["workloads"]["chat"] == ROW
-    limits = stack_limits.limits_of("chat", ROW, {"slosched": 11.0, "prism": 10.5})
+    limits = stack_limits.limits_of("chat", dict(ROW, ratio_vs_strongest=1.0), {"slosched": 11.0, "prism": 10.5})
     page = write_page(tmp_path / "limits.md", {"workloads": {"chat": limits}, "seeds": 2, "source_mode": "full"})
     text = page.read_text()
     assert (
@@ -49,3 +49,9 @@ def test_figures_load_from_a_printed_run_and_the_page_reads_them(tmp_path: Path)
         and "2.50x" in text
         and "above the sustained throughput these policies reach (1.10x)" in text
     )
+
+
+def test_a_capacity_above_the_sustained_throughput_is_read_as_a_burst(tmp_path: Path) -> None:
+    limits = stack_limits.limits_of("chat", ROW, {"slosched": 11.0, "prism": 10.5})  # measured 1.2x > 1.1x
+    page = write_page(tmp_path / "limits.md", {"workloads": {"chat": limits}, "seeds": 2, "source_mode": "full"})
+    assert "partly absorbed as a burst" in page.read_text()
