@@ -6,8 +6,9 @@ longer than that SLO; a call with a deadline needs ``slack / predicted remaining
 share of the time left; ``lens_deadline.step_bound_s``); a late call or one without either bounds nothing.
 The budget is the largest number of tokens (decodes plus prefill chunks) whose predicted step time stays
 within ``margin`` x the tightest bound, never below ``min_budget`` (prefill must progress) nor above the
-instance's max batched tokens nor ``token_budget``; with no bound at all it is that ceiling. Decode-only steps need no
-sizing. Bisection over the budget costs about ten predictions per step with waiting work.
+instance's max batched tokens nor ``token_budget``; with no bound at all it is that ceiling. An idle engine gets
+the ceiling at once; otherwise every step reads the running calls (O(batch): a running call may still be
+prefilling in chunks, which the view does not say cheaply) and bisects the budget (about ten predictions).
 """
 
 from __future__ import annotations
