@@ -91,6 +91,13 @@ def test_the_stack_block_splits_per_layer_and_rejects_unknown_keys() -> None:
         PolicySpec.from_pair(PolicyPair.parse("slosched"), bad).build(context).new_engine()
 
 
+def test_router_parameters_must_be_non_negative() -> None:
+    context = PolicyContext((SPEC,), np.random.default_rng(0), HistoryOutputPredictor())
+    bad = PolicyParams(stack={"slosched": {"balance_rel": -1}})
+    with pytest.raises(ConfigError, match=r"slosched\.balance_rel.*>= 0"):
+        PolicySpec.from_pair(PolicyPair.parse("slosched"), bad).build(context)
+
+
 def test_an_unknown_single_name_lists_the_stacks() -> None:
     with pytest.raises(ConfigError, match="nor a stack \\(slosched\\)"):
         PolicyPair.parse("slosch")

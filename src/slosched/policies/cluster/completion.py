@@ -29,6 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from slosched.core.errors import ConfigError
 from slosched.core.request import Request
 from slosched.core.views import InstanceView
 from slosched.policies.cluster.base import ROUTERS
@@ -150,4 +151,8 @@ def build_scorer(params: Mapping[str, Any], context: PolicyContext) -> Predicted
 @ROUTERS.register("slosched")
 def build(params: Mapping[str, Any], context: PolicyContext) -> SloschedRouter:
     reject_unknown_params("slosched router", params, set(ROUTER_PARAMS))
-    return SloschedRouter(*(param(params, name, default, float) for name, default in ROUTER_PARAMS.items()))
+    values = [param(params, name, default, float) for name, default in ROUTER_PARAMS.items()]
+    for name, value in zip(ROUTER_PARAMS, values, strict=True):
+        if not value >= 0:
+            raise ConfigError(f"slosched.{name}", f"must be >= 0, got {value}")
+    return SloschedRouter(*values)
