@@ -10,6 +10,7 @@ import pytest
 
 from slosched.bench import stack_limits
 from slosched.bench.stack_limits_report import write_page
+from slosched.core.errors import ConfigError
 
 ROW = {
     "strongest_baseline": "prism+chunked-fcfs[token_budget=512]",
@@ -55,3 +56,12 @@ def test_a_capacity_above_the_sustained_throughput_is_read_as_a_burst(tmp_path: 
     limits = stack_limits.limits_of("chat", ROW, {"slosched": 11.0, "prism": 10.5})  # measured 1.2x > 1.1x
     page = write_page(tmp_path / "limits.md", {"workloads": {"chat": limits}, "seeds": 2, "source_mode": "full"})
     assert "partly absorbed as a burst" in page.read_text()
+
+
+def test_a_missing_or_foreign_stack_json_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"SLOSCHED_STACK_JSON.*cannot read"):
+        stack_limits.load_stack_figures(tmp_path / "absent.json")
+    other = tmp_path / "other.json"
+    other.write_text('{"cases": []}\n')
+    with pytest.raises(ConfigError, match="no 'workloads'"):
+        stack_limits.load_stack_figures(other)

@@ -35,6 +35,7 @@ from slosched.bench import stack_setup as setup
 from slosched.bench.common import print_figures
 from slosched.bench.scoreboard_runner import run_tasks
 from slosched.bench.workbench import WARMUP_PREFIX, Candidate
+from slosched.core.errors import ConfigError
 from slosched.core.request import Outcome
 
 JSON_ENV = "SLOSCHED_STACK_JSON"
@@ -44,9 +45,16 @@ QUICK_SEEDS, FULL_SEEDS = (1, 2), (1, 2, 3, 4, 5)
 
 
 def load_stack_figures(path: Path) -> dict[str, Any]:
-    """The stack bench's JSON (its last printed line, or a file holding just that object)."""
-    text = path.read_text(encoding="utf-8").strip()
-    return dict(json.loads(text.splitlines()[-1]))
+    """The stack bench's JSON (its last printed line, or a file holding just that object); a missing or
+    unreadable file is a ``ConfigError`` naming where the path came from."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+        figures = json.loads(text.splitlines()[-1]) if text else None
+    except (OSError, json.JSONDecodeError) as error:
+        raise ConfigError(JSON_ENV, f"cannot read the stack bench's JSON at {path}: {error}") from None
+    if not isinstance(figures, dict) or "workloads" not in figures:
+        raise ConfigError(JSON_ENV, f"{path} holds no `slosched bench stack --json` result (no 'workloads')")
+    return figures
 
 
 def _policy_text(label: str) -> str:
