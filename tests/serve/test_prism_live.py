@@ -146,10 +146,18 @@ async def _scenario(servers: list[Any]) -> tuple[list[Decision], Any]:
         call = {"prompt": "hello", "max_tokens": 4, "ignore_eos": True}
         response = await client.post(f"{url}/v1/completions", json=call)  # both idle: a baseline decision
         assert response.status_code == 200, response.text
-        background = [asyncio.create_task(_direct(client, busy.url, 100 + i, 1000, 800)) for i in range(_BACKGROUND)]
-        for _ in range(40):  # through the gateway, one at a time, while the busy engine works
+        background: list[asyncio.Task[None]] = []
+        wave = 0
+        for _ in range(60):  # through the gateway, one at a time, while the busy engine works
             if all(task.done() for task in background):
-                break
+                # Keep the busy engine busy however fast this machine finishes a wave: a fresh wave of long
+                # requests whenever the last one is done (their admission and completion times vary a lot).
+                await asyncio.gather(*background)
+                background = [
+                    asyncio.create_task(_direct(client, busy.url, 100 + wave * _BACKGROUND + i, 1000, 800))
+                    for i in range(_BACKGROUND)
+                ]
+                wave += 1
             await _until_idle(gateway, (1,), timeout_s=30.0)  # so the comparison is busy vs idle
             response = await client.post(f"{url}/v1/completions", json=call)
             assert response.status_code == 200, response.text

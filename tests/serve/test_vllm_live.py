@@ -63,14 +63,15 @@ def test_routing_across_both_servers_scraping_and_priority(vllm_servers: list[Se
     async def scenario() -> None:
         async with live(vllm_servers, router="least-loaded", engine="chunked-fcfs") as h:
             async with httpx.AsyncClient(base_url=h.url, timeout=120) as client:
-                body = {"prompt": [100 + i for i in range(30)], "max_tokens": 128, "ignore_eos": True, "stream": True}
+                # Long enough to span several scrapes (0.2 s apart) even on a fast, idle machine.
+                body = {"prompt": [100 + i for i in range(30)], "max_tokens": 512, "ignore_eos": True, "stream": True}
                 headers = {"x-slo-deadline-ms": "60000"}
                 tasks = [
                     asyncio.create_task(client.post("/v1/completions", json=body, headers=headers)) for _ in range(12)
                 ]
                 seen_running = 0.0
                 while not all(task.done() for task in tasks):
-                    await asyncio.sleep(0.1)
+                    await asyncio.sleep(0.05)
                     seen_running = max(seen_running, *(b.metrics.num_running for b in h.gateway.dispatcher.backends))
                 assert all(task.result().status_code == 200 for task in tasks)
             routed = [h.value("slosched_routed_total", backend=s.name) for s in vllm_servers]
