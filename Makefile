@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv vllm-venv demo test test-fast lint bench-quick clean
+.PHONY: venv vllm-venv servers demo test test-fast lint bench-quick clean
 
 # Real vLLM (CPU build) for the live integration tests, in its own virtualenv (see docs/serving.md).
 VLLM_VENV := .venv-vllm
@@ -38,9 +38,14 @@ vllm-venv test: $(VLLM_PLUGIN_STAMP)
 demo: $(STAMP)
 	$(BIN)/slosched demo --report reports/demo
 
-## test: lint, then every test (real-vLLM integration tests included when present)
-test: lint $(VLLM_STAMP)
-	SLOSCHED_REQUIRE_VLLM=1 $(BIN)/python -m pytest; status=$$?; if [ $$status -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$status
+## servers: Debian's PostgreSQL and Redis for the job-store integration tests (the tests start and stop them)
+servers:
+	@test -x /usr/lib/postgresql/15/bin/postgres && command -v redis-server >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server)
+
+## test: lint, then every test (real-vLLM and real-database integration tests included)
+test: lint $(VLLM_STAMP) servers
+	SLOSCHED_REQUIRE_VLLM=1 SLOSCHED_REQUIRE_SERVERS=1 $(BIN)/python -m pytest; status=$$?; if [ $$status -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$status
 
 ## test-fast: the quick loop (no slow or real-vLLM tests), stops at the first failure
 test-fast: $(STAMP)

@@ -1,0 +1,132 @@
+"""The smallest number of instances of one GPU group (and its hourly cost) that carries a rate at a target.
+
+"How many A100s, or how many H100s, for 12 requests/s at 90%?": for each sized group, the cluster is that
+group alone with ``n`` instances, and ``n`` is the smallest count whose median attainment over seeds at the
+rate meets the target. The search doubles ``n`` from 1 until the target is met, then bisects between the
+last failing and the first passing count (attainment grows with the count, up to noise: the answer is a
+count that was measured to pass, with the one below it measured to fail).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from slosched.bench.workbench import Candidate
+from slosched.core.errors import ConfigError
+from slosched.planning.executor import run_sweep_tasks
+from slosched.planning.sweep import SweepSettings
+from slosched.planning.workload import candidates_of, instances_with_counts, workbench_of
+from slosched.scenario import Scenario
+
+MAX_COUNT = 256
+
+
+@dataclass(slots=True, frozen=True)
+class SizingTask:
+    scenario: Scenario
+    group: str
+    candidate: Candidate
+    rate: float
+    target: float
+    settings: SweepSettings
+
+
+@dataclass(slots=True)
+class SizingRow:
+    policy: str
+    group: str
+    gpu: str
+    gpus_per_instance: int
+    min_count: int | None  # None: not carried by MAX_COUNT instances
+    price_per_gpu_hour: float | None
+    tried: dict[int, float] = field(default_factory=dict)  # count -> median attainment at the rate
+
+    @property
+    def cost_per_hour(self) -> float | None:
+        if self.min_count is None or self.price_per_gpu_hour is None:
+            return None
+        return self.min_count * self.gpus_per_instance * self.price_per_gpu_hour
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy, "group": self.group, "gpu": self.gpu, "min_instances": self.min_count,
+            "gpus_per_instance": self.gpus_per_instance, "price_per_gpu_hour": self.price_per_gpu_hour,
+            "cost_per_hour": self.cost_per_hour, "attainment_by_count": {str(n): a for n, a in self.tried.items()},
+        }  # fmt: skip
+
+
+def price_per_gpu_hour(gpu: str) -> float | None:
+    """The hardware file's price of one GPU per hour, None where it has none."""
+    from slosched.perf.hardware import gpu_facts
+
+    price = getattr(gpu_facts(gpu), "price_per_hour", None)
+    return float(price) if isinstance(price, int | float) and price > 0 else None
+
+
+def sizing_task(task: SizingTask) -> dict[int, float]:
+    """Median attainment at ``task.rate`` for the counts the search visits (module level for workers)."""
+    others = {group.name: 0 for group in task.scenario.cluster.instances if group.name != task.group}
+    tried: dict[int, float] = {}
+
+    def attainment(count: int) -> float:
+        if count not in tried:
+            instances = instances_with_counts(task.scenario, {**others, task.group: count})
+            settings = task.settings
+            bench = workbench_of(task.scenario, instances, *settings.jobs_for(instances), task.group)
+            runs = [bench.run(task.candidate, task.rate, seed).attainment for seed in settings.seeds]
+            tried[count] = float(statistics.median(runs))
+        return tried[count]
+
+    low, high = 0, 1  # low: known to fail (0 instances carry nothing); high: the candidate count
+    while attainment(high) < task.target:
+        low, high = high, high * 2
+        if high > MAX_COUNT:
+            return tried
+    while high - low > 1:
+        middle = (low + high) // 2
+        if attainment(middle) >= task.target:
+            high = middle
+        else:
+            low = middle
+    return tried
+
+
+def min_passing(tried: dict[int, float], target: float) -> int | None:
+    passing = [count for count, value in tried.items() if value >= target]
+    return min(passing) if passing else None
+
+
+def size(
+    scenario: Scenario,
+    groups: Sequence[str],
+    policies: Sequence[str] | None,
+    rate: float,
+    target: float,
+    settings: SweepSettings,
+) -> list[SizingRow]:
+    """One row per (policy, sized group)."""
+    if not rate > 0:
+        raise ConfigError("--rate", f"must be > 0 jobs/s, got {rate}")
+    by_name = {group.name: group for group in scenario.cluster.instances}
+    unknown = sorted(set(groups) - set(by_name))
+    if unknown:
+        raise ConfigError("--size", f"unknown instance group(s) {unknown}; the scenario has {sorted(by_name)}")
+    candidates = candidates_of(scenario, policies or scenario.policies)
+    tasks = [SizingTask(scenario, g, c, rate, target, settings) for c in candidates for g in groups]
+    found = run_sweep_tasks(
+        sizing_task, tasks, f"sizing: {len(tasks)} searches", settings.workers, settings.ray_address
+    )
+    rows = []
+    for task, tried in zip(tasks, found, strict=True):
+        group = by_name[task.group]
+        rows.append(
+            SizingRow(
+                policy=task.candidate.label, group=task.group, gpu=group.gpu, gpus_per_instance=group.tp,
+                min_count=min_passing(tried, target), price_per_gpu_hour=price_per_gpu_hour(group.gpu),
+                tried=dict(sorted(tried.items())),
+            )
+        )  # fmt: skip
+    return rows

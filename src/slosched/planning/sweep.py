@@ -1,0 +1,177 @@
+"""``slosched sweep``: SLO capacity of every policy on every instance mix of every workload.
+
+SLO capacity is the scoreboard's (DESIGN section 9): the highest arrival rate at which at least the target
+share of jobs (90%, and 95% reported too) meets its SLO, by bisection on the rate to a relative precision,
+per seed, reported as the median over seeds with the min-max spread. Every (workload, mix, policy, seed)
+search is one task; tasks run in local worker processes or on a Ray cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from slosched.bench.capacity import Spread, find_capacity
+from slosched.bench.workbench import Candidate, Workbench
+from slosched.core.instance import InstanceSpec
+from slosched.planning.executor import run_sweep_tasks
+from slosched.planning.workload import candidates_of, instances_with_counts, workbench_of
+from slosched.scenario import Scenario
+
+TARGETS = (0.90, 0.95)
+
+
+@dataclass(slots=True, frozen=True)
+class Mix:
+    """An instance mix: counts of the scenario's instance groups (groups not named keep their count)."""
+
+    label: str
+    counts: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> Mix:
+        """``LABEL=GROUP:COUNT,GROUP:COUNT`` or ``GROUP:COUNT,...`` (labelled by itself)."""
+        from slosched.core.errors import ConfigError
+
+        label, _, body = text.rpartition("=")
+        pairs: list[tuple[str, int]] = []
+        for part in filter(None, (piece.strip() for piece in body.split(","))):
+            name, sep, count = part.partition(":")
+            if not sep or not count.strip().isdigit():
+                raise ConfigError("--mix", f"expected GROUP:COUNT, got {part[:64]!r} (e.g. 'a100:2,a6000:4')")
+            pairs.append((name.strip(), int(count)))
+        if not pairs:
+            raise ConfigError("--mix", f"expected [LABEL=]GROUP:COUNT[,GROUP:COUNT...], got {text[:64]!r}")
+        return cls(label=label or body, counts=tuple(pairs))
+
+
+@dataclass(slots=True, frozen=True)
+class Workload:
+    """One scenario of the sweep (its workload, SLO and cluster), by label."""
+
+    label: str
+    scenario: Scenario
+
+
+@dataclass(slots=True, frozen=True)
+class SweepSettings:
+    seeds: tuple[int, ...] = (0, 1, 2)
+    num_jobs: int = 300
+    num_warmup_jobs: int = 60
+    precision: float = 0.02
+    targets: tuple[float, ...] = TARGETS
+    workers: int = 2
+    ray_address: str | None = None
+    # Measured jobs per run are at least this many per running slot of the cluster: a run with fewer jobs
+    # than the cluster serves at once is a burst the engines absorb, and its "capacity" is not sustainable.
+    jobs_per_slot: float = 8.0
+
+    def jobs_for(self, instances: Sequence[InstanceSpec]) -> tuple[int, int]:
+        """(measured, warm-up) jobs per run on this cluster."""
+        slots = sum(spec.max_running for spec in instances)
+        measured = max(self.num_jobs, int(self.jobs_per_slot * slots))
+        return measured, max(self.num_warmup_jobs, measured // 4)
+
+
+@dataclass(slots=True, frozen=True)
+class CapacityTask:
+    workbench: Workbench
+    candidate: Candidate
+    seed: int
+    guess: float
+    precision: float
+    targets: tuple[float, ...]
+
+
+def capacity_task(task: CapacityTask) -> dict[float, float]:
+    """The capacity at each target for one seed (module level: pickled to workers and Ray tasks)."""
+    cache: dict[float, float] = {}
+
+    def attainment(rate: float) -> float:
+        return task.workbench.run(task.candidate, rate, task.seed).attainment
+
+    # Targets from the loosest: a stricter target's capacity is at most the looser one's, and its
+    # search reuses the measured points.
+    ordered = sorted(task.targets)
+    return {t: find_capacity(attainment, t, task.guess, task.precision, cache) for t in ordered}
+
+
+@dataclass(slots=True)
+class SweepRow:
+    workload: str
+    mix: str
+    policy: str
+    instances: tuple[str, ...]  # GPU of each instance
+    capacity: dict[float, Spread] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "mix": self.mix,
+            "policy": self.policy,
+            "gpus": gpu_counts(self.instances),
+            "capacity_rps": {f"{target:.2f}": spread.as_json() for target, spread in self.capacity.items()},
+        }
+
+
+def gpu_counts(gpus: Sequence[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for gpu in gpus:
+        counts[gpu] = counts.get(gpu, 0) + 1
+    return counts
+
+
+def first_guess(scenario: Scenario) -> float:
+    """The user's own rate when the scenario has one (capacity is usually near it), else 1 job/s."""
+    rate = scenario.workload.arrival.get("rate")
+    return float(rate) if isinstance(rate, int | float) and rate > 0 else 1.0
+
+
+def sweep(
+    workloads: Sequence[Workload],
+    mixes: Sequence[Mix],
+    policies: Sequence[str] | None,
+    settings: SweepSettings,
+) -> list[SweepRow]:
+    """One row per (workload, mix, policy); ``policies`` None takes each scenario's own list."""
+    rows: list[SweepRow] = []
+    tasks: list[CapacityTask] = []
+    for workload in workloads:
+        scenario = workload.scenario
+        for mix in mixes or (Mix("as-given"),):
+            instances = instances_with_counts(scenario, dict(mix.counts))
+            label = f"{workload.label}/{mix.label}"
+            bench = workbench_of(scenario, instances, *settings.jobs_for(instances), label)
+            for candidate in candidates_of(scenario, policies or scenario.policies):
+                rows.append(SweepRow(workload.label, mix.label, candidate.label, tuple(s.gpu for s in instances)))
+                tasks.extend(
+                    CapacityTask(bench, candidate, seed, first_guess(scenario), settings.precision, settings.targets)
+                    for seed in settings.seeds
+                )
+    found = run_sweep_tasks(
+        capacity_task, tasks, f"sweep: {len(tasks)} capacity searches", settings.workers, settings.ray_address
+    )
+    per_row = len(settings.seeds)
+    for index, row in enumerate(rows):
+        runs = found[index * per_row : (index + 1) * per_row]
+        row.capacity = {t: Spread.of([run[t] for run in runs]) for t in sorted(settings.targets)}
+    return rows
+
+
+def capacity_by_policy(rows: Sequence[SweepRow], target: float = 0.90) -> dict[str, float]:
+    """Median capacity per policy on the first (workload, mix): the headline of ``--json``."""
+    if not rows:
+        return {}
+    first = (rows[0].workload, rows[0].mix)
+    return {row.policy: row.capacity[target].median for row in rows if (row.workload, row.mix) == first}
+
+
+def best_by_cell(rows: Sequence[SweepRow], target: float = 0.90) -> Mapping[tuple[str, str], SweepRow]:
+    """The policy with the highest median capacity per (workload, mix)."""
+    best: dict[tuple[str, str], SweepRow] = {}
+    for row in rows:
+        key = (row.workload, row.mix)
+        if key not in best or row.capacity[target].median > best[key].capacity[target].median:
+            best[key] = row
+    return best
