@@ -66,7 +66,8 @@ def test_request_bytes_is_a_complete_http_request() -> None:
 
 
 def test_mixed_load_against_an_in_process_gateway_ends_every_request() -> None:
-    with background_gateway(backend={"max_concurrency": 64, "max_queue": 1024}) as url:
+    # The load plays tenant "gold" by header, as the soak bench's own gateway allows (trust_tenant_header).
+    with background_gateway(backend={"max_concurrency": 64, "max_queue": 1024}, trust_tenant_header=True) as url:
 
         async def scenario() -> tuple[Accounting, SoakLoad, dict[str, float]]:
             accounting = Accounting()

@@ -88,3 +88,16 @@ def test_bad_config_is_rejected() -> None:
         HistoryOutputPredictor(mode="median")
     with pytest.raises(ConfigError):
         HistoryOutputPredictor(default_tokens=0)
+
+
+def test_keys_are_bounded_and_the_least_recently_observed_goes_first() -> None:
+    predictor = HistoryOutputPredictor(max_keys=3)
+    for stage in ("a", "b", "c"):
+        predictor.observe(make_request(stage=stage), 10)
+    predictor.observe(make_request(stage="a"), 10)  # "a" is now the most recently observed
+    predictor.observe(make_request(stage="d"), 10)  # evicts "b"
+    assert [predictor.num_samples(f"t/{stage}") for stage in "abcd"] == [2, 0, 1, 1]
+    for k in range(1000):  # a client inventing stage names cannot grow the map
+        predictor.observe(make_request(stage=f"x{k}"), 10)
+    assert sum(predictor.num_samples(f"t/x{k}") > 0 for k in range(1000)) == 3
+    assert predictor.num_samples() == 1005

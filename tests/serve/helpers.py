@@ -58,6 +58,7 @@ def stub_config(urls: list[str], **overrides: Any) -> dict[str, Any]:
         "health_interval_s": 0.2,
         "retry_down_after_s": 0.3,
         "timeouts": {"queue_s": 5.0, "first_byte_s": 5.0, "read_s": 5.0, "connect_s": 1.0, "health_s": 1.0},
+        "job_store": "memory://",  # never the default SQLite file in the working directory
     }
     config.update(overrides)
     return config

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import httpx
 
@@ -57,7 +58,8 @@ def test_streaming_passes_tokens_through_one_by_one() -> None:
 
 def test_slo_headers_priority_and_xargs_are_forwarded() -> None:
     async def scenario() -> None:
-        async with harness(backend={"forward_priority": True}) as h, httpx.AsyncClient(base_url=h.url) as client:
+        overrides: dict[str, Any] = {"backend": {"forward_priority": True}, "trust_tenant_header": True}
+        async with harness(**overrides) as h, httpx.AsyncClient(base_url=h.url) as client:
             headers = {"x-slo-deadline-ms": "2000", "x-slo-ttft-ms": "500", "x-slo-tpot-ms": "100", "x-tenant": "t1"}
             r = await client.post("/v1/completions", json={"prompt": "a", "max_tokens": 2}, headers=headers)
             assert r.status_code == 200

@@ -18,7 +18,8 @@ from slosched.serve.calls import COMPLETIONS, Call, HttpError
 from slosched.serve.config import parse_config
 from slosched.serve.dispatcher import Dispatcher
 from slosched.serve.hotpath import HOT_PATHS, OpenAIRoutes, _headers, send_error
-from slosched.serve.limits import TenantLimiter
+from slosched.serve.identity import Identities
+from slosched.serve.limits import TenantLimits
 from slosched.serve.metrics import counter_value
 
 Message = MutableMapping[str, Any]
@@ -30,8 +31,10 @@ def make_routes(**overrides: Any) -> OpenAIRoutes:
         {"backends": [{"name": "b0", "url": "http://127.0.0.1:9", "max_concurrency": 2}], **overrides}
     )
     dispatcher = Dispatcher(config, clock=lambda: 0.0)
-    limiter = TenantLimiter(config.tenant_rate_limits, config.default_rate_limit, dispatcher.clock)
-    return OpenAIRoutes(config, dispatcher, limiter)
+    access = SimpleNamespace(
+        identities=Identities.from_config(config), limits=TenantLimits(dispatcher.clock, dispatcher.metrics)
+    )
+    return OpenAIRoutes(config, dispatcher, access)
 
 
 def outcomes(routes: OpenAIRoutes) -> dict[str, float]:
@@ -162,7 +165,7 @@ def _completes(routes: OpenAIRoutes) -> Callable[[Call], Coroutine[Any, Any, tup
 
 
 def test_rate_limited_tenants_get_429_with_retry_after() -> None:
-    routes = make_routes(tenant_rate_limits={"slow": 0.5})
+    routes = make_routes(tenant_rate_limits={"slow": 0.5}, trust_tenant_header=True)
     routes.dispatcher.complete = _completes(routes)  # type: ignore[method-assign,assignment]
     tenant = [(b"x-tenant", b"slow")]
     assert status_and_json(request(routes, headers=tenant))[0] == 200

@@ -15,7 +15,13 @@ from slosched.core.request import Outcome
 from slosched.serve.calls import Call, HttpError
 from slosched.serve.config import parse_config
 from slosched.serve.dispatcher import Dispatcher
-from slosched.serve.jobs import JobManager, LiveJob, fill_template
+from slosched.serve.identity import Principal
+from slosched.serve.jobs import JobManager
+from slosched.serve.jobs_body import fill_template
+from slosched.serve.jobs_live import LiveJob
+from slosched.serve.store.memory import MemoryData, MemoryStore
+
+ME = Principal(tenant="t1")
 
 
 class Clock:
@@ -43,13 +49,17 @@ class FakeBackend:
         return 200, json.dumps(body).encode()
 
 
-def make_manager(**overrides: Any) -> tuple[JobManager, FakeBackend, Clock]:
+def make_manager(data: MemoryData | None = None, **overrides: Any) -> tuple[JobManager, FakeBackend, Clock]:
     clock = Clock()
     config = parse_config({"backends": [{"name": "b0", "url": "http://127.0.0.1:9"}], **overrides})
     dispatcher = Dispatcher(config, clock=clock)
     backend = FakeBackend(dispatcher)
     dispatcher.complete = backend.complete  # type: ignore[method-assign]
-    return JobManager(dispatcher), backend, clock
+    return JobManager(dispatcher, MemoryStore(data), replica="r1", wall=lambda: clock.now + 1e9), backend, clock
+
+
+async def create(manager: JobManager, body: dict[str, Any], principal: Principal = ME) -> LiveJob:
+    return manager.jobs[(await manager.create(body, principal))["id"]]
 
 
 def job_outcomes(manager: JobManager) -> dict[str, float]:
@@ -73,10 +83,11 @@ def test_fill_template() -> None:
 def test_a_workflow_carries_its_deadline_and_completes_once() -> None:
     async def scenario() -> None:
         manager, backend, clock = make_manager()
-        job = manager.create({"kind": "workflow", "slo_s": 30, "template": "sql", "tenant": "t1", "priority": 2})
+        job = await create(manager, {"kind": "workflow", "slo_s": 30, "template": "sql", "tenant": "t1", "priority": 2})
         assert (job.status, job.deadline_s, job.arrival_s) == ("running", 130.0, 100.0)
+        assert job.id.startswith("job-") and len(job.id) >= 20  # unguessable, not sequential
         clock.now = 110.0
-        answer = await manager.post_stage(job.id, {"name": "plan", "calls": [{"prompt": "a"}, {"prompt": "b"}]})
+        answer = await manager.post_stage(job.id, {"name": "plan", "calls": [{"prompt": "a"}, {"prompt": "b"}]}, ME)
         assert [r["text"] for r in answer["results"]] == ["echo:a", "echo:b"]
         assert answer["job"]["status"] == "running"
         requests = [call.request for call in backend.calls]
@@ -84,11 +95,11 @@ def test_a_workflow_carries_its_deadline_and_completes_once() -> None:
         assert {(r.budget_s, r.deadline_s, r.job_arrival_s, r.template) for r in requests} == {
             (20.0, 130.0, 100.0, "sql")
         }
-        assert {(r.tenant, r.job_id, r.stage) for r in requests} == {("t1", job.id, "plan")}
+        assert {(r.tenant, r.job_id, r.stage, r.priority) for r in requests} == {("t1", job.id, "plan", 2.0)}
         assert backend.calls[0].stream is False
         clock.now = 120.0
         answer = await manager.post_stage(
-            job.id, {"calls": [{"messages": [{"role": "user", "content": "c"}]}], "final": True}
+            job.id, {"calls": [{"messages": [{"role": "user", "content": "c"}]}], "final": True}, ME
         )
         assert answer["stage"] == "stage-1"
         assert answer["job"]["status"] == "completed" and answer["job"]["slo_met"] is True
@@ -96,8 +107,12 @@ def test_a_workflow_carries_its_deadline_and_completes_once() -> None:
         assert job.finished_stages == ["plan", "stage-1"]
         assert manager.finish(job, "failed", "late") is False  # already terminal
         assert job.status == "completed"
+        assert job.id not in manager.jobs  # finished: left memory, the store answers
+        stored = await manager.get(job.id, ME)
+        assert (stored["status"], stored["latency_s"], stored["slo_met"]) == ("completed", 20.0, True)
+        assert [stage["status"] for stage in stored["stages"]] == ["completed", "completed"]
         with pytest.raises(HttpError) as error:
-            await manager.post_stage(job.id, {"calls": [{"prompt": "x"}]})
+            await manager.post_stage(job.id, {"calls": [{"prompt": "x"}]}, ME)
         assert error.value.status == 409
         assert job_outcomes(manager) == {"workflow/completed": 1.0}
 
@@ -107,8 +122,8 @@ def test_a_workflow_carries_its_deadline_and_completes_once() -> None:
 def test_a_failed_call_fails_the_workflow() -> None:
     async def scenario() -> None:
         manager, _, _ = make_manager()
-        job = manager.create({})
-        answer = await manager.post_stage(job.id, {"name": "s", "calls": [{"prompt": "ok"}, {"prompt": "FAIL"}]})
+        job = await create(manager, {})
+        answer = await manager.post_stage(job.id, {"name": "s", "calls": [{"prompt": "ok"}, {"prompt": "FAIL"}]}, ME)
         results = answer["results"]
         assert [r["outcome"] for r in results] == ["completed", "failed"]
         assert results[1]["status"] == 502
@@ -123,7 +138,7 @@ def test_a_relquery_runs_every_row_and_completes() -> None:
         manager, backend, _ = make_manager()
         body = {"kind": "relquery", "template": "Is {name} a fruit?", "rows": [{"name": "apple"}, {"name": "car"}],
                 "params": {"max_tokens": 3}, "slo_s": 5}  # fmt: skip
-        job = manager.create(body)
+        job = await create(manager, body)
         assert job.task is not None
         await job.task
         assert job.status == "completed"
@@ -131,7 +146,7 @@ def test_a_relquery_runs_every_row_and_completes() -> None:
         assert {call.request.max_output_tokens for call in backend.calls} == {3}
         assert {call.request.template for call in backend.calls} == {"relquery"}
         assert [stage["name"] for stage in job.stages] == ["rows"]
-        failing = manager.create({**body, "rows": [{"name": "FAIL"}]})
+        failing = await create(manager, {**body, "rows": [{"name": "FAIL"}]})
         assert failing.task is not None
         await failing.task
         assert (failing.status, failing.reason) == ("failed", "a row failed")
@@ -146,36 +161,134 @@ def test_a_relquery_runs_every_row_and_completes() -> None:
         ({"kind": "batch"}, "kind"),
         ({"slo_s": 0}, "slo_s"),
         ({"slo_s": True}, "slo_s"),
+        ({"slo_s": 1e306}, "slo_s"),
+        ({"slo_s": 10**400}, "slo_s"),
         ({"priority": math.nan}, "priority"),
+        ({"priority": math.inf}, "priority"),
         ({"tenant": 5}, "tenant"),
         ({"kind": "relquery", "template": "{a}", "rows": []}, "rows"),
         ({"kind": "relquery", "rows": [{"a": 1}]}, "template"),
         ({"kind": "relquery", "template": "{a}", "rows": [{"a": 1}], "params": [1]}, "params"),
+        (
+            {"kind": "relquery", "template": "{a}", "rows": [{"a": 1}], "params": {"max_tokens": 10**400}},
+            "params.max_tokens",
+        ),
+        (
+            {"kind": "relquery", "template": "{a}", "rows": [{"a": 1}], "params": {"max_tokens": 4096}},
+            "params.max_tokens",
+        ),
+        (
+            {"kind": "relquery", "template": "{a}", "rows": [{"a": 1}], "params": {"temperature": math.inf}},
+            "params.temperature",
+        ),
         ({"kind": "relquery", "template": "{a}", "rows": [{"b": 1}]}, "rows[0]"),
+        ({"kind": "relquery", "template": "{a}", "rows": [{"a": 1}] * 10_001}, "rows"),
+        ({"rows": [{"a": 1}]}, "rows"),
+        ({"surprise": 1}, "surprise"),
     ],
 )
 def test_invalid_jobs_are_refused_before_they_exist(body: dict[str, Any], field: str) -> None:
     async def scenario() -> None:
         manager, _, _ = make_manager()
         with pytest.raises(HttpError) as error:
-            manager.create(body)
-        assert error.value.status == 400 and error.value.message.startswith(f"{field}:")
+            await manager.create(body, ME)
+        assert error.value.status == 400 and error.value.message.startswith(f"{field}:"), error.value.message
+        assert len(error.value.message) < 300
+        assert manager.jobs == {} and manager.sync.store.data.records == {}  # type: ignore[attr-defined]
+
+    asyncio.run(scenario())
+
+
+def test_large_inputs_are_never_echoed_and_huge_expansions_are_413() -> None:
+    async def scenario() -> None:
+        manager, _, _ = make_manager()
+        big = "x" * 3_900_000
+        for body in ({"template": big}, {"tenant": big}, {"kind": big}, {"slo_s": big}):
+            with pytest.raises(HttpError) as error:
+                await manager.create(body, ME)
+            assert error.value.status == 400 and len(error.value.message) < 300, error.value.message
+        # 125 KB of body expanding to 2,000 prompts of 100 KB: refused before a single prompt is rendered.
+        rows = [{"a": 1}] * 2_000
+        with pytest.raises(HttpError) as error:
+            await manager.create({"kind": "relquery", "template": "{a}" + "y" * 99_000, "rows": rows}, ME)
+        assert (error.value.status, error.value.code) == (413, "prompts_too_large")
+        assert error.value.message.startswith("rows:")
         assert manager.jobs == {}
 
     asyncio.run(scenario())
 
 
 @pytest.mark.parametrize(
-    ("body", "status"),
-    [({"calls": []}, 400), ({"calls": [{"prompt": "x"}], "final": "yes"}, 400), ({"calls": [3]}, 400)],
+    ("body", "field"),
+    [
+        ({"calls": []}, "calls"),
+        ({"calls": [{"prompt": "x"}], "final": "yes"}, "final"),
+        ({"calls": [3]}, "calls[0]"),
+        ({"calls": [{"prompt": "ok"}, {"prompt": "x", "max_tokens": 10**400}]}, "calls[1].max_tokens"),
+        ({"calls": [{"prompt": "ok"}, {"prompt": "x", "max_tokens": 1e306}]}, "calls[1].max_tokens"),
+        ({"calls": [{"prompt": "ok"}, {"prompt": "x", "temperature": -math.inf}]}, "calls[1].temperature"),
+        ({"calls": [{"prompt": "ok"}, {"prompt": 5}]}, "calls[1].prompt"),
+    ],
 )
-def test_invalid_stages_are_refused(body: dict[str, Any], status: int) -> None:
+def test_invalid_stages_are_refused_whole(body: dict[str, Any], field: str) -> None:
     async def scenario() -> None:
         manager, backend, _ = make_manager()
-        job = manager.create({})
+        job = await create(manager, {})
         with pytest.raises(HttpError) as error:
-            await manager.post_stage(job.id, body)
-        assert error.value.status == status and backend.calls == []
+            await manager.post_stage(job.id, body, ME)
+        assert error.value.status == 400 and error.value.message.startswith(f"{field}:"), error.value.message
+        assert backend.calls == [] and job.stages == []
+        # Nothing accepted, nothing leaked: accepted == terminal (both zero).
+        metrics = manager.dispatcher.metrics
+        assert metrics.accepted._value.get() == 0
+
+    asyncio.run(scenario())
+
+
+def test_jobs_are_scoped_to_their_tenant() -> None:
+    async def scenario() -> None:
+        manager, _, _ = make_manager()
+        other = Principal(tenant="t2")
+        job = await create(manager, {"slo_s": 10})
+        for operation in (
+            manager.get(job.id, other),
+            manager.cancel(job.id, other),
+            manager.complete(job.id, other),
+            manager.post_stage(job.id, {"calls": [{"prompt": "x"}]}, other),
+            manager.get("job-missing", ME),
+        ):
+            with pytest.raises(HttpError) as error:
+                await operation
+            assert (error.value.status, error.value.code) == (404, "not_found")
+        assert job.status == "running"
+        with pytest.raises(HttpError) as error:  # a tenant cannot name another in the body
+            await manager.create({"tenant": "t2"}, ME)
+        assert error.value.status == 403
+        assert (await manager.complete(job.id, ME))["status"] == "completed"
+        with pytest.raises(HttpError) as error:  # finished, in the store only: still scoped
+            await manager.get(job.id, other)
+        assert error.value.status == 404
+
+    asyncio.run(scenario())
+
+
+def test_per_tenant_cap_and_min_slo_and_priority_class() -> None:
+    async def scenario() -> None:
+        manager, _, _ = make_manager(max_jobs_per_tenant=2, max_jobs=10)
+        for _ in range(2):
+            await create(manager, {})
+        with pytest.raises(HttpError) as error:
+            await manager.create({}, ME)
+        assert (error.value.status, error.value.code, error.value.retry_after_s) == (429, "too_many_jobs", 1.0)
+        other = await create(manager, {}, Principal(tenant="t2"))  # another tenant is not affected
+        assert other.status == "running"
+        capped = Principal(tenant="t3", max_jobs=1, min_slo_s=5.0, priority=3.0)
+        job = await create(manager, {"slo_s": 0.5, "priority": 0}, capped)
+        assert (job.slo_s, job.priority) == (5.0, 3.0)  # clamped to the tenant's floor and class
+        with pytest.raises(HttpError):
+            await manager.create({}, capped)
+        await manager.cancel(job.id, capped)
+        assert (await create(manager, {"priority": 7}, capped)).priority == 7.0  # lower priority is allowed
 
     asyncio.run(scenario())
 
@@ -184,50 +297,47 @@ def test_unknown_jobs_and_stages_for_relqueries() -> None:
     async def scenario() -> None:
         manager, _, _ = make_manager()
         with pytest.raises(HttpError) as error:
-            manager.get("job-9")
+            await manager.get("job-9", ME)
         assert error.value.status == 404
-        job = manager.create({"kind": "relquery", "template": "{a}", "rows": [{"a": 1}]})
+        job = await create(manager, {"kind": "relquery", "template": "{a}", "rows": [{"a": 1}]})
         with pytest.raises(HttpError) as error:
-            await manager.post_stage(job.id, {"calls": [{"prompt": "x"}]})
+            await manager.post_stage(job.id, {"calls": [{"prompt": "x"}]}, ME)
         assert error.value.status == 409
         await manager.shutdown()
 
     asyncio.run(scenario())
 
 
-def test_cancel_reap_and_shutdown_end_each_job_once() -> None:
+def test_cancel_and_reap_end_each_job_once_and_shutdown_keeps_open_ones() -> None:
     async def scenario() -> None:
         manager, _, clock = make_manager(timeouts={"job_idle_s": 10})
-        idle, busy, cancelled = manager.create({}), manager.create({}), manager.create({})
+        idle, busy, cancelled = await create(manager, {}), await create(manager, {}), await create(manager, {})
         busy.active_stages = 1  # a stage in flight: never reaped
-        assert manager.cancel(cancelled.id).status == "cancelled"
-        assert manager.cancel(cancelled.id).reason == "cancelled by client"  # idempotent
+        assert (await manager.cancel(cancelled.id, ME))["status"] == "cancelled"
+        assert (await manager.cancel(cancelled.id, ME))["reason"] == "cancelled by client"  # idempotent
         clock.now += 10.5
         await manager.reap_idle()
         assert (idle.status, idle.reason) == ("cancelled", "idle timeout")
         assert busy.status == "running"
         await manager.shutdown()
-        assert busy.status == "cancelled"
-        assert job_outcomes(manager) == {"workflow/cancelled": 3.0}
+        assert busy.status == "running"  # stays open in the store for a restart to resume
+        assert manager.sync.store.data.records[busy.id].status == "running"  # type: ignore[attr-defined]
+        assert job_outcomes(manager) == {"workflow/cancelled": 2.0}
 
     asyncio.run(scenario())
 
 
-def test_too_many_running_jobs_and_eviction_of_finished_ones() -> None:
+def test_too_many_running_jobs_and_finished_ones_leave_memory() -> None:
     async def scenario() -> None:
         manager, _, _ = make_manager(max_jobs=2)
-        first, second = manager.create({}), manager.create({})
+        first, _ = await create(manager, {}), await create(manager, {}, Principal("t2"))
         with pytest.raises(HttpError) as error:
-            manager.create({})
+            await manager.create({}, Principal("t3"))
         assert (error.value.status, error.value.retry_after_s) == (429, 1.0)
-        manager.finish(first, "completed", "")
-        manager.finish(second, "completed", "")
-        jobs = [manager.create({}) for _ in range(2)]
-        for job in jobs:
-            manager.finish(job, "completed", "")
-        manager.create({})
-        assert first.id not in manager.jobs and second.id not in manager.jobs  # oldest finished dropped
-        assert all(job.id in manager.jobs for job in jobs)
+        await manager.complete(first.id, ME)
+        assert first.id not in manager.jobs and len(manager.jobs) == 1
+        assert (await manager.get(first.id, ME))["status"] == "completed"
+        await create(manager, {})
 
     asyncio.run(scenario())
 

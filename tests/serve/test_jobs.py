@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 
@@ -62,7 +63,7 @@ def test_relquery_runs_every_row() -> None:
 
 def test_job_errors_are_4xx_and_idle_jobs_are_cancelled() -> None:
     async def scenario() -> None:
-        overrides = {"timeouts": {"job_idle_s": 0.2, "queue_s": 5.0}}
+        overrides: dict[str, Any] = {"timeouts": {"job_idle_s": 0.2, "queue_s": 5.0}}
         async with harness(**overrides) as h, httpx.AsyncClient(base_url=h.url) as client:
             bad = [
                 {"kind": "nope"},

@@ -1,4 +1,4 @@
-"""``serve.limits``: per-tenant token buckets on an injected clock, and API-key checks."""
+"""``serve.limits``: per-tenant token buckets and concurrency on an injected clock, bounded state."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slosched.serve.limits import TenantLimiter, authorized
+from slosched.serve.calls import HttpError
+from slosched.serve.identity import Principal
+from slosched.serve.limits import TenantLimits, TokenBucket
+from slosched.serve.metrics import GatewayMetrics, counter_value
 
 
 class FakeClock:
@@ -17,32 +20,55 @@ class FakeClock:
         return self.now
 
 
-def test_unlimited_tenants_never_wait() -> None:
-    limiter = TenantLimiter({"paid": 1.0}, None, FakeClock())
-    assert all(limiter.retry_after_s("free") == 0.0 for _ in range(1000))
+def _wait(limits: TenantLimits, principal: Principal) -> float:
+    """0.0 when the request was admitted, else its Retry-After in seconds."""
+    try:
+        limits.admit_request(principal)
+    except HttpError as error:
+        assert (error.status, error.code) == (429, "rate_limited")
+        assert error.retry_after_s is not None
+        return error.retry_after_s
+    return 0.0
+
+
+def test_unlimited_tenants_never_wait_and_hold_no_state() -> None:
+    limits = TenantLimits(FakeClock())
+    free = Principal("free")
+    assert all(_wait(limits, free) == 0.0 for _ in range(1000))
+    assert limits.admit_call(free, 10**6) is None
+    assert len(limits) == 0
 
 
 def test_a_bucket_allows_its_burst_then_reports_the_wait() -> None:
     clock = FakeClock()
-    limiter = TenantLimiter({"t": 4.0}, None, clock)
-    assert [limiter.retry_after_s("t") for _ in range(4)] == [0.0] * 4  # burst = rate
-    assert limiter.retry_after_s("t") == pytest.approx(0.25)  # one token takes 1/4 s
+    limits, t = TenantLimits(clock), Principal("t", rate_limit_rps=4.0)
+    assert [_wait(limits, t) for _ in range(4)] == [0.0] * 4  # burst = rate
+    assert _wait(limits, t) == pytest.approx(0.25)  # one token takes 1/4 s
     clock.now = 0.1
-    assert limiter.retry_after_s("t") == pytest.approx(0.15)
+    assert _wait(limits, t) == pytest.approx(0.15)
     clock.now = 0.25
-    assert limiter.retry_after_s("t") == 0.0
+    assert _wait(limits, t) == 0.0
     clock.now = 100.0  # refills up to the burst, never beyond it
-    assert [limiter.retry_after_s("t") for _ in range(5)] == [0.0] * 4 + [pytest.approx(0.25)]
+    assert [_wait(limits, t) for _ in range(5)] == [0.0] * 4 + [pytest.approx(0.25)]
 
 
-def test_slow_rates_still_allow_one_request() -> None:
+def test_slow_rates_still_allow_one_request_and_tenants_have_their_own_buckets() -> None:
     clock = FakeClock()
-    limiter = TenantLimiter({}, 0.5, clock)  # the default rate applies to every tenant, each its own bucket
-    assert limiter.retry_after_s("a") == 0.0
-    assert limiter.retry_after_s("a") == pytest.approx(2.0)
-    assert limiter.retry_after_s("b") == 0.0
+    limits = TenantLimits(clock)
+    a, b = Principal("a", rate_limit_rps=0.5), Principal("b", rate_limit_rps=0.5)
+    assert _wait(limits, a) == 0.0
+    assert _wait(limits, a) == pytest.approx(2.0)
+    assert _wait(limits, b) == 0.0
     clock.now = 2.0
-    assert limiter.retry_after_s("a") == 0.0
+    assert _wait(limits, a) == 0.0
+
+
+def test_a_new_rate_applies_to_the_existing_bucket() -> None:
+    clock = FakeClock()
+    limits = TenantLimits(clock)
+    assert [_wait(limits, Principal("t", rate_limit_rps=100.0)) for _ in range(100)] == [0.0] * 100
+    slower = Principal("t", rate_limit_rps=1.0)  # a config reload lowered it: no fresh burst of 100
+    assert _wait(limits, slower) == pytest.approx(1.0)
 
 
 @given(
@@ -51,30 +77,70 @@ def test_slow_rates_still_allow_one_request() -> None:
 )
 def test_granted_requests_never_exceed_the_burst_plus_rate_times_elapsed(rate: float, gaps: list[float]) -> None:
     clock = FakeClock()
-    limiter = TenantLimiter({"t": rate}, None, clock)
+    limits, t = TenantLimits(clock), Principal("t", rate_limit_rps=rate)
     granted = 0
     for gap in gaps:
         clock.now += gap
-        wait = limiter.retry_after_s("t")
+        wait = _wait(limits, t)
         assert wait >= 0.0
         granted += wait == 0.0
         assert granted <= max(rate, 1.0) + rate * clock.now + 1e-9
 
 
-@pytest.mark.parametrize(
-    ("keys", "authorization", "api_key", "expected"),
-    [
-        ([], None, None, True),
-        (["k1", "k2"], "Bearer k2", None, True),
-        (["k1"], "bearer  k1 ", None, True),
-        (["k1"], None, "k1", True),
-        (["k1"], "Bearer nope", "k1", False),  # a bearer token wins over x-api-key
-        (["k1"], "Basic k1", "k1", True),  # not a bearer token: x-api-key is used
-        (["k1"], "Basic k1", None, False),
-        (["k1"], None, None, False),
-        (["k1"], "Bearer ", None, False),
-        (["k1"], None, "k", False),
-    ],
+@given(
+    rate=st.floats(min_value=1.0, max_value=500.0),
+    calls=st.lists(st.tuples(st.floats(min_value=0.0, max_value=1.0), st.integers(1, 2000)), min_size=1, max_size=60),
 )
-def test_authorized(keys: list[str], authorization: str | None, api_key: str | None, expected: bool) -> None:
-    assert authorized(keys, authorization, api_key) is expected
+def test_granted_tokens_stay_within_burst_plus_rate_times_elapsed_plus_one_call(
+    rate: float, calls: list[tuple[float, int]]
+) -> None:
+    bucket, now, granted = TokenBucket(max(rate, 1.0), 0.0), 0.0, 0
+    for gap, cost in calls:
+        now += gap
+        wait = bucket.take(rate, cost, now)
+        if wait == 0.0:
+            granted += cost
+        else:
+            assert wait > 0.0
+            assert bucket.take(rate, cost, now + wait + 1e-9) == 0.0  # Retry-After is honest
+            granted += cost
+            now += wait + 1e-9
+        assert granted <= max(rate, 1.0) + rate * now + max(c for _, c in calls) + 1e-6
+
+
+def test_token_rate_counts_prompt_plus_max_tokens() -> None:
+    clock = FakeClock()
+    metrics = GatewayMetrics(lambda: [])
+    limits, t = TenantLimits(clock, metrics), Principal("t", token_rate_limit_tps=1000.0)
+    assert limits.admit_call(t, 600) is None  # no concurrency limit: nothing to release
+    with pytest.raises(HttpError) as refused:
+        limits.admit_call(t, 600)
+    assert (refused.value.status, refused.value.code) == (429, "rate_limited")
+    assert refused.value.retry_after_s == pytest.approx(0.2)
+    assert counter_value(metrics, "slosched_admission_rejections_total", [("reason", "token_rate_limited")]) == 1
+
+
+def test_concurrency_leases_release_exactly_once() -> None:
+    metrics = GatewayMetrics(lambda: [])
+    limits, t = TenantLimits(FakeClock(), metrics), Principal("t", max_concurrency=2)
+    first, second = limits.admit_call(t, 1), limits.admit_call(t, 1)
+    assert first is not None and second is not None and limits.in_flight("t") == 2
+    with pytest.raises(HttpError) as refused:
+        limits.admit_call(t, 1)
+    assert (refused.value.code, refused.value.retry_after_s) == ("concurrency_limited", 1.0)
+    first.release()
+    first.release()  # a second release must not free another call's slot
+    assert limits.in_flight("t") == 1
+    assert limits.admit_call(t, 1) is not None
+    assert counter_value(metrics, "slosched_admission_rejections_total", [("reason", "concurrency_limited")]) == 1
+
+
+def test_tenant_state_is_bounded_least_recently_used_first() -> None:
+    limits = TenantLimits(FakeClock(), max_tenants=3)
+    for name in ("a", "b", "c"):
+        limits.admit_request(Principal(name, rate_limit_rps=1.0))
+    assert _wait(limits, Principal("a", rate_limit_rps=1.0)) > 0.0  # refused, but "a" is now the most recent
+    limits.admit_request(Principal("d", rate_limit_rps=1.0))  # evicts "b"
+    assert len(limits) == 3
+    assert _wait(limits, Principal("b", rate_limit_rps=1.0)) == 0.0  # a fresh bucket
+    assert _wait(limits, Principal("d", rate_limit_rps=1.0)) > 0.0  # still limited

@@ -58,7 +58,7 @@ def _alive_in_group(pgid: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def gateway_url() -> Iterator[str]:
-    with background_gateway() as url:
+    with background_gateway(trust_tenant_header=True) as url:  # the calls name their tenant in x-tenant
         yield url
 
 

@@ -121,8 +121,9 @@ def _counters(urls: Sequence[str]) -> list[dict[str, float]]:
 def _config(urls: Sequence[str], row: Row) -> dict[str, Any]:
     backends = [{"name": f"vllm-{i}", "url": url, "model": "tiny", "max_concurrency": 64, "max_queue": 1024,
                  "forward_priority": row.forward_priority} for i, url in enumerate(urls)]  # fmt: skip
+    # Multi-tenant workloads name their tenants themselves on this open bench gateway.
     return {"backends": backends, "policies": dict(row.policies), "scrape_interval_s": 0.5,
-            "timeouts": {"queue_s": 300, "first_byte_s": 300}}  # fmt: skip
+            "timeouts": {"queue_s": 300, "first_byte_s": 300}, "trust_tenant_header": True}  # fmt: skip
 
 
 async def _replay_gateway(urls: Sequence[str], row: Row, jobs: list[JobSpec]) -> list[ReplayResult]:

@@ -25,6 +25,7 @@ _BENCH_MODULES = {
     "soak": "slosched.bench.soak",
     "stack": "slosched.bench.stack",
     "stack-limits": "slosched.bench.stack_limits",
+    "chaos": "slosched.bench.chaos",
 }
 
 

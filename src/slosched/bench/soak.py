@@ -292,7 +292,8 @@ def soak(duration_s: float, warmup_s: float, rate: float, sample_every_s: float)
     config_path = Path(f"/tmp/slosched-bench-soak-{gateway_port}.json")
     _gateway_config(config_path, stub_url, gateway_port)
     config = json.loads(config_path.read_text())
-    config_path.write_text(json.dumps({**config, "max_jobs": _SOAK_MAX_JOBS}))
+    # The load names tenants in x-tenant on an open gateway: trusted, as in any dev/bench setup.
+    config_path.write_text(json.dumps({**config, "max_jobs": _SOAK_MAX_JOBS, "trust_tenant_header": True}))
     stub_cmd = [sys.executable, "-m", "slosched.devtools.stub", "--port", str(stub_port)]
     gateway_cmd = [sys.executable, "-m", "slosched.cli", "serve", str(config_path)]
     try:

@@ -3,7 +3,9 @@ read-only with a timeout and a row cap, unit-test checks on results, and the maj
 
 Invariants: ``execute_sql`` never raises for bad SQL (every failure is an ``ExecResult`` with ``error``
 set), never writes (read-only URI + ``PRAGMA query_only`` + an authorizer that allows reads only) and never
-runs past ``timeout_s`` (a progress handler interrupts the statement) or returns more than ``max_rows`` rows.
+runs past ``timeout_s`` (a progress handler interrupts the statement) or returns more than ``max_rows`` rows
+or ``max_result_bytes``; one value is at most ``max_value_bytes`` (SQLite's length limit) and SQLite's heap
+at most ``HEAP_LIMIT_BYTES``, so a single huge allocation fails fast instead of outrunning the timeout.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ _READ_ACTIONS = frozenset(
     {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 )
 _PROGRESS_OPS = 1_000  # SQLite VM instructions between deadline checks (~tens of microseconds)
+MAX_VALUE_BYTES = 1_000_000  # SQLITE_LIMIT_LENGTH: the largest string or blob one value may be
+MAX_RESULT_BYTES = 4_000_000  # stop fetching past this many bytes of values (the result is truncated)
+HEAP_LIMIT_BYTES = 256 * 2**20  # SQLite's hard heap limit (process-wide, see _limit_heap)
 
 
 def extract_sql(text: str | None) -> str | None:
@@ -98,33 +103,138 @@ def _authorize(action: int, *args: object) -> int:
     return sqlite3.SQLITE_OK if action in _READ_ACTIONS else sqlite3.SQLITE_DENY
 
 
-def execute_sql(db_path: str | Path, sql: str, timeout_s: float = 2.0, max_rows: int = 1000) -> ExecResult:
+_PRINTF_SPEC = re.compile(r"%(?:%|[-+ 0#,!]*(\*|\d*)(?:\.(\*|\d*))?[a-zA-Z]?)")
+
+
+class _PrintfGuard:
+    """``printf``/``format`` with widths and precisions capped: SQLite's own pads ``%.*c`` one character
+    at a time inside one VM step, so ``printf('%.*c', 500000000, 'x')`` runs for seconds past any deadline
+    even once its allocation fails. Checked calls run SQLite's printf on a private connection."""
+
+    def __init__(self, max_value_bytes: int) -> None:
+        self.max_value_bytes = max_value_bytes
+        self.reason: str | None = None
+        self._helper: sqlite3.Connection | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        if not args or not isinstance(args[0], str):
+            return None if not args else args[0]
+        self._check(args)
+        if self._helper is None:
+            self._helper = sqlite3.connect(":memory:")
+            self._helper.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self.max_value_bytes)
+        marks = ", ".join("?" * len(args))
+        return self._helper.execute(f"SELECT printf({marks})", args).fetchone()[0]
+
+    def _check(self, args: tuple[Any, ...]) -> None:
+        position = 1
+        for match in _PRINTF_SPEC.finditer(args[0]):
+            if match.group(0) == "%%":
+                continue
+            for part in match.groups():
+                value: Any = part
+                if part == "*":
+                    value = args[position] if position < len(args) else 0
+                    position += 1
+                try:
+                    size = abs(int(value or 0))
+                except (TypeError, ValueError):
+                    size = 0
+                if size > self.max_value_bytes:
+                    self.reason = f"printf width or precision {size} is too big (at most {self.max_value_bytes})"
+                    raise ValueError(self.reason)
+            position += 1
+
+    def close(self) -> None:
+        if self._helper is not None:
+            self._helper.close()
+
+
+def _limit_heap() -> None:
+    """SQLite's hard heap limit is process-wide and can only be lowered: set it once, never raising one a
+    host application set lower."""
+    with sqlite3.connect(":memory:") as probe:
+        current = int(probe.execute("PRAGMA hard_heap_limit").fetchone()[0])
+        if current == 0 or current > HEAP_LIMIT_BYTES:
+            probe.execute(f"PRAGMA hard_heap_limit = {int(HEAP_LIMIT_BYTES)}")
+
+
+def _open_read_only(
+    db_path: str | Path, timeout_s: float, deadline: float, max_value_bytes: int, printf: _PrintfGuard
+) -> sqlite3.Connection:
+    _limit_heap()
+    connection = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True, timeout=timeout_s,
+                                 check_same_thread=False)  # fmt: skip
+    # One value (randomblob, printf('%.*c'), zeroblob, a doubling recursive string) is a single VM step the
+    # progress handler cannot interrupt: cap its size instead, so it fails at once.
+    connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
+    connection.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, min(max_value_bytes, 1_000_000))
+    for name in ("printf", "format"):
+        connection.create_function(name, -1, printf, deterministic=True)
+    connection.execute("PRAGMA query_only = ON")
+    connection.set_authorizer(_authorize)
+    connection.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_OPS)
+    return connection
+
+
+def _value_bytes(value: Any) -> int:
+    return len(value) if isinstance(value, (str, bytes)) else 8
+
+
+def _fetch(cursor: sqlite3.Cursor, max_rows: int, max_result_bytes: int) -> tuple[list[tuple[Any, ...]], bool]:
+    """Rows until ``max_rows`` or ``max_result_bytes`` (values' sizes); True when more were left."""
+    rows: list[tuple[Any, ...]] = []
+    size = 0
+    while len(rows) < max_rows:
+        row = cursor.fetchone()
+        if row is None:
+            return rows, False
+        size += sum(_value_bytes(value) for value in row)
+        if size > max_result_bytes:
+            return rows, True
+        rows.append(tuple(row))
+    return rows, cursor.fetchone() is not None
+
+
+def execute_sql(
+    db_path: str | Path,
+    sql: str,
+    timeout_s: float = 2.0,
+    max_rows: int = 1000,
+    *,
+    max_value_bytes: int = MAX_VALUE_BYTES,
+    max_result_bytes: int = MAX_RESULT_BYTES,
+) -> ExecResult:
     """Run one statement on a read-only connection (see the module invariants). Blocking: call it from a
     worker thread in async code."""
     start = time.monotonic()
     deadline = start + timeout_s
+    printf = _PrintfGuard(max_value_bytes)
     try:
-        connection = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True, timeout=timeout_s,
-                                     check_same_thread=False)  # fmt: skip
+        connection = _open_read_only(db_path, timeout_s, deadline, max_value_bytes, printf)
     except sqlite3.Error as error:
         return ExecResult(sql, error=f"cannot open database: {error}", elapsed_s=time.monotonic() - start)
     try:
-        connection.execute("PRAGMA query_only = ON")
-        connection.set_authorizer(_authorize)
-        connection.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_OPS)
         cursor = connection.execute(sql)
-        rows = cursor.fetchmany(max_rows + 1)
+        rows, truncated = _fetch(cursor, max_rows, max_result_bytes)
         columns = tuple(str(column[0]) for column in cursor.description or ())
-    except (sqlite3.Error, sqlite3.Warning) as error:  # Python 3.11 reports two statements as a Warning
+    except (sqlite3.Error, sqlite3.Warning, MemoryError) as error:  # 3.11 reports two statements as a Warning
         elapsed = time.monotonic() - start
-        if time.monotonic() > deadline and "interrupt" in str(error):
+        text = str(error)
+        if time.monotonic() > deadline and "interrupt" in text:
             return ExecResult(sql, error=f"query timed out after {timeout_s:g} s", timed_out=True, elapsed_s=elapsed)
-        hint = " (read-only: a single SELECT query only)" if "not authorized" in str(error) else ""
-        return ExecResult(sql, error=f"{type(error).__name__}: {error}{hint}", elapsed_s=elapsed)
+        if printf.reason is not None:
+            text = printf.reason
+        if "too big" in text:
+            text += f" (one value may hold at most {max_value_bytes} bytes)"
+        elif "out of memory" in text or isinstance(error, MemoryError):
+            text = f"out of memory (queries may use at most {HEAP_LIMIT_BYTES // 2**20} MiB)"
+        hint = " (read-only: a single SELECT query only)" if "not authorized" in text else ""
+        return ExecResult(sql, error=f"{type(error).__name__}: {text}{hint}", elapsed_s=elapsed)
     finally:
         connection.close()
-    return ExecResult(sql, columns, tuple(tuple(row) for row in rows[:max_rows]),
-                      truncated=len(rows) > max_rows, elapsed_s=time.monotonic() - start)  # fmt: skip
+        printf.close()
+    return ExecResult(sql, columns, tuple(rows), truncated=truncated, elapsed_s=time.monotonic() - start)
 
 
 def _normal(value: Any) -> Any:

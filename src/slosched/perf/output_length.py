@@ -37,15 +37,20 @@ class HistoryOutputPredictor:
     ``mode="mean"`` predicts the key's mean output; ``mode="ratio"`` scales the request's prompt length
     by the key's mean output/prompt ratio (for stages whose output tracks their input).
     ``min_samples`` completions are needed before a key (or the global mean) is trusted.
+    At most ``max_keys`` keys are kept, the least recently observed evicted first: keys come from clients
+    (a gateway's ``x-job-stage``), so without a bound a client could grow the map without end.
     """
 
-    __slots__ = ("_by_key", "_global", "default_tokens", "min_samples", "mode")
+    __slots__ = ("_by_key", "_global", "default_tokens", "max_keys", "min_samples", "mode")
 
-    def __init__(self, default_tokens: int = 128, min_samples: int = 1, mode: str = "mean") -> None:
+    def __init__(
+        self, default_tokens: int = 128, min_samples: int = 1, mode: str = "mean", max_keys: int = 4096
+    ) -> None:
         if mode not in MODES:
             raise ConfigError("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
-        if default_tokens < 1 or min_samples < 1:
-            raise ConfigError("HistoryOutputPredictor", "default_tokens and min_samples must be >= 1")
+        if default_tokens < 1 or min_samples < 1 or max_keys < 1:
+            raise ConfigError("HistoryOutputPredictor", "default_tokens, min_samples and max_keys must be >= 1")
+        self.max_keys = max_keys
         self.default_tokens = default_tokens
         self.min_samples = min_samples
         self.mode = mode
@@ -72,9 +77,13 @@ class HistoryOutputPredictor:
         """Record one completed request's true output length (ignored when < 1: nothing was generated)."""
         if output_tokens < 1:
             return
-        stats = self._by_key.get(request.predictor_key)
+        key = request.predictor_key
+        stats = self._by_key.pop(key, None)  # re-inserted last: dict order is least recently observed first
         if stats is None:
-            stats = self._by_key[request.predictor_key] = _RunningStats()
+            stats = _RunningStats()
+            if len(self._by_key) >= self.max_keys:
+                del self._by_key[next(iter(self._by_key))]
+        self._by_key[key] = stats
         stats.add(output_tokens, request.prompt_tokens)
         self._global.add(output_tokens, request.prompt_tokens)
 

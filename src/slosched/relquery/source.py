@@ -5,7 +5,8 @@
 Parquet files are one table each (DuckDB reads them directly); a SQLite file holds several, so ``TABLE``
 picks one (optional when the file has exactly one). SQLite tables are read with Python's ``sqlite3`` and
 handed to DuckDB as columns, because DuckDB's own SQLite extension is downloaded on first use and this
-must work offline. The optional ``where`` clause is DuckDB SQL over the source's columns.
+must work offline. The optional ``where`` filter (``relquery/where.py``) is parsed and rebuilt over the
+source's columns, and DuckDB runs locked: no file but the source, no extension, no config change.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import duckdb
 import numpy as np
 
 from slosched.core.errors import ConfigError, UnknownNameError
+from slosched.relquery.where import compile_where
 
 _CSV = (".csv", ".tsv", ".txt")
 _PARQUET = (".parquet", ".pq")
@@ -90,7 +92,7 @@ def read_rows(ref: TableRef, columns: Sequence[str], where: str | None = None, l
         raise ConfigError("table", f"no such file: {str(ref.path)!r}")
     if limit is not None and limit < 1:
         raise ConfigError("max_rows", f"must be >= 1, got {limit}")
-    con = duckdb.connect()
+    con = locked_connection(ref.path)
     try:
         available = _open_source(con, ref)
         missing = [column for column in columns if column not in available]
@@ -100,17 +102,34 @@ def read_rows(ref: TableRef, columns: Sequence[str], where: str | None = None, l
             )
         selected = ", ".join(_quote(column) for column in columns)
         sql = f"SELECT {selected} FROM src"
+        params: tuple[Any, ...] = ()
         if where:
-            sql += f" WHERE {where}"
+            clause = compile_where(where, available)
+            sql += f" WHERE {clause.sql}"
+            params = clause.params
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         try:
-            rows = con.execute(sql).fetchall()
+            rows = con.execute(sql, list(params)).fetchall()
         except duckdb.Error as error:
-            raise ConfigError("where", f"DuckDB rejected the query: {error}") from None
+            raise ConfigError("--where", f"DuckDB rejected the filter: {str(error)[:200]}") from None
         return TableRows(tuple(columns), rows)
     finally:
         con.close()
+
+
+def locked_connection(path: Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB that may read ``path`` and no other file, write none, load no extension, and
+    cannot change that (defence in depth: ``--where`` is already parsed, never run as text)."""
+    con = duckdb.connect()
+    try:
+        con.execute("SET allowed_paths = ?", [[str(path.resolve())]])
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 def _open_source(con: duckdb.DuckDBPyConnection, ref: TableRef) -> list[str]:
@@ -118,7 +137,7 @@ def _open_source(con: duckdb.DuckDBPyConnection, ref: TableRef) -> list[str]:
     kind = detect_format(ref.path)
     if kind != "sqlite" and ref.table is not None:
         raise ConfigError("table", f"a {kind} file is one table; drop ':{ref.table}' from {str(ref)!r}")
-    path = str(ref.path)
+    path = str(ref.path.resolve())  # the one path the locked connection may read
     try:
         if kind == "csv":
             con.read_csv(path).create_view("src")

@@ -15,22 +15,25 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from slosched.contract import HEADER_API_KEY, HEADER_AUTHORIZATION
-from slosched.serve.backends import periodic
-from slosched.serve.calls import HttpError, parse_json_object
+from slosched.serve.calls import HttpError, check_json_media_type, parse_json_object
 from slosched.serve.config import GatewayConfig
 from slosched.serve.dispatcher import Dispatcher
 from slosched.serve.hotpath import HOT_PATHS, OpenAIRoutes
+from slosched.serve.identity import Identities, Principal
 from slosched.serve.jobs import JobManager
-from slosched.serve.limits import TenantLimiter, authorized
+from slosched.serve.limits import TenantLimits
+from slosched.serve.status import STATUS_PAGE_HEADERS, operator_allowed, page_html, snapshot
+from slosched.serve.store import open_store
 
 log = logging.getLogger("slosched.serve")
-Handler = Callable[[Request], Awaitable[Response]]
+Handler = Callable[[Request, Principal], Awaitable[Response]]
+Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 _running_gateways = 0
@@ -77,13 +80,18 @@ class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
         self.dispatcher = Dispatcher(config)
-        self.jobs = JobManager(self.dispatcher)
-        self.limiter = TenantLimiter(config.tenant_rate_limits, config.default_rate_limit, self.dispatcher.clock)
+        self.jobs = JobManager(self.dispatcher, open_store(config.job_store))
+        # Read by every route at request time: a config reload swaps ``identities`` and takes effect at once;
+        # ``limits`` keeps its state (buckets, calls in flight) across reloads.
+        self.identities = Identities.from_config(config)
+        self.limits = TenantLimits(self.dispatcher.clock, self.dispatcher.metrics)
         self._stop = asyncio.Event()
-        self._reaper: asyncio.Task[None] | None = None
         self._frozen = False
-        self.starlette = Starlette(routes=self._routes(), lifespan=self._lifespan)
-        self.app = GatewayApp(OpenAIRoutes(config, self.dispatcher, self.limiter), self.starlette)
+        # Unknown paths and wrong methods answer OpenAI-style JSON like every other error (starlette's own
+        # answers are plain text).
+        handlers = {HTTPException: _starlette_error}
+        self.starlette = Starlette(routes=self._routes(), lifespan=self._lifespan, exception_handlers=handlers)
+        self.app = GatewayApp(OpenAIRoutes(config, self.dispatcher, self), self.starlette)
 
     def _routes(self) -> list[Route]:
         guarded = self._guard
@@ -95,6 +103,8 @@ class Gateway:
             Route("/v1/jobs/{job_id}/stages", guarded(self.post_stage), methods=["POST"]),
             Route("/v1/jobs/{job_id}/complete", guarded(self.complete_job), methods=["POST"]),
             Route("/metrics", self.metrics, methods=["GET"]),
+            Route("/status", self.status_page, methods=["GET"]),
+            Route("/status.json", self._operator_guard(guarded(self.status_json)), methods=["GET"]),
             Route("/health", self.health, methods=["GET"]),
         ]
 
@@ -112,30 +122,25 @@ class Gateway:
             _freeze_heap()
             self._frozen = True
         self._stop.clear()
-        interval = min(self.config.timeouts.job_idle_s / 4, 5.0)
-        self._reaper = asyncio.create_task(periodic(interval, self.jobs.reap_idle, self._stop))
+        await self.jobs.start()  # resumes open jobs, starts the job heartbeat and idle reaper
 
     async def stop(self) -> None:
         self._stop.set()
-        if self._reaper is not None:
-            self._reaper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reaper
         await self.jobs.shutdown()
         await self.dispatcher.stop()
         if self._frozen:
             _thaw_heap()
             self._frozen = False
 
-    def _guard(self, handler: Handler) -> Handler:
-        """API keys, then the handler; HttpErrors become JSON errors, anything else a logged 500."""
+    def _guard(self, handler: Handler) -> Endpoint:
+        """The caller's principal and its request rate, then the handler; HttpErrors become JSON errors,
+        anything else a logged 500."""
 
         async def guarded(request: Request) -> Response:
-            headers = request.headers
-            if not authorized(self.config.api_keys, headers.get(HEADER_AUTHORIZATION), headers.get(HEADER_API_KEY)):
-                return error_response(HttpError(401, "unauthorized", "missing or invalid API key"))
             try:
-                return await handler(request)
+                principal = self.identities.resolve(request.headers)
+                self.limits.admit_request(principal)
+                return await handler(request, principal)
             except HttpError as error:
                 return error_response(error)
             except ClientDisconnect:
@@ -147,6 +152,7 @@ class Gateway:
         return guarded
 
     async def _json_body(self, request: Request) -> dict[str, Any]:
+        check_json_media_type(request.headers.get("content-type"))
         limit = self.config.max_body_bytes
         declared = request.headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
@@ -160,41 +166,67 @@ class Gateway:
             chunks.append(chunk)
         return parse_json_object(b"".join(chunks))
 
-    async def models(self, request: Request) -> Response:
+    async def models(self, request: Request, principal: Principal) -> Response:
         names = sorted({backend.model for backend in self.config.backends})
         return JSONResponse({"object": "list", "data": [{"id": name, "object": "model"} for name in names]})
 
-    async def create_job(self, request: Request) -> Response:
-        job = self.jobs.create(await self._json_body(request))
-        return JSONResponse(job.as_json(), status_code=201)
+    # Every job operation is scoped to the principal: another tenant's job answers 404 like a missing one.
+    async def create_job(self, request: Request, principal: Principal) -> Response:
+        job = await self.jobs.create(await self._json_body(request), principal)
+        return JSONResponse(job, status_code=201)
 
-    async def get_job(self, request: Request) -> Response:
-        return JSONResponse(self.jobs.get(request.path_params["job_id"]).as_json())
+    async def get_job(self, request: Request, principal: Principal) -> Response:
+        return JSONResponse(await self.jobs.get(request.path_params["job_id"], principal))
 
-    async def cancel_job(self, request: Request) -> Response:
-        return JSONResponse(self.jobs.cancel(request.path_params["job_id"]).as_json())
+    async def cancel_job(self, request: Request, principal: Principal) -> Response:
+        return JSONResponse(await self.jobs.cancel(request.path_params["job_id"], principal))
 
-    async def post_stage(self, request: Request) -> Response:
+    async def post_stage(self, request: Request, principal: Principal) -> Response:
         body = await self._json_body(request)
-        return JSONResponse(await self.jobs.post_stage(request.path_params["job_id"], body))
+        return JSONResponse(await self.jobs.post_stage(request.path_params["job_id"], body, principal))
 
-    async def complete_job(self, request: Request) -> Response:
-        job = self.jobs.get(request.path_params["job_id"])
-        if job.kind != "workflow" or (job.status != "running" and job.status != "completed"):
-            raise HttpError(409, "job_finished", f"job {job.id!r} is {job.status}")
-        if job.active_stages:
-            raise HttpError(409, "stage_running", f"job {job.id!r} still runs a stage")
-        self.jobs.finish(job, "completed", "")
-        return JSONResponse(job.as_json())
+    async def complete_job(self, request: Request, principal: Principal) -> Response:
+        return JSONResponse(await self.jobs.complete(request.path_params["job_id"], principal))
 
     async def metrics(self, request: Request) -> Response:
         return Response(self.dispatcher.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    async def status_page(self, request: Request) -> Response:
+        """The status page: no data in it (``/status.json`` is guarded), so anyone may load it."""
+        return Response(page_html(), media_type="text/html; charset=utf-8", headers=STATUS_PAGE_HEADERS)
+
+    async def status_json(self, request: Request, principal: Principal | None = None) -> Response:
+        return JSONResponse(snapshot(self.dispatcher), headers={"cache-control": "no-store"})
+
+    def _operator_guard(self, guarded: Endpoint) -> Endpoint:
+        """With ``operator_api_keys`` (read at each request: reloads apply) only those keys, else ``guarded``."""
+
+        async def endpoint(request: Request) -> Response:
+            keys = self.dispatcher.config.operator_api_keys
+            if not keys:
+                return await guarded(request)
+            if not operator_allowed(request.headers, keys):
+                return error_response(HttpError(401, "unauthorized", "missing or invalid operator API key"))
+            return await self.status_json(request)
+
+        return endpoint
 
     async def health(self, request: Request) -> Response:
         backends = {b.name: {"up": b.healthy, "error": b.last_error} for b in self.dispatcher.backends}
         healthy = any(b.healthy for b in self.dispatcher.backends)
         return JSONResponse({"status": "ok" if healthy else "degraded", "backends": backends},
                             status_code=200 if healthy else 503)  # fmt: skip
+
+
+async def _starlette_error(request: Request, exc: Exception) -> Response:
+    """Starlette's 404 / 405 as OpenAI-style JSON errors."""
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request_error")
+    message = f"{request.method} {request.url.path[:64]}: {exc.detail}"
+    response = error_response(HttpError(exc.status_code, code, message))
+    if exc.headers:
+        response.headers.update(exc.headers)
+    return response
 
 
 def error_response(error: HttpError) -> JSONResponse:
@@ -207,11 +239,3 @@ def error_response(error: HttpError) -> JSONResponse:
 
 def create_app(config: GatewayConfig) -> GatewayApp:
     return Gateway(config).app
-
-
-def run_gateway(config: GatewayConfig, host: str, port: int) -> None:
-    """Serve until interrupted: uvicorn on uvloop + httptools ("auto" picks both when installed, as they
-    are on Linux), access log off (uvicorn formats each line's fields even when the level drops it)."""
-    import uvicorn
-
-    uvicorn.run(create_app(config), host=host, port=port, log_level="warning", access_log=False)

@@ -2,7 +2,8 @@
 
 A backend is *up* until a health check or a forwarded request fails to connect; a down backend is skipped
 by routing and probed again every ``retry_down_after_s`` (and on every health tick), so a restarted server
-rejoins by itself. Scraped values are stale by at most one ``scrape_interval_s`` plus the scrape time.
+rejoins by itself. Independently, ``outlier`` ejects a backend whose calls keep failing although its health
+check passes (``ejection.py``). Scraped values are stale by at most one ``scrape_interval_s`` plus the scrape time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from prometheus_client.parser import text_string_to_metric_families
 
 from slosched.serve.config import BackendConfig, GatewayConfig
+from slosched.serve.ejection import Outlier
 from slosched.serve.engine_state import LINE_PREFIXES, ScrapedEngineState, engine_state_from_gauges
 from slosched.serve.upstream import UpstreamError, UpstreamPool
 
@@ -79,6 +81,7 @@ class Backend:
         self.down_since_s = -1.0
         self.last_error = ""
         self.metrics = EngineMetrics()
+        self.outlier = Outlier(gateway.ejection, config.name)  # ejection by call outcomes (ejection.py)
         self._gateway = gateway
         self.engine_state_max_age_s = gateway.engine_state_max_age_s
         # Keep-alive connections; ``timeouts.request_s`` bounds a whole exchange, reads are bounded per call.

@@ -7,13 +7,15 @@ against the registries at load, so a typo fails before the server binds.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.core.instance import InstanceSpec
+from slosched.serve.server_config import ServerConfig
+from slosched.serve.tenants_config import Tenants
 
 if TYPE_CHECKING:
     from slosched.policies.spec import PolicySpec
@@ -118,6 +120,20 @@ class TimeoutConfig(BaseModel):
     request_s: float = Field(default=600.0, gt=0)
     health_s: float = Field(default=2.0, gt=0)
     job_idle_s: float = Field(default=300.0, gt=0)
+    # A call's first-byte wait: first_byte_factor x the backend's predicted time to first byte (the whole
+    # body when not streaming), at least first_byte_min_s, at most first_byte_s (always on a last attempt).
+    first_byte_min_s: float = Field(default=5.0, gt=0)
+    first_byte_factor: float = Field(default=8.0, gt=0)
+
+
+class EjectionConfig(BaseModel):
+    """Outlier ejection (``serve/ejection.py``): after ``consecutive_failures`` failed calls in a row a
+    backend is ejected for ``base_s``, doubled on each repeated ejection up to ``max_s``, then probed."""
+
+    model_config = _STRICT
+    consecutive_failures: int = Field(default=5, ge=1)
+    base_s: float = Field(default=10.0, gt=0)
+    max_s: float = Field(default=300.0, gt=0)
 
 
 class AlphaTuningConfig(BaseModel):
@@ -139,6 +155,7 @@ class GatewayConfig(BaseModel):
     backends: list[BackendConfig] = Field(min_length=1)
     policies: PolicyConfig = Field(default_factory=PolicyConfig)
     timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
+    ejection: EjectionConfig = Field(default_factory=EjectionConfig)
     alpha_tuning: AlphaTuningConfig = Field(default_factory=AlphaTuningConfig)
     scrape_interval_s: float = Field(default=1.0, gt=0)
     # Plugin-exported engine state older than this is not routed on (serve/engine_state.py).
@@ -153,10 +170,32 @@ class GatewayConfig(BaseModel):
     tick_s: float = Field(default=0.05, gt=0)
     default_max_tokens: int = Field(default=256, ge=1)
     api_keys: list[str] = Field(default_factory=list)
+    # Identity from the operator (serve/identity.py): keys -> tenants; after api_keys (their validator reads it).
+    tenants: Tenants = Field(default_factory=dict)
+    # Let the x-tenant header pick the tenant of open-mode callers and legacy api_keys (dev/bench setups).
+    trust_tenant_header: bool = False
     tenant_rate_limits: dict[str, float] = Field(default_factory=dict)
     default_rate_limit: float | None = Field(default=None, gt=0)
+    # Keys that may read /status.json (serve/status.py); empty: any caller the other routes let in.
+    operator_api_keys: list[Annotated[str, StringConstraints(min_length=1, max_length=512)]] = Field(
+        default_factory=list
+    )
+    # Tenants named in the `tenant` label of /metrics beyond those in `tenants:`; the rest count as "other".
+    metrics_max_tenants: int = Field(default=32, ge=0, le=10_000)
     max_body_bytes: int = Field(default=4_000_000, ge=1024)
     max_jobs: int = Field(default=10_000, ge=1)
+    # Job API (serve/jobs.py): open jobs one tenant may hold when its tenant entry sets no max_jobs, so
+    # one tenant cannot fill max_jobs for everyone.
+    max_jobs_per_tenant: int = Field(default=1_000, ge=1)
+    # Durable jobs: sqlite:///PATH (relative to the working directory), postgresql://..., redis://...,
+    # memory:// (nothing survives a restart); replica is this gateway's name there (default host:port).
+    job_store: str = "sqlite:///.slosched/jobs.sqlite3"
+    replica: str | None = Field(default=None, min_length=1, max_length=128)
+    job_retention_s: float = Field(default=86_400.0, gt=0)
+    # Replicas heartbeat this often; one silent for 3 intervals has its open jobs claimed by the others.
+    job_heartbeat_s: float = Field(default=5.0, gt=0)
+    # Client-connection limits: header/body timeouts, header size, connections, shutdown grace.
+    server: ServerConfig = Field(default_factory=ServerConfig)
 
     @model_validator(mode="after")
     def _unique_names(self) -> GatewayConfig:

@@ -1,11 +1,13 @@
 """The live dispatcher: route with a registry router, queue per instance, forward with retries.
 
-Path of one call: ``accept`` (counted) -> ``open`` [route over healthy, feasible ``BackendView``s ->
-enqueue at that backend's ``InstanceQueue`` -> wait for admission (bounded by ``timeouts.queue_s``) ->
-forward to vLLM -> read the first chunk (the whole body when not streaming)] -> the caller relays the rest
-(``relay``) or takes the body -> ``finish``. Failures before the first byte reaches the client (connect
-error, 5xx, broken or timed-out first read) are retried on another backend, at most ``max_attempts`` in
-all; after that byte, a failure ends the call as ``failed`` (the stream gets an SSE error event).
+Path of one call: ``accept`` (counted) -> ``open`` [route over the healthy, not ejected, feasible
+``BackendView``s of the call's model -> enqueue at that backend's ``InstanceQueue`` -> wait for admission
+(bounded by ``timeouts.queue_s``) -> forward to vLLM -> read the first chunk (the whole body when not
+streaming) within a timeout derived from the predicted latency (``attempts.py``)] -> the caller relays the
+rest (``relay``) or takes the body -> ``finish``. Failures before the first byte reaches the client (connect
+error, 5xx, broken or timed-out first read, a body that is not JSON) are retried on another backend, at most
+``max_attempts`` in all, and counted towards ejecting the backend (``ejection.py``); after that byte, a
+failure ends the call as ``failed`` (the stream gets an SSE error event).
 
 Invariant: every accepted call ends in exactly one terminal outcome (``finish`` is idempotent and is
 reached from every path, including cancellation), and its queue slot is released in the same place.
@@ -17,7 +19,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,15 +27,15 @@ import numpy as np
 
 from slosched.contract import HEADER_REQUEST_ID
 from slosched.core.request import Outcome, Request
-from slosched.core.views import StepObservation
 from slosched.perf.linear import LinearStepPredictor
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.policies.cluster.base import CompletionObserver
 from slosched.policies.engine.queue import fits_model_len
 from slosched.policies.registry import PolicyContext
 from slosched.policies.spec import PolicyParams
+from slosched.serve.attempts import first_byte_timeout_s, is_json
 from slosched.serve.backends import Backend, periodic
-from slosched.serve.calls import Call, HttpError
+from slosched.serve.calls import Call, HttpError, model_not_found
 from slosched.serve.config import GatewayConfig
 from slosched.serve.forwarding import (
     StreamTokens,
@@ -45,6 +46,7 @@ from slosched.serve.forwarding import (
     json_bytes,
     usage_tokens,
 )
+from slosched.serve.learning import learn, observe_finish
 from slosched.serve.metrics import GatewayMetrics
 from slosched.serve.queues import InstanceQueue, LiveSeq, QueueFullError
 from slosched.serve.tuning import LiveAlphaTuner
@@ -64,10 +66,16 @@ class Attempt:
     response: UpstreamResponse
     first_chunk: bytes
     sent_s: float
+    probe: bool = False  # the half-open probe of an ejected backend (ejection.py)
 
 
 class _Retry(Exception):
-    """This attempt failed before any byte reached the client; try another backend."""
+    """This attempt failed before any byte reached the client; try another backend. ``code`` is the
+    client's error code should no attempt succeed."""
+
+    def __init__(self, message: str, code: str = "backend_failed") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class Dispatcher:
@@ -79,6 +87,7 @@ class Dispatcher:
         # asyncio's default loop clock is time.monotonic: now_s is the event-loop clock, shifted to 0.
         self.clock = clock or (lambda: time.monotonic() - origin)
         self.backends = [Backend(index, backend, config) for index, backend in enumerate(config.backends)]
+        self._models: tuple[GatewayConfig, dict[str, int]] | None = None
         # Refit rarely: a refit is an NNLS over the window (milliseconds), and live traffic observes a step
         # per finished request, far more often than the simulator's refit ticks.
         self.predictors = [LinearStepPredictor(refit_every=256) for _ in self.backends]
@@ -113,13 +122,24 @@ class Dispatcher:
             self.alpha_tuner = LiveAlphaTuner.build(self.router, policies.router, self.context.instances,
                                                     policies.engine, policies.job, params, config.alpha_tuning,
                                                     self.clock)  # fmt: skip
-        self.metrics = GatewayMetrics(self._queue_rows)
+        self.metrics = GatewayMetrics(self._queue_rows, lambda: self.config.tenants, config.metrics_max_tenants)
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
+    @property
+    def models(self) -> dict[str, int]:
+        """Served model -> the largest ``max_model_len`` among its backends (follows config reloads)."""
+        config = self.config
+        if self._models is None or self._models[0] is not config:
+            models: dict[str, int] = {}
+            for backend in config.backends:
+                models[backend.model] = max(models.get(backend.model, 0), backend.max_model_len)
+            self._models = (config, models)
+        return self._models[1]
+
     def _queue_rows(self) -> list[tuple[str, int, int, bool, int]]:
         return [
-            (b.name, len(q.waiting), q.num_running, b.healthy, q.window)
+            (b.name, len(q.waiting), q.num_running, b.healthy and not b.outlier.ejected, q.window)
             for b, q in zip(self.backends, self.queues, strict=True)
         ]
 
@@ -155,16 +175,11 @@ class Dispatcher:
         await asyncio.gather(*(backend.check_health() for backend in self.backends))
 
     # --- routing -----------------------------------------------------------------------------------------
-    def choose(self, request: Request, excluded: set[int]) -> InstanceQueue:
-        """Route over healthy, feasible, not-yet-tried backends; raises 503/400/429 HttpErrors."""
+    def choose(self, request: Request, excluded: set[int], model: str | None = None) -> InstanceQueue:
+        """Route over the healthy, not ejected, feasible, not-yet-tried backends serving ``model`` (None:
+        any); raises 404/503/400/429 HttpErrors."""
         now = self.clock()
-        views = [
-            BackendView(backend, self.queues[backend.index], now)
-            for backend in self.backends
-            if backend.index not in excluded and backend.routable()
-        ]
-        if not views:
-            raise HttpError(503, "no_backend", "no healthy backend", self.config.retry_down_after_s)
+        views = [BackendView(backend, self.queues[backend.index], now) for backend in self._candidates(excluded, model)]
         # The gateway's prompt count is an estimate and its max_tokens may be its own default, so it checks
         # the prompt part of vLLM's rule only (room for one output token); vLLM applies the whole rule.
         feasible = [view for view in views if fits_model_len(request.prompt_tokens, None, view.spec.max_model_len)]
@@ -178,6 +193,27 @@ class Dispatcher:
             feasible.pop(position)  # the router's pick is full: let it choose among the others
         raise HttpError(429, "queue_full", "every backend queue is full", 1.0)
 
+    def _candidates(self, excluded: set[int], model: str | None) -> list[Backend]:
+        if model is not None and model not in self.models:
+            raise model_not_found(model, self.models)
+        now = time.monotonic()
+        usable = [
+            backend
+            for backend in self.backends
+            if backend.index not in excluded and (model is None or backend.config.model == model) and backend.routable()
+        ]
+        ready = [backend for backend in usable if backend.outlier.available(now)]
+        if ready:
+            return ready
+        # Every candidate is ejected: the one back soonest takes a probe call early rather than every call
+        # to the model failing until an ejection ends (at most one probe per backend is in flight).
+        probes = [backend for backend in usable if backend.outlier.may_probe()]
+        if probes:
+            return [min(probes, key=lambda backend: backend.outlier.ejected_until_s)]
+        wait_s = min((b.outlier.ejected_until_s - now for b in usable), default=self.config.retry_down_after_s)
+        what = "no healthy backend" if model is None else f"no healthy backend serves model {model!r}"
+        raise HttpError(503, "no_backend", what, max(wait_s, 1.0))
+
     # --- one call ----------------------------------------------------------------------------------------
     def accept(self, call: Call) -> None:
         """Count the call as accepted and give it its output-length belief (never the truth)."""
@@ -190,19 +226,19 @@ class Dispatcher:
         """Admit and forward ``call``, retrying on another backend until a first chunk arrives."""
         excluded: set[int] = set()
         deadline = time.monotonic() + self.config.timeouts.queue_s
-        last_error = "no attempt"
+        last_error, last_code = "no attempt", "backend_failed"
         while call.attempts < self.config.max_attempts:
-            queue = self.choose(call.request, excluded)
+            queue = self.choose(call.request, excluded, call.model)
             call.attempts += 1
             try:
                 return await self._attempt(call, queue, deadline)
             except _Retry as retry:
-                last_error = str(retry)
+                last_error, last_code = str(retry), retry.code
                 excluded.add(queue.index)
                 self.metrics.retries.inc()
-                if len(excluded) >= len(self.backends):
-                    excluded.clear()  # every backend failed once: allow another round, bounded by attempts
-        raise HttpError(502, "backend_failed", f"all {call.attempts} attempts failed; last: {last_error}", 1.0)
+                if len(excluded) >= sum(call.model in (None, b.config.model) for b in self.backends):
+                    excluded.clear()  # every candidate failed once: allow another round, bounded by attempts
+        raise HttpError(502, last_code, f"all {call.attempts} attempts failed; last: {last_error}", 1.0)
 
     async def _attempt(self, call: Call, queue: InstanceQueue, deadline: float) -> Attempt:
         backend = self.backends[queue.index]
@@ -210,51 +246,66 @@ class Dispatcher:
             seq = queue.enqueue(call.request, call.request.prompt_tokens)
         except QueueFullError as error:
             raise HttpError(429, "queue_full", f"queue of {error} is full", 1.0) from error
+        probe = backend.outlier.begin()
+        reason = "probe" if probe else self.config.policies.router if call.attempts == 1 else f"retry {call.attempts}"
         metrics = self.metrics
-        metrics.labelled(metrics.routed, backend.name).inc()
+        metrics.routed_to(self.clock(), call.request.id, backend.name, reason, len(queue.waiting), queue.num_running)
         try:
             if not seq.admitted.done():  # admitted on enqueue (the common case): no timer needed
-                await asyncio.wait_for(seq.admitted, timeout=max(deadline - time.monotonic(), 0.0))
-        except TimeoutError as error:
-            queue.withdraw(seq)
-            raise HttpError(503, "queue_timeout", "timed out waiting for a backend slot", 1.0) from error
-        except BaseException:
-            queue.withdraw(seq)
+                try:
+                    await asyncio.wait_for(seq.admitted, timeout=max(deadline - time.monotonic(), 0.0))
+                except TimeoutError as error:
+                    raise HttpError(503, "queue_timeout", "timed out waiting for a backend slot", 1.0) from error
+            metrics.labelled(metrics.queue_time, backend.name).observe(self.clock() - seq.enqueue_s)
+            return await self._forward(call, backend, queue, seq, probe)
+        except _Retry:
+            queue.withdraw(seq)  # the failure is recorded where it happened
             raise
-        metrics.labelled(metrics.queue_time, backend.name).observe(self.clock() - seq.enqueue_s)
-        try:
-            return await self._forward(call, backend, queue, seq)
         except BaseException:
             queue.withdraw(seq)
+            backend.outlier.released(probe)  # still waiting, or the client left: no verdict on the backend
             raise
 
-    async def _forward(self, call: Call, backend: Backend, queue: InstanceQueue, seq: LiveSeq) -> Attempt:
+    async def _forward(self, call: Call, backend: Backend, queue: InstanceQueue, seq: LiveSeq, probe: bool) -> Attempt:
         payload = json_bytes(backend_body(call, backend.config, self.config, self.clock()))
         sent_s = self.clock()
-        timeout_s = self.config.timeouts.first_byte_s
+        last = call.attempts >= self.config.max_attempts
+        timeout_s = first_byte_timeout_s(call, queue.num_running, self.predictors[queue.index],
+                                         self.config.timeouts, last)  # fmt: skip
         try:
             response = await backend.pool.request(
                 "POST", call.path, payload, {HEADER_REQUEST_ID: call.request.id}, timeout_s
             )
         except UpstreamError as error:
-            if is_broken(error):
-                backend.mark_down(f"{type(error).__name__}: {error}")
-            raise _Retry(f"{backend.name}: {type(error).__name__}") from error
+            raise self._failure(backend, probe, type(error).__name__, error) from error
         try:
             first = await (response.next_chunk(timeout_s) if call.stream else response.read(timeout_s))
         except UpstreamError as error:
             response.close()
-            if is_broken(error):
-                backend.mark_down(f"{type(error).__name__} before first byte")
-            raise _Retry(f"{backend.name}: {type(error).__name__} before first byte") from error
+            raise self._failure(backend, probe, f"{type(error).__name__} before first byte", error) from error
         except BaseException:
             response.close()
             raise
         if response.status >= 500:
             close_response(response, response.complete)
-            raise _Retry(f"{backend.name}: HTTP {response.status}")
+            raise self._failure(backend, probe, f"HTTP {response.status}")
+        if not call.stream:
+            if response.status < 300 and not is_json(first):
+                close_response(response, True)
+                raise self._failure(backend, probe, "a body that is not JSON", code="bad_backend_response")
+            backend.outlier.succeeded(probe)  # a streamed call is judged when its stream ends (relay)
         call.backend = backend.name
-        return Attempt(backend, queue, seq, response, first, sent_s)
+        return Attempt(backend, queue, seq, response, first, sent_s, probe)
+
+    @staticmethod
+    def _failure(
+        backend: Backend, probe: bool, reason: str, error: UpstreamError | None = None, code: str = "backend_failed"
+    ) -> _Retry:
+        """Record a failed attempt (a broken connection also marks the backend down) as a retry."""
+        if error is not None and is_broken(error):
+            backend.mark_down(f"{reason}: {error}")
+        backend.outlier.failed(time.monotonic(), probe, reason)
+        return _Retry(f"{backend.name}: {reason}", code)
 
     async def relay(self, call: Call, attempt: Attempt, write: Callable[[bytes, bool], Awaitable[None]]) -> None:
         """Stream the backend's bytes to the client through ``write(data, last)``, counting tokens; the
@@ -282,6 +333,7 @@ class Dispatcher:
             await write(f"data: {json.dumps(message)}\n\n".encode(), True)
         finally:
             close_response(response, outcome is Outcome.COMPLETED)
+            _judge_stream(attempt, outcome, reason)
             call.output_tokens = attempt.seq.num_output_tokens
             self.finish(call, outcome, reason, attempt)
 
@@ -289,6 +341,8 @@ class Dispatcher:
         """The response ended without ``relay`` finishing (client gone before the first chunk was sent)."""
         if call.outcome is None:
             attempt.response.close()
+            if call.stream:
+                attempt.backend.outlier.released(attempt.probe)
             self.finish(call, Outcome.CANCELLED, "client_disconnected", attempt)
 
     async def complete(self, call: Call) -> tuple[int, bytes]:
@@ -315,6 +369,7 @@ class Dispatcher:
         call.finish_s = now
         metrics = self.metrics
         metrics.labelled(metrics.requests, outcome.value, reason).inc()
+        observe_finish(self, call, outcome, attempt, now)  # tokens, SLOs missed by failed calls
         if attempt is None:
             if outcome is Outcome.REJECTED:
                 metrics.labelled(metrics.rejections, reason).inc()
@@ -322,42 +377,24 @@ class Dispatcher:
         seq = attempt.seq
         call.first_token_s = seq.first_token_s
         if outcome is Outcome.COMPLETED and reason == "ok":
-            self._learn(call, attempt, now)
+            learn(self, call, attempt, now)
         attempt.queue.withdraw(seq)
 
-    def _learn(self, call: Call, attempt: Attempt, now: float) -> None:
-        request, seq, name = call.request, attempt.seq, attempt.backend.name
-        latency = now - request.arrival_s
-        metrics = self.metrics
-        metrics.labelled(metrics.request_latency, name).observe(latency)
-        if seq.first_token_s is not None:
-            metrics.labelled(metrics.ttft, name).observe(seq.first_token_s - request.arrival_s)
-        if call.output_tokens > 0:
-            self.context.output_predictor.observe(request, call.output_tokens)
-        if self._observer is not None:
-            self._observer.on_request_finished(attempt.queue.index, request, latency, now)
-        if call.output_tokens >= 2:
-            if call.stream and seq.first_token_s is not None:
-                decode_s = (now - seq.first_token_s) / (call.output_tokens - 1)
-            else:  # one body at the end: the per-token time includes prefill, so it errs slow
-                decode_s = (now - attempt.sent_s) / call.output_tokens
-            batch = max(attempt.queue.num_running, 1)
-            context = batch * (request.prompt_tokens + call.output_tokens // 2)
-            self.predictors[attempt.queue.index].observe(StepObservation(0, 0, batch, context, (decode_s,)))
-        self._count_slo(call, now)
+    async def replace_backends(self, config: GatewayConfig) -> None:
+        """Serve ``config.backends`` from now on (a config reload, ``serve/reload.py``): unchanged backends
+        keep their state, removed or changed ones take no new call and drain what they hold, then close."""
+        from slosched.serve.reload import rebuild_backends
 
-    def _count_slo(self, call: Call, now: float) -> None:
-        request, metrics = call.request, self.metrics
-        if math.isfinite(request.deadline_s):
-            metrics.labelled(metrics.slo, "deadline", "true" if now <= request.deadline_s else "false").inc()
-        if request.ttft_slo_s is not None and call.first_token_s is not None:
-            met = call.first_token_s - request.arrival_s <= request.ttft_slo_s
-            metrics.labelled(metrics.slo, "ttft", "true" if met else "false").inc()
-        if (
-            request.tpot_slo_s is not None
-            and call.stream
-            and call.first_token_s is not None
-            and call.output_tokens >= 2
-        ):
-            tpot = (now - call.first_token_s) / (call.output_tokens - 1)
-            metrics.labelled(metrics.slo, "tpot", "true" if tpot <= request.tpot_slo_s else "false").inc()
+        for backend in rebuild_backends(self, config):
+            await backend.close()
+
+
+def _judge_stream(attempt: Attempt, outcome: Outcome, reason: str) -> None:
+    """A stream's verdict on its backend: broken is a failure, cancelled (client gone) none."""
+    outlier = attempt.backend.outlier
+    if outcome is Outcome.CANCELLED:
+        outlier.released(attempt.probe)
+    elif reason == "backend_stream_broken":
+        outlier.failed(time.monotonic(), attempt.probe, "stream broken")
+    else:
+        outlier.succeeded(attempt.probe)

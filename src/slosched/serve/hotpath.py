@@ -4,8 +4,8 @@ These carry nearly all of the gateway's traffic, so they skip starlette's middle
 response objects and its per-stream task group (together ~100 us of CPU per call on a 2-core machine);
 every other route stays on starlette. Behaviour is the same as a starlette handler's: API keys first,
 bounded body, 4xx JSON errors naming the field (``Retry-After`` where retrying may succeed), a logged 500
-for anything unexpected, and a streamed response that stops — and finishes its call as cancelled — when
-the client disconnects.
+for anything unexpected, and a call whose client disconnects — queued, waiting on its backend, or
+streaming — stops there and finishes as cancelled (``client_disconnected``; ``serve/disconnect.py``).
 
 Invariant: every call accepted by the dispatcher ends in exactly one terminal outcome on every path
 (errors, cancellation, client gone before or during the stream).
@@ -16,15 +16,25 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, Protocol
 
-from slosched.contract import HEADER_API_KEY, HEADER_AUTHORIZATION
 from slosched.core.request import Outcome
-from slosched.serve.calls import CHAT, COMPLETIONS, Call, HttpError, parse_call, parse_json_object, parse_slo_headers
+from slosched.serve.calls import (
+    CHAT,
+    COMPLETIONS,
+    Call,
+    HttpError,
+    check_json_media_type,
+    parse_call,
+    parse_json_object,
+    parse_slo_headers,
+)
 from slosched.serve.config import GatewayConfig
+from slosched.serve.disconnect import DisconnectWatch
 from slosched.serve.dispatcher import Attempt, Dispatcher
 from slosched.serve.forwarding import json_bytes
-from slosched.serve.limits import TenantLimiter, authorized
+from slosched.serve.identity import Identities, Principal, scoped
+from slosched.serve.limits import TenantLimits
 
 log = logging.getLogger("slosched.serve")
 Scope = MutableMapping[str, Any]
@@ -62,17 +72,27 @@ async def send_error(send: Send, error: HttpError) -> None:
     extra = []
     if error.retry_after_s is not None:
         extra.append((b"retry-after", str(max(int(error.retry_after_s + 0.999), 1)).encode()))
-    payload = {"error": {"message": error.message, "type": error.code, "code": error.status}}
-    await send_json(send, error.status, json_bytes(payload), extra)
+    details: dict[str, object] = {"message": error.message, "type": error.code, "code": error.status}
+    if error.param is not None:
+        details["param"] = error.param  # the request field at fault, as OpenAI names it
+    await send_json(send, error.status, json_bytes({"error": details}), extra)
+
+
+class Access(Protocol):
+    """Who may call and within which limits, read at every request (the ``Gateway``: a config reload swaps
+    its ``identities`` and the next request sees the new ones)."""
+
+    identities: Identities
+    limits: TenantLimits
 
 
 class OpenAIRoutes:
     """The ASGI handler of the hot paths of one gateway."""
 
-    def __init__(self, config: GatewayConfig, dispatcher: Dispatcher, limiter: TenantLimiter) -> None:
+    def __init__(self, config: GatewayConfig, dispatcher: Dispatcher, access: Access) -> None:
         self.config = config
         self.dispatcher = dispatcher
-        self.limiter = limiter
+        self.access = access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
         started = [False]
@@ -85,10 +105,12 @@ class OpenAIRoutes:
             if scope["method"] != "POST":
                 raise HttpError(405, "method_not_allowed", f"{path}: only POST is allowed")
             headers = _headers(scope["headers"])
-            if not authorized(self.config.api_keys, headers.get(HEADER_AUTHORIZATION), headers.get(HEADER_API_KEY)):
-                raise HttpError(401, "unauthorized", "missing or invalid API key")
+            access = self.access
+            principal = access.identities.resolve(headers)  # 401/403 before the body is read
+            access.limits.admit_request(principal)
+            check_json_media_type(headers.get("content-type"))
             body = parse_json_object(await self._body(headers, receive))
-            await self._call(path, headers, body, receive, tracked)
+            await self._call(path, headers, body, principal, receive, tracked)
         except HttpError as error:
             if not started[0]:
                 await send_error(send, error)
@@ -120,17 +142,46 @@ class OpenAIRoutes:
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def _call(
-        self, path: str, headers: dict[str, str], body: dict[str, Any], receive: Receive, send: Send
+        self,
+        path: str,
+        headers: dict[str, str],
+        body: dict[str, Any],
+        principal: Principal,
+        receive: Receive,
+        send: Send,
     ) -> None:
-        slo = parse_slo_headers(headers)
+        slo = scoped(parse_slo_headers(headers), principal)  # tenant, priority and SLO floors: the operator's
         dispatcher = self.dispatcher
-        wait_s = self.limiter.retry_after_s(slo.tenant)
-        if wait_s > 0:
-            metrics = dispatcher.metrics
-            metrics.labelled(metrics.rejections, "rate_limited").inc()
-            raise HttpError(429, "rate_limited", f"tenant {slo.tenant!r} is over its rate limit", wait_s)
-        call = parse_call(path, body, slo, dispatcher.clock(), self.config.default_max_tokens)
+        call = parse_call(path, body, slo, dispatcher.clock(), self.config.default_max_tokens, dispatcher.models)
+        request = call.request
+        lease = self.access.limits.admit_call(principal, request.prompt_tokens + request.max_output_tokens)
+        if lease is None:
+            await self._run(call, receive, send)
+            return
+        try:
+            await self._run(call, receive, send)
+        finally:
+            lease.release()  # the call has ended, whatever the outcome (its terminal outcome is recorded)
+
+    async def _run(self, call: Call, receive: Receive, send: Send) -> None:
+        """Serve an accepted call while watching for its client leaving: a disconnect at any point (queued,
+        waiting on the backend, streaming) cancels the work and finishes the call ``client_disconnected``."""
+        dispatcher = self.dispatcher
         dispatcher.accept(call)
+        watch = DisconnectWatch(receive)
+        watch.start()
+        try:
+            await self._serve(call, watch, send)
+        except asyncio.CancelledError:
+            gone = watch.absorb()
+            dispatcher.finish(call, Outcome.CANCELLED, "client_disconnected" if gone else "cancelled")
+            if not gone:
+                raise
+        finally:
+            watch.stop()
+
+    async def _serve(self, call: Call, watch: DisconnectWatch, send: Send) -> None:
+        dispatcher = self.dispatcher
         try:
             if not call.stream:
                 status, content = await dispatcher.complete(call)
@@ -139,58 +190,31 @@ class OpenAIRoutes:
         except HttpError as error:
             dispatcher.finish(call, Outcome.REJECTED if error.status in (429, 503) else Outcome.FAILED, error.code)
             raise
+        except asyncio.CancelledError:
+            raise  # the caller tells a client that left from a shutdown
         except BaseException:
             dispatcher.finish(call, Outcome.CANCELLED, "cancelled")
             raise
         if not call.stream:
+            watch.done = True  # before the send: completing the response wakes the watcher
             await send_json(send, status, content)
             return
         try:
-            await self._stream(call, attempt, receive, send)
+            await self._stream(call, attempt, watch, send)
         finally:
             await dispatcher.abandon(call, attempt)  # no-op unless the relay never ran
 
-    async def _stream(self, call: Call, attempt: Attempt, receive: Receive, send: Send) -> None:
-        """Relay the backend's stream; a disconnect (seen by a watcher on ``receive``) cancels the relay."""
+    async def _stream(self, call: Call, attempt: Attempt, watch: DisconnectWatch, send: Send) -> None:
+        """Relay the backend's stream (the relay finishes the call, cancelled when the client leaves)."""
         media = attempt.response.header(b"content-type") or "text/event-stream"
         if media.startswith("text/") and "charset=" not in media:
             media += "; charset=utf-8"
-        task = asyncio.current_task()
-        assert task is not None
-        state = {"done": False, "gone": False}
-
-        def on_message(watcher: asyncio.Future[MutableMapping[str, Any]]) -> None:
-            if state["done"] or watcher.cancelled():
-                return
-            if watcher.exception() is None and watcher.result()["type"] != "http.disconnect":
-                watch()  # not a disconnect (nothing else is expected once the body was read): keep watching
-                return
-            state["gone"] = True
-            task.cancel()
-
-        watchers: list[asyncio.Future[MutableMapping[str, Any]]] = []
-
-        def watch() -> None:
-            watcher = asyncio.ensure_future(receive())
-            watcher.add_done_callback(on_message)
-            watchers.append(watcher)
 
         async def write(chunk: bytes, last: bool) -> None:
             if last:
-                state["done"] = True  # before the send: completing the response wakes the watcher
+                watch.done = True  # before the send: completing the response wakes the watcher
             await send({"type": "http.response.body", "body": chunk, "more_body": not last})
 
-        if not attempt.response.complete:
-            watch()  # a body already read whole goes out in one write: no waiting, no watcher task needed
-        try:
-            headers = [(b"content-type", media.encode("latin-1"))]
-            await send({"type": "http.response.start", "status": attempt.response.status, "headers": headers})
-            await self.dispatcher.relay(call, attempt, write)
-        except asyncio.CancelledError:
-            if not state["gone"]:
-                raise
-            task.uncancel()  # our own cancellation (the client left): the call is finished, nothing to send
-        finally:
-            state["done"] = True
-            for watcher in watchers:
-                watcher.cancel()
+        headers = [(b"content-type", media.encode("latin-1"))]
+        await send({"type": "http.response.start", "status": attempt.response.status, "headers": headers})
+        await self.dispatcher.relay(call, attempt, write)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import math
 import secrets
 import time
@@ -22,19 +21,13 @@ import httpx
 
 from slosched.contract import HEADER_DEADLINE_MS, HEADER_PRIORITY, HEADER_TENANT, HEADER_TPOT_MS, HEADER_TTFT_MS
 from slosched.core.job import CallSpec, JobSpec
+from slosched.sse import GatewayError as GatewayError
+from slosched.sse import StreamError as StreamError
+from slosched.sse import aiter_openai, iter_openai
 from slosched.tuning.prompts import prompt_ids
 
 # Prompt salts: a fresh id space per process, so no two calls share a prompt unless the trace says so.
 _SALTS = itertools.count(secrets.randbits(40) << 20)
-
-
-class GatewayError(Exception):
-    """A non-2xx answer from the gateway: ``status`` and the server's error message."""
-
-    def __init__(self, status: int, message: str, retry_after_s: float | None = None) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
-        self.retry_after_s = retry_after_s
 
 
 def slo_headers(
@@ -58,12 +51,6 @@ def _check(response: httpx.Response) -> Any:
         retry = response.headers.get("retry-after")
         raise GatewayError(response.status_code, message, float(retry) if retry else None)
     return response.json()
-
-
-def _sse_events(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
-    for line in lines:
-        if line.startswith("data: ") and line != "data: [DONE]":
-            yield json.loads(line[6:])
 
 
 def call_body(call: CallSpec) -> dict[str, Any]:
@@ -102,12 +89,13 @@ class Client:
     def stream(
         self, path: str, body: dict[str, Any], headers: Mapping[str, str] | None = None
     ) -> Iterator[dict[str, Any]]:
-        """Yield the SSE events of a streamed call (``path`` is /v1/completions or /v1/chat/completions)."""
+        """Yield the JSON events of a streamed call (``path`` is /v1/completions or /v1/chat/completions) up to
+        ``[DONE]``; an error event raises ``StreamError`` (a ``GatewayError``) carrying the error object."""
         with self.http.stream("POST", path, json={**body, "stream": True}, headers=dict(headers or {})) as response:
             if response.status_code >= 400:
                 response.read()
                 _check(response)
-            yield from _sse_events(response.iter_lines())
+            yield from iter_openai(response.iter_bytes())
 
     def create_job(self, kind: str = "workflow", slo_s: float | None = None, **fields: Any) -> dict[str, Any]:
         body = {"kind": kind, **fields, **({"slo_s": slo_s} if slo_s is not None else {})}
@@ -167,9 +155,8 @@ class AsyncClient:
             if resp.status_code >= 400:
                 await resp.aread()
                 _check(resp)
-            async for line in resp.aiter_lines():
-                if line.startswith("data: ") and line != "data: [DONE]":
-                    yield json.loads(line[6:])
+            async for event in aiter_openai(resp.aiter_bytes()):
+                yield event
 
     async def create_job(self, kind: str = "workflow", slo_s: float | None = None, **fields: Any) -> dict[str, Any]:
         body = {"kind": kind, **fields, **({"slo_s": slo_s} if slo_s is not None else {})}
