@@ -38,14 +38,15 @@ vllm-venv test: $(VLLM_PLUGIN_STAMP)
 demo: $(STAMP)
 	$(BIN)/slosched demo --report reports/demo
 
-## servers: Debian's PostgreSQL and Redis for the job-store integration tests (the tests start and stop them)
+## servers: Debian's PostgreSQL and Redis (job-store tests; the tests start and stop them) and Chromium
+## (headless browser tests of the HTML report and the gateway's status page)
 servers:
-	@test -x /usr/lib/postgresql/15/bin/postgres && command -v redis-server >/dev/null || \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server)
+	@test -x /usr/lib/postgresql/15/bin/postgres && command -v redis-server >/dev/null && command -v chromium >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server chromium)
 
 ## test: lint, then every test (real-vLLM and real-database integration tests included)
 test: lint $(VLLM_STAMP) servers
-	SLOSCHED_REQUIRE_VLLM=1 SLOSCHED_REQUIRE_SERVERS=1 $(BIN)/python -m pytest; status=$$?; if [ $$status -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$status
+	SLOSCHED_REQUIRE_VLLM=1 SLOSCHED_REQUIRE_SERVERS=1 SLOSCHED_REQUIRE_BROWSER=1 $(BIN)/python -m pytest; status=$$?; if [ $$status -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$status
 
 ## test-fast: the quick loop (no slow or real-vLLM tests), stops at the first failure
 test-fast: $(STAMP)

@@ -12,11 +12,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from slosched.cli_common import SetOpt
+from slosched.cli_sim import load
 from slosched.core.errors import ConfigError
 from slosched.planning.output import sweep_json, write_outputs
 from slosched.planning.sizing import SizingRow, size
 from slosched.planning.sweep import Mix, SweepRow, SweepSettings, Workload, sweep
-from slosched.scenario import load_scenario
 
 _out = Console(width=None if sys.stdout.isatty() else 140)
 
@@ -43,13 +44,14 @@ def sweep_command(
     out: Annotated[Path | None, typer.Option("--out", help="write sweep.json, sweep.csv and sweep.html here")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="2 seeds, 120 jobs per run, 5% precision")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object as the last line")] = False,
+    sets: SetOpt = None,
 ) -> None:
     """How many jobs/s can this cluster take at 90% SLO attainment, per policy and instance mix; with
     --size and --rate, how many instances of a GPU group (and at what hourly cost) carry a rate."""
     settings = _settings(quick, seeds, jobs, workers, ray, target)
     if out is not None:
         _check_writable(out)
-    loaded = [Workload(path.stem, load_scenario(path)) for path in scenarios]
+    loaded = [Workload(path.stem, load(path, sets)) for path in scenarios]
     mixes = [Mix.parse(text) for text in mix or ()]
     names = [text.strip() for text in policies.split(",")] if policies else None
     if names is not None:

@@ -5,13 +5,22 @@ Every error names the field (dotted path) and, where there is a fixed set, the a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.core.instance import InstanceSpec
@@ -20,9 +29,11 @@ from slosched.perf.hardware import gpu_facts, model_facts
 from slosched.perf.profile_fit import MeasuredProfile
 from slosched.perf.roofline import CALIBRATION
 from slosched.policies.job.base import JOB_POLICIES
+from slosched.scenario_overrides import apply_overrides
+from slosched.scenario_validation import Problem, ScenarioError, policy_param_problems, problems_of, unknown_message
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, PolicyParams
-from slosched.workloads.arrivals import ArrivalSpec
+from slosched.workloads.arrivals import ArrivalProcess, ArrivalSpec
 from slosched.workloads.generators import generate_jobs
 from slosched.workloads.trace_io import load_jobs
 
@@ -102,8 +113,26 @@ class WorkloadConfig(BaseModel):
         if (self.generator is None) == (self.trace is None):
             raise ConfigError("workload", "give exactly one of 'generator' or 'trace'")
         if self.generator is not None:
-            ArrivalSpec.from_mapping(self.arrival)
+            _check_arrival(self.arrival)
         return self
+
+
+def _check_arrival(arrival: Mapping[str, Any]) -> None:
+    """Validate the ``arrival`` block, naming its fields ``arrival.*`` as the scenario spells them (the
+    spec itself says ``arrivals``) and the closest key to a misspelt one."""
+    known = list(ArrivalSpec.model_fields)
+    for key in arrival:
+        if key not in known:
+            raise ConfigError(f"arrival.{key}", unknown_message("key", key, known))
+    processes = get_args(ArrivalProcess)
+    if arrival.get("process") not in processes:
+        raise ConfigError("arrival.process", unknown_message("process", arrival.get("process"), processes))
+    try:
+        ArrivalSpec.from_mapping(arrival)
+    except ConfigError as error:
+        rest = error.field.removeprefix("arrivals").lstrip(".")
+        field = f"arrival.{rest}" if rest else "arrival"
+        raise ConfigError(field, str(error).removeprefix(f"{error.field}: ")) from None
 
 
 class SloConfig(BaseModel):
@@ -140,6 +169,12 @@ class PolicyParamsConfig(BaseModel):
     stack: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
+def _known_pair(text: str) -> str:
+    """One ``policies`` entry (checked alone, so every bad entry is reported)."""
+    PolicyPair.parse(text)
+    return text
+
+
 class Scenario(BaseModel):
     model_config = _STRICT
     name: str = "scenario"
@@ -148,17 +183,12 @@ class Scenario(BaseModel):
     cluster: ClusterConfig
     workload: WorkloadConfig
     slo: SloConfig = Field(default_factory=SloConfig)
-    policies: list[str] = Field(default_factory=lambda: ["round-robin+fcfs"], min_length=1)
+    policies: list[Annotated[str, AfterValidator(_known_pair)]] = Field(
+        default_factory=lambda: ["round-robin+fcfs"], min_length=1
+    )
     job_policy: str = "deadline"
     policy_params: PolicyParamsConfig = Field(default_factory=PolicyParamsConfig)
     simulator: SimulatorConfig = Field(default_factory=SimulatorConfig)
-
-    @field_validator("policies")
-    @classmethod
-    def _known_policies(cls, value: list[str]) -> list[str]:
-        for text in value:
-            PolicyPair.parse(text)
-        return value
 
     @field_validator("job_policy")
     @classmethod
@@ -214,24 +244,63 @@ class Scenario(BaseModel):
         return generate_jobs(self.workload.generator, self.workload.params, arrivals, rng)
 
 
-def parse_scenario(data: Mapping[str, Any], where: str = "scenario", base_dir: Path | None = None) -> Scenario:
-    """Validate a scenario mapping; relative file paths in it (profiles) resolve against ``base_dir``."""
+def parse_scenario(
+    data: Mapping[str, Any], where: str = "scenario", base_dir: Path | None = None, check_generator: bool = False
+) -> Scenario:
+    """Validate a scenario mapping; relative file paths in it (profiles) resolve against ``base_dir``.
+
+    Raises ``ScenarioError`` (a ``ConfigError``) listing every problem found, not only the first.
+    ``check_generator``: also check the workload generator's name now (files do; a mapping built in code
+    may name a generator registered later, so by default it is checked when jobs are built)."""
+    problems: list[Problem] = []
+    scenario: Scenario | None = None
     try:
-        return Scenario.model_validate(data, context={"base_dir": base_dir})
+        scenario = Scenario.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as error:
-        first = error.errors()[0]
-        location = ".".join(str(part) for part in first["loc"]) or where
-        raise ConfigError(location, first["msg"]) from None
+        problems = [_named(problem, where) for problem in problems_of(error, Scenario)]
+    problems += policy_param_problems(data)
+    if check_generator:
+        problems += _generator_problems(data)
+    if problems:
+        raise ScenarioError(problems)
+    assert scenario is not None
+    return scenario
 
 
-def load_scenario(path: str | Path) -> Scenario:
+def _generator_problems(data: Mapping[str, Any]) -> list[Problem]:
+    from slosched.workloads.generators import generator_names
+
+    workload = data.get("workload")
+    name = workload.get("generator") if isinstance(workload, Mapping) else None
+    if not isinstance(name, str) or name in generator_names():
+        return []
+    return [Problem("workload.generator", unknown_message("generator", name, generator_names(), "known names"))]
+
+
+def _named(problem: Problem, where: str) -> Problem:
+    return problem if problem.field != "scenario" else Problem(where, problem.message)
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """PyYAML's multi-line message as one line: the problem and where it is."""
+    problem = getattr(error, "problem", None) or type(error).__name__
+    mark = getattr(error, "problem_mark", None)
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else str(problem)
+
+
+def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
+    """The scenario file at ``path`` with ``--set`` ``overrides`` (``scenario_overrides.py``) applied."""
     path = Path(path)
     if not path.exists():
         raise ConfigError("scenario", f"file not found: {path}")
+    if not path.is_file():
+        raise ConfigError("scenario", f"{path} is a directory, not a scenario file")
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
-        raise ConfigError("scenario", f"{path} is not valid YAML: {error}") from None
+        raise ConfigError("scenario", f"{path} is not valid YAML: {_yaml_problem(error)}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError("scenario", f"cannot read {path}: {error}") from None
     if not isinstance(data, Mapping):
         raise ConfigError("scenario", f"{path} must hold a mapping at the top level")
-    return parse_scenario(data, str(path), base_dir=path.parent)
+    return parse_scenario(apply_overrides(data, overrides), str(path), base_dir=path.parent, check_generator=True)

@@ -17,19 +17,22 @@ def job(
     slo_s: float = 10.0,
     no_contention_s: float = 1.0,
     outcome: Outcome = Outcome.COMPLETED,
+    template: str = "t",
+    tenant: str = "default",
 ) -> JobRecord:
     """A job record; ``latency_s`` None leaves it unfinished (``finish_s`` NaN)."""
     finish = math.nan if latency_s is None else arrival_s + latency_s
     return JobRecord(
         id=job_id,
         kind=JobKind.SINGLE,
-        template="t",
+        template=template,
         arrival_s=arrival_s,
         outcome=outcome,
         num_requests=1,
         slo_s=slo_s,
         no_contention_s=no_contention_s,
         finish_s=finish,
+        tenant=tenant,
     )
 
 

@@ -47,6 +47,7 @@ def test_json_headline_and_files(scenario_file: Path, tmp_path: Path) -> None:
         (["--seeds", "0"], "--seeds"),
         (["--target", "1.5"], "--target"),
         (["--policies", "nope+fcfs"], "nope"),
+        (["--set", "nonsense.x=1"], "nonsense"),
     ],
 )
 def test_bad_input_is_one_error_line(scenario_file: Path, tmp_path: Path, args: list[str], field: str) -> None:

@@ -6,6 +6,7 @@ spec, only the views of ``slosched.core.views``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -102,6 +103,41 @@ class JobSpec:
         return deps
 
 
+STEP_SEPARATOR = "#"
+
+
+def step_name(stage_name: str) -> str:
+    """The step a stage runs (what predictors learn from): ``"unit_tester#2"`` -> ``"unit_tester"``.
+
+    A stage's name is its identity inside a job and must be unique; a workflow that runs one step
+    several times names the repeats ``step#2``, ``step#3``, ... (see :func:`unique_stage_names`).
+    """
+    step, separator, suffix = stage_name.rpartition(STEP_SEPARATOR)
+    return step if separator and step and suffix.isdigit() else stage_name
+
+
+def unique_stage_names(names: Sequence[str]) -> list[str]:
+    """Unique identities for stage ``names`` in order: a repeated name becomes ``name#2``, ``name#3``, ...
+
+    The first occurrence keeps its name, so a workflow without repeats is unchanged; a suffix already
+    taken by another stage is skipped.
+    """
+    taken = set(names)
+    seen: set[str] = set()
+    unique: list[str] = []
+    for name in names:
+        identity = name
+        if name in seen:
+            count = 2
+            while f"{name}{STEP_SEPARATOR}{count}" in taken:
+                count += 1
+            identity = f"{name}{STEP_SEPARATOR}{count}"
+            taken.add(identity)
+        seen.add(name)
+        unique.append(identity)
+    return unique
+
+
 def single_job(
     job_id: str, arrival_s: float, call: CallSpec, slo_s: float | None = None, template: str = ""
 ) -> JobSpec:
@@ -128,7 +164,9 @@ def validate_job(job: JobSpec) -> None:
         raise ConfigError(f"{where}.stages", "a job needs at least one stage")
     names = [stage.name for stage in job.stages]
     if len(set(names)) != len(names):
-        raise ConfigError(f"{where}.stages", f"stage names must be unique, got {names}")
+        raise ConfigError(
+            f"{where}.stages", f"stage names must be unique (name repeats of one step 'step#2', ...), got {names}"
+        )
     for stage in job.stages:
         _validate_stage(where, stage)
     deps = job.dependencies()

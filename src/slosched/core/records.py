@@ -73,6 +73,7 @@ class JobRecord:
     reason: str = ""
     first_prefill_s: float = math.nan
     last_prefill_s: float = math.nan
+    tenant: str = "default"
 
     @property
     def latency_s(self) -> float:
@@ -95,6 +96,22 @@ class InstanceStats:
 
 
 @dataclass(slots=True)
+class InstanceSeries:
+    """An instance's state sampled every ``interval_s`` of simulated time (``times_s[k]``): requests
+    waiting and running, KV blocks in use (of ``num_kv_blocks``) and the cumulative busy time, whose
+    differences over the sampling interval give the utilisation. All lists have one entry per sample."""
+
+    name: str
+    num_kv_blocks: int
+    interval_s: float
+    times_s: list[float] = field(default_factory=list)
+    num_waiting: list[int] = field(default_factory=list)
+    num_running: list[int] = field(default_factory=list)
+    kv_used_blocks: list[int] = field(default_factory=list)
+    busy_s: list[float] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class RunResult:
     policy: str
     seed: int
@@ -103,3 +120,4 @@ class RunResult:
     jobs: list[JobRecord] = field(default_factory=list)
     instances: list[InstanceStats] = field(default_factory=list)
     num_events: int = 0
+    series: list[InstanceSeries] = field(default_factory=list)

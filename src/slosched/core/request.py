@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+from slosched.core.job import step_name
+
 
 class Outcome(StrEnum):
     """Terminal state of a request or job; every accepted one ends in exactly one."""
@@ -70,5 +72,5 @@ class Request:
 
     @property
     def predictor_key(self) -> str:
-        """Key under which output lengths are learned: template and stage."""
-        return f"{self.template}/{self.stage}"
+        """Key under which output lengths are learned: template and step (``a#2`` learns as ``a``)."""
+        return f"{self.template}/{step_name(self.stage)}"

@@ -14,19 +14,19 @@ simulated runs are summarized by the same code.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
 from slosched.core.job import CallSpec, JobSpec
 from slosched.core.records import JobRecord, RequestRecord, RunResult
 from slosched.core.request import Outcome
-from slosched.tuning.openai_client import aiter_sse_lines
+from slosched.tuning.openai_client import EndpointError, aiter_stream_events
 from slosched.tuning.prompts import prompt_ids
 
 _CALL_TIMEOUT_S = 600.0
@@ -60,18 +60,16 @@ class _Replay:
                 if response.status_code != 200:
                     record.reason = f"HTTP {response.status_code}: {(await response.aread())[:200]!r}"
                     return False
-                async for line in aiter_sse_lines(response):
-                    if not line.startswith("data: ") or line == "data: [DONE]":
-                        continue
-                    has_token, usage = _read_chunk(line[6:])
+                async for event in aiter_stream_events(response):
+                    has_token, usage = _read_chunk(event)
                     if has_token:
                         chunks += 1
                         if math.isnan(record.first_token_s):
                             record.first_token_s = self.now()
                     if usage is not None:
                         reported = usage
-        except httpx.HTTPError as error:
-            record.reason = f"{type(error).__name__}: {error}"
+        except (httpx.HTTPError, EndpointError) as error:  # EndpointError: an error event in the stream
+            record.reason = f"{type(error).__name__}: {error}"[:300]
             return False
         record.finish_s = self.now()
         # The usage chunk is exact; counting chunks undercounts when the server packs tokens into one.
@@ -104,12 +102,8 @@ class _Replay:
         record.outcome = Outcome.COMPLETED if ok else Outcome.FAILED
 
 
-def _read_chunk(payload: str) -> tuple[bool, int | None]:
+def _read_chunk(event: dict[str, Any]) -> tuple[bool, int | None]:
     """``(carries a token, completion_tokens of the final usage chunk or None)`` of one streamed chunk."""
-    try:
-        event = json.loads(payload)
-    except json.JSONDecodeError:
-        return False, None
     usage = event.get("usage")
     completion = int(usage["completion_tokens"]) if isinstance(usage, dict) and "completion_tokens" in usage else None
     return bool(event.get("choices")), completion

@@ -1,4 +1,5 @@
-"""A self-contained comparison report: ``report.md``, ``summary.json`` and PNG figures in one folder.
+"""A self-contained comparison report in one folder: ``report.md`` with PNG figures, ``report.html``
+(interactive, works offline), ``summary.json`` and the per-request / per-job export.
 
 The markdown links the figures by relative path, so the folder can be moved or attached as a whole.
 Writing is deterministic for a given input (no timestamps), so reports can be diffed between runs.
@@ -13,6 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from slosched.core.records import InstanceStats, RunResult
+from slosched.metrics.export import write_exports
+from slosched.metrics.html_report import ByLoad, write_html_report
 from slosched.metrics.plots import MAX_CDF_POINTS, plot_attainment_bars, plot_cdfs, plot_slo_scale
 from slosched.metrics.slo_scale import attainment_at, default_scales, slowdown_ratios
 from slosched.metrics.summary import (
@@ -27,12 +30,22 @@ LATENCY_CDF_PNG = "job_latency_cdf.png"
 SLO_SCALE_PNG = "slo_scale.png"
 TTFT_CDF_PNG = "ttft_cdf.png"
 ATTAINMENT_PNG = "slo_attainment.png"
+HTML = "report.html"
 _TARGETS = (0.95, 0.99)
 
 
-def write_report(out_dir: str | Path, results: Mapping[str, RunResult], title: str, scenario_description: str) -> Path:
+def write_report(
+    out_dir: str | Path,
+    results: Mapping[str, RunResult],
+    title: str,
+    scenario_description: str,
+    *,
+    by_load: ByLoad | None = None,
+) -> Path:
     """Write the report for ``results`` (policy label -> run, in display order) into ``out_dir``
     (created if missing; existing files of the same names are overwritten) and return ``report.md``'s path.
+    ``by_load`` (offered jobs/s -> policy -> run), when it holds two loads or more, adds attainment and
+    goodput vs load to ``report.html``.
     """
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -40,7 +53,10 @@ def write_report(out_dir: str | Path, results: Mapping[str, RunResult], title: s
     _write_figures(folder, results, summaries)
     payload = {name: summary.to_json_dict() for name, summary in summaries.items()}
     (folder / "summary.json").write_text(json.dumps(payload, indent=2, allow_nan=False) + "\n")
+    exports = write_exports(folder, results)
+    write_html_report(folder / HTML, results, summaries, title, scenario_description, by_load, exports)
     lines = [f"# {title}", "", scenario_description.strip(), ""]
+    lines += _files_section(exports)
     lines += _summary_section(summaries)
     lines += _figures_section()
     lines += _instances_section(results)
@@ -60,7 +76,16 @@ def _write_figures(folder: Path, results: Mapping[str, RunResult], summaries: Ma
     scales = default_scales()
     curves = {name: attainment_at(slowdown_ratios(result.jobs), scales) for name, result in results.items()}
     plot_slo_scale(scales, curves, folder / SLO_SCALE_PNG, targets=_TARGETS)
-    plot_attainment_bars({name: s.slo_attainment for name, s in summaries.items()}, folder / ATTAINMENT_PNG)
+    plot_attainment_bars({name: (s.deadline_met, s.jobs) for name, s in summaries.items()}, folder / ATTAINMENT_PNG)
+
+
+def _files_section(exports: Sequence[Path]) -> list[str]:
+    names = ", ".join(f"[`{path.name}`]({path.name})" for path in exports)
+    return [
+        f"Interactive version: [`{HTML}`]({HTML}) (one self-contained file; per-template and per-tenant",
+        f"breakdowns, latency CDFs, time series of every instance). One row per request / job per policy: {names}.",
+        "",
+    ]
 
 
 def _summary_section(summaries: Mapping[str, PolicySummary]) -> list[str]:
@@ -110,10 +135,10 @@ def _figures_section() -> list[str]:
         ),
         (
             ATTAINMENT_PNG,
-            "SLO attainment",
-            "Share of all jobs that completed within their SLO, one bar per policy (n/a: no jobs).",
-            "",
-            "",
+            "SLO misses",
+            "Share of all jobs that missed their SLO (1 - attainment) on a log axis, one bar per policy,",
+            "labelled with the attainment; each decade down is one more nine. A policy without misses is",
+            "drawn at half a job's share; n/a: no jobs.",
         ),
     ]
     lines = ["## Figures", ""]

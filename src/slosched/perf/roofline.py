@@ -123,6 +123,30 @@ CALIBRATION = Calibration(
 DEFAULT_STACK = "splitwise"
 
 
+DEFAULT_EFFICIENCY_LIKE = "H100"  # uncalibrated GPUs without efficiency_like: the newest calibrated part
+NCCL_BUS_FRACTION = 0.8  # achieved all-reduce bus bandwidth / per-direction link (240/300 A100, 360/450 H100)
+NVLINK_CLASS_Bps = 100e9  # links at least this fast are NVLink-class (10 us per all-reduce), else PCIe (25 us)
+
+
+def gpu_efficiency(gpu: GpuFacts, calibration: Calibration = CALIBRATION) -> GpuEfficiency:
+    """The fitted efficiencies of ``gpu``, or, for a GPU with no anchor (H200, B200, user GPUs), those of
+    its ``efficiency_like`` GPU (default H100) with the all-reduce link of its own ``interconnect_Bps``.
+
+    Borrowed efficiencies are an assumption, not a fit: a borrowed GPU's step times are its datasheet
+    roofline times the efficiencies another GPU reached.
+    """
+    if gpu.name in calibration.gpus:
+        return calibration.gpus[gpu.name]
+    like = gpu.efficiency_like or DEFAULT_EFFICIENCY_LIKE
+    if like not in calibration.gpus:
+        raise UnknownNameError(f"gpus.{gpu.name}.efficiency_like", like, list(calibration.gpus))
+    base = calibration.gpus[like]
+    if gpu.interconnect_Bps <= 0:
+        return base
+    latency_s = _NVLINK_H100[1] if gpu.interconnect_Bps >= NVLINK_CLASS_Bps else _PCIE4[1]
+    return GpuEfficiency(base.compute, base.memory, NCCL_BUS_FRACTION * gpu.interconnect_Bps, latency_s)
+
+
 @dataclass(slots=True, frozen=True)
 class StepBreakdown:
     """Seconds of one step by component; ``total_s`` equals ``RooflineModel.step_time_s`` to rounding."""
@@ -149,6 +173,7 @@ class RooflineModel:
         "_a_pair_s",
         "_c_row_s",
         "_c_tok_s",
+        "_decode_bases",
         "_e_tok_s",
         "_fixed_s",
         "_kv_tok_s",
@@ -175,7 +200,8 @@ class RooflineModel:
         if tp < 1 or model.heads % tp:
             raise ConfigError("tp", f"must be >= 1 and divide heads={model.heads}, got {tp}")
         self.gpu, self.model, self.tp, self.stack = gpu, model, tp, stack
-        flops = gpu.fp16_flops * efficiency.compute * stack.compute_scale.get(gpu.name, 1.0)
+        scale = stack.compute_scale.get(gpu.name, stack.compute_scale.get(gpu.efficiency_like or "", 1.0))
+        flops = gpu.fp16_flops * efficiency.compute * scale
         bandwidth = gpu.bandwidth_Bps * efficiency.memory
         wb = stack.weight_bytes_per_param
         self._c_tok_s = 2.0 * model.linear_params / tp / flops
@@ -201,6 +227,9 @@ class RooflineModel:
         self._fixed_s = stack.step_overhead_s + ar_fixed
         self._tok_s = self._e_tok_s + ar_tok
         self._seq_s = stack.seq_overhead_s
+        # ``_decode_base_s`` per batch size (a pure function read on every decode run and no-contention
+        # latency; batch sizes are few): a dict lookup instead of a square root and eight float ops.
+        self._decode_bases: dict[int, float] = {}
 
     @classmethod
     def build(
@@ -216,9 +245,7 @@ class RooflineModel:
         facts = gpu_facts(gpu)
         if stack not in cal.stacks:
             raise UnknownNameError("stack", stack, list(cal.stacks))
-        if facts.name not in cal.gpus:
-            raise UnknownNameError("gpu", facts.name, list(cal.gpus))
-        return cls(facts, model_facts(model), tp, cal.gpus[facts.name], cal.stacks[stack])
+        return cls(facts, model_facts(model), tp, gpu_efficiency(facts, cal), cal.stacks[stack])
 
     def step_time_s(
         self,
@@ -256,6 +283,12 @@ class RooflineModel:
 
     def _decode_base_s(self, num_decode_seqs: int) -> float:
         """``step_time_s(0, 0, b, c)`` minus its KV term, with the same float operations in order."""
+        base = self._decode_bases.get(num_decode_seqs)
+        if base is None:
+            base = self._decode_bases[num_decode_seqs] = self._compute_decode_base_s(num_decode_seqs)
+        return base
+
+    def _compute_decode_base_s(self, num_decode_seqs: int) -> float:
         c = num_decode_seqs * self._c_tok_s + num_decode_seqs * self._c_row_s
         t = _sqrt(c * c + self._m_dense_s * self._m_dense_s)
         t += self._fixed_s + num_decode_seqs * self._tok_s + num_decode_seqs * self._seq_s

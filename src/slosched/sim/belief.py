@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 from slosched.core.belief import StepPredictor
 from slosched.core.views import StepObservation
@@ -58,17 +59,20 @@ class BeliefFeed:
         pending.append(_Pending(num_prefill, prefill_context, num_decode, decode_context, [durations], count))
 
     def flush(self) -> None:
+        observe = self.predictor.observe
+        observers = self.observers
         for item in self._pending:
             parts = item.durations
-            durations = parts[0] if len(parts) == 1 else [value for part in parts for value in part]
+            durations = parts[0] if len(parts) == 1 else list(chain.from_iterable(parts))
+            # Positional (the field order of ``StepObservation``): one per observed step shape, keywords cost more.
             observation = StepObservation(
-                num_prefill_tokens=item.num_prefill_tokens,
-                prefill_context_tokens=item.prefill_context_tokens,
-                num_decode_seqs=item.num_decode_seqs,
-                decode_context_tokens=item.decode_context_tokens,
-                durations_s=durations,
+                item.num_prefill_tokens,
+                item.prefill_context_tokens,
+                item.num_decode_seqs,
+                item.decode_context_tokens,
+                durations,
             )
-            self.predictor.observe(observation)
-            for observer in self.observers:
+            observe(observation)
+            for observer in observers:
                 observer.observe_step(observation)
         self._pending.clear()

@@ -85,10 +85,16 @@ class DecodeCohort:
         block_size = self.block_size
         full, rest = divmod(num_steps, block_size)
         total = full * len(self.members)  # every member crosses one block boundary per period
-        buckets = self._buckets
-        start = first_clock + full * block_size
-        for clock in range(start, start + rest):
-            total += buckets[-clock % block_size]
+        if rest:
+            # Clocks start .. start+rest-1 read buckets top = -start % block_size, top-1, ... (wrapping): at
+            # most two slices summed in C instead of a loop of up to block_size steps.
+            buckets = self._buckets
+            top = -(first_clock + full * block_size) % block_size
+            low = top - rest + 1
+            if low >= 0:
+                total += sum(buckets[low : top + 1])
+            else:
+                total += sum(buckets[: top + 1]) + sum(buckets[block_size + low :])
         return total
 
     def max_steps_within(self, free_blocks: int, max_steps: int) -> int:

@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from slosched.core.job import CallSpec, JobKind, JobSpec
+from slosched.core.job import CallSpec, JobKind, JobSpec, step_name
 from slosched.sim.models import InstanceModels
 
 CallLatency = Callable[[int, int], float]
@@ -32,8 +32,10 @@ SLO_BASES = ("estimated", "true-lengths")
 
 
 def stage_kind(stage_name: str) -> str:
-    """``revise3`` -> ``revise``: repeated rounds of one step share their statistics."""
-    return stage_name.rstrip("0123456789") or stage_name
+    """``revise3`` -> ``revise``, ``unit_tester#2`` -> ``unit_tester``: repeated rounds of one step share
+    their statistics."""
+    step = step_name(stage_name)
+    return step.rstrip("0123456789") or step
 
 
 @dataclass(slots=True, frozen=True)
@@ -143,7 +145,12 @@ class FastestLatency:
         key = (input_tokens, output_tokens)
         latency = self._calls.get(key)
         if latency is None:
-            latency = min(truth.no_contention_latency_s(input_tokens, output_tokens) for truth in self._truths)
+            truths = self._truths
+            latency = truths[0].no_contention_latency_s(input_tokens, output_tokens)
+            for truth in truths[1:]:  # ``min`` of a generator costs more than the few latencies it compares
+                other = truth.no_contention_latency_s(input_tokens, output_tokens)
+                if other < latency:
+                    latency = other
             self._calls[key] = latency
         return latency
 

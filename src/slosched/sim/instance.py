@@ -9,6 +9,7 @@ where a step-by-step engine would next look at its queue, so results equal stepp
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 from slosched.core.belief import StepPredictor, StepTimeModel
@@ -52,6 +53,7 @@ class SimInstance:
         self.truth = truth
         self.noise = noise
         self.engine = engine
+        self._batching = engine.batching  # read on every step
         self.belief = belief
         self.kernel = kernel
         self.on_finish = on_finish
@@ -66,6 +68,9 @@ class SimInstance:
         self.waiting_prefill_tokens = 0
         self._busy = False
         self._run: DecodeRun | None = None
+        # The prefill step in progress (start, end); start is NaN between steps. Read only by ``sample``.
+        self._step_start_s = math.nan
+        self._step_end_s = math.nan
         self._version = 0
         self._enqueued = 0
 
@@ -178,24 +183,26 @@ class SimInstance:
         if not self.running and not self.waiting:
             self._busy = False
             return
-        now = self.kernel.now_s
-        work = self._former.form(self.engine.batching.plan(self))
+        kernel = self.kernel
+        now = kernel.now_s
+        work = self._former.form(self._batching.plan(self))
         self._busy = True
         self._version += 1
-        if not work.num_decode_seqs and not work.prefills:
-            self._wait_for_change(now, work.preempted)
-            return
         if work.prefills:
-            factor = self.noise.take(1)[0]
+            factor = self.noise.take_one()
             duration = factor * self.truth.step_time_s(
                 work.num_prefill_tokens,
                 work.prefill_context_tokens,
                 work.num_decode_seqs,
                 work.decode_context_tokens,
             )
-            self.kernel.schedule(now + duration, self._on_step_end, (self._version, work, duration))
-            return
-        self._start_run(work, now)
+            self._step_start_s = now
+            self._step_end_s = end = now + duration
+            kernel.schedule(end, self._on_step_end, (self._version, work, duration))
+        elif work.num_decode_seqs:
+            self._start_run(work, now)
+        else:
+            self._wait_for_change(now, work.preempted)
 
     def _wait_for_change(self, now: float, preempted: bool) -> None:
         """Nothing could be scheduled: look again when the policy's decision can change (its queue's
@@ -227,9 +234,13 @@ class SimInstance:
     def _decode_durations(self, num_decode_seqs: int, context_tokens: int, length: int) -> list[float]:
         factors = self.noise.take(length)
         base, per_token = self.truth.decode_step_terms(num_decode_seqs)
-        # Step k reads context + (k + 1) * batch tokens; the same floats step_time_s gives, without numpy.
+        # Step k reads context + (k + 1) * batch tokens; the same floats step_time_s gives, without numpy. The
+        # contexts come from a range (exact ints, as before): a third cheaper than enumerate and a multiply.
         first = context_tokens + num_decode_seqs
-        return [(base + (first + step * num_decode_seqs) * per_token) * factor for step, factor in enumerate(factors)]
+        contexts = (
+            range(first, first + length * num_decode_seqs, num_decode_seqs) if num_decode_seqs else [first] * length
+        )
+        return [(base + context * per_token) * factor for context, factor in zip(contexts, factors, strict=True)]
 
     def _cut_run(self) -> None:
         """An arrival: end the current run after the step in progress."""
@@ -258,7 +269,7 @@ class SimInstance:
             if done < run.num_steps:
                 run.next_end_s = run.ends[done]
         # Hold the KV stepping would hold now: that of every step started so far.
-        started = min(done + 1, run.num_steps)
+        started = done + 1 if done < run.num_steps else run.num_steps
         if started > run.allocated:
             needed = self.cohort.blocks_needed(run.first_clock + run.allocated, started - run.allocated)
             if not self.kv.reserve(needed):
@@ -269,6 +280,21 @@ class SimInstance:
         if self._run is not None:
             self._run.deliver(until_s, self.belief)
         self.belief.flush()
+
+    def sample(self, now_s: float) -> tuple[int, int, int, float]:
+        """(waiting, running, KV blocks in use, busy seconds so far) at ``now_s``, without advancing a lazy
+        run: the KV ``sync`` would reserve is counted, not reserved, so sampling never changes a result."""
+        kv_used = self.kv.num_used
+        busy = self.stats.busy_s
+        run = self._run
+        if run is not None:
+            busy += min(now_s, run.end_s) - run.start_s
+            started = min(run.steps_done(now_s) + 1, run.num_steps)
+            if started > run.allocated:
+                kv_used += self.cohort.blocks_needed(run.first_clock + run.allocated, started - run.allocated)
+        elif not math.isnan(self._step_start_s):
+            busy += min(now_s, self._step_end_s) - self._step_start_s
+        return len(self.waiting), len(self.running), kv_used, busy
 
     def final_stats(self) -> InstanceStats:
         self.stats.peak_kv_blocks_used = self.kv.peak_used
@@ -309,6 +335,7 @@ class SimInstance:
         if version != self._version:
             return
         now = self.kernel.now_s
+        self._step_start_s = math.nan
         self.stats.num_steps += 1
         self.stats.busy_s += duration
         self.belief.record(

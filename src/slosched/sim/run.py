@@ -25,6 +25,7 @@ class DecodeRun:
         "next_end_s",
         "num_decode_seqs",
         "num_steps",
+        "start_s",
     )
 
     def __init__(
@@ -36,6 +37,7 @@ class DecodeRun:
         durations: list[float],
     ) -> None:
         self.first_clock = first_clock
+        self.start_s = start_s
         self.num_decode_seqs = num_decode_seqs
         self.context_tokens = context_tokens
         self.durations = durations
@@ -54,7 +56,9 @@ class DecodeRun:
 
     def cut(self, now_s: float) -> int:
         """End the run after the step in progress at ``now_s``; returns the number of steps dropped."""
-        keep = min(bisect_right(self.ends, now_s) + 1, self.num_steps)
+        keep = bisect_right(self.ends, now_s) + 1
+        if keep > self.num_steps:
+            keep = self.num_steps
         dropped = self.num_steps - keep
         if dropped:
             self.num_steps = keep

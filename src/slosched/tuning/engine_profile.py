@@ -34,6 +34,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import numpy as np
@@ -43,7 +44,7 @@ from slosched.core.views import StepObservation
 from slosched.perf.profile_fit import MeasuredProfile, fit_profile
 from slosched.tuning import frontend_probe
 from slosched.tuning.frontend_probe import tokens_between
-from slosched.tuning.openai_client import EndpointError, OpenAIClient, aiter_sse_lines, sse_event
+from slosched.tuning.openai_client import EndpointError, OpenAIClient, aiter_stream_events
 from slosched.tuning.prompts import prompt_ids
 from slosched.tuning.saber_profile import ProfileCall
 
@@ -163,19 +164,16 @@ async def _stream_once(http: httpx.AsyncClient, client: OpenAIClient, call: Prof
         if response.status_code != 200:
             text = (await response.aread()).decode(errors="replace")[:300]
             raise EndpointError(f"{client.base_url}/v1/completions answered {response.status_code}: {text}")
-        async for line in aiter_sse_lines(response):
-            count = _chunk_token_count(line, counts[-1] if counts else 0)
+        async for event in aiter_stream_events(response):
+            count = _chunk_token_count(event, counts[-1] if counts else 0)
             if count is not None and count > (counts[-1] if counts else 0):
                 times.append(time.perf_counter())
                 counts.append(count)
     return RequestTrace(start, tuple(times), tuple(counts))
 
 
-def _chunk_token_count(line: str, previous: int) -> int | None:
-    """Tokens generated so far after this SSE line: its usage count, else one more per chunk with choices."""
-    event = sse_event(line)
-    if not isinstance(event, dict):
-        return None
+def _chunk_token_count(event: dict[str, Any], previous: int) -> int | None:
+    """Tokens generated so far after this event: its usage count, else one more per chunk with choices."""
     usage = event.get("usage")
     if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
         return int(usage["completion_tokens"])

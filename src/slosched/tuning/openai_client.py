@@ -12,7 +12,6 @@ closed loop the profiler wants. The gateway will reuse this client for its backe
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 import httpx
 
 from slosched.core.errors import ConfigError, SloschedError
+from slosched.sse import StreamError, aiter_openai
 from slosched.tuning.saber_profile import CallTiming, ProfileCall
 
 
@@ -85,57 +85,27 @@ class OpenAIClient:
             if response.status_code != 200:
                 body = (await response.aread()).decode(errors="replace")[:300]
                 raise EndpointError(f"{self.base_url}/v1/completions answered {response.status_code}: {body}")
-            async for line in aiter_sse_lines(response):
-                if _read_event(line, stream):
-                    break
+            async for event in aiter_stream_events(response):
+                _read_event(event, stream)
         finish = time.perf_counter()
         tokens = stream.usage_tokens if stream.usage_tokens is not None else stream.chunks
         first = stream.first_token_s if stream.first_token_s is not None else finish
         return CallTiming(start, first, finish, tokens)
 
 
-async def aiter_sse_lines(response: httpx.Response) -> AsyncIterator[str]:
-    """The lines of a server-sent-events body, split on ``\n`` only.
-
-    ``httpx``'s ``aiter_lines`` also splits on the Unicode line breaks ``str.splitlines`` knows (U+2028,
-    U+0085, ...), which a model's raw UTF-8 output inside a JSON string may contain: a line cut there is
-    not valid JSON. SSE frames are delimited by ``\n`` (JSON escapes real newlines), so split on that.
-    """
-    pending = b""
-    async for chunk in response.aiter_bytes():
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            yield line.rstrip(b"\r").decode("utf-8", errors="replace")
-    if pending:
-        yield pending.rstrip(b"\r").decode("utf-8", errors="replace")
-
-
-DONE = "[DONE]"
-
-
-def sse_event(line: str) -> dict[str, Any] | str | None:
-    """One server-sent-events line of an OpenAI stream: its JSON event, ``DONE`` at ``data: [DONE]``, None
-    for other lines; a malformed event or an error event raises ``EndpointError``."""
-    if not line.startswith("data:"):
-        return None
-    payload = line[len("data:") :].strip()
-    if payload == DONE:
-        return DONE
+async def aiter_stream_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    """The JSON events of an OpenAI stream up to ``[DONE]``, through the one SSE parser (``sse.py``:
+    events end at blank lines only, never at U+2028 inside a model's text); a malformed or error event
+    raises ``EndpointError``."""
     try:
-        event = json.loads(payload)
-    except json.JSONDecodeError as error:
-        raise EndpointError(f"malformed stream event {payload[:120]!r}") from error
-    if "error" in event:
-        raise EndpointError(f"stream error: {event['error']}")
-    return dict(event)
+        async for event in aiter_openai(response.aiter_bytes()):
+            yield event
+    except StreamError as error:
+        raise EndpointError(f"stream error: {error.error}") from None
 
 
-def _read_event(line: str, stream: _Stream) -> bool:
-    """Fold one server-sent-events line into ``stream``; True at ``data: [DONE]``."""
-    event = sse_event(line)
-    if not isinstance(event, dict):
-        return event == DONE
+def _read_event(event: dict[str, Any], stream: _Stream) -> None:
+    """Fold one stream event into ``stream``."""
     usage = event.get("usage")
     if usage and usage.get("completion_tokens") is not None:
         stream.usage_tokens = int(usage["completion_tokens"])
@@ -143,4 +113,3 @@ def _read_event(line: str, stream: _Stream) -> bool:
         if stream.first_token_s is None:
             stream.first_token_s = time.perf_counter()
         stream.chunks += 1
-    return False

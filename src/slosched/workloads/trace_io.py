@@ -8,7 +8,9 @@ Line formats (``kind`` picks one; optional fields may be left out):
   like ``core.job.single_job`` names it (the template, or ``"call"``).
 - ``workflow``: ``id, arrival_s, stages`` and optionally ``slo_s, template, tenant``; a stage is ``name,
   calls`` and optionally ``after`` (list of stage names; absent = the previous stage) and
-  ``tool_duration_s``; a call has the ``single`` line's call fields.
+  ``tool_duration_s``; a call has the ``single`` line's call fields. A name may repeat (one step run
+  several times): repeats are renamed ``name#2``, ``name#3``, ... (``core.job.step_name`` gives the
+  step back), and an ``after`` naming a repeated step means its latest occurrence before the stage.
 - ``relquery``: ``id, arrival_s, rows`` (each ``input_tokens, output_tokens``) and optionally
   ``template_tokens`` (0), ``max_output_tokens``, ``slo_s, template, tenant``. It becomes one stage
   ``"rows"`` with a call per row: ``input_tokens = template_tokens + row input``, prefix
@@ -28,7 +30,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from slosched.core.errors import ConfigError
-from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec, validate_job
+from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec, unique_stage_names, validate_job
 from slosched.workloads._validation import config_error
 from slosched.workloads.trace_dump import job_to_line
 
@@ -95,7 +97,30 @@ class WorkflowLine(_JobFields):
     stages: list[StageLine]
 
     def to_job(self) -> JobSpec:
-        return _job(self, JobKind.WORKFLOW, tuple(stage.to_stage() for stage in self.stages))
+        return _job(self, JobKind.WORKFLOW, _unique_stages([stage.to_stage() for stage in self.stages]))
+
+
+def _unique_stages(stages: list[StageSpec]) -> tuple[StageSpec, ...]:
+    """Stages with repeated names renamed ``name#2``, ...; ``after`` follows the renaming.
+
+    Real traces (CHESS) run one step several times. An ``after`` naming a repeated step means its
+    latest occurrence before the stage (its first one if none precedes it); ``step#k`` names one exactly.
+    """
+    identities = unique_stage_names([stage.name for stage in stages])
+    if identities == [stage.name for stage in stages]:
+        return tuple(stages)
+    first: dict[str, str] = {}
+    latest: dict[str, str] = {}
+    for stage, identity in zip(stages, identities, strict=True):
+        first.setdefault(stage.name, identity)
+    renamed: list[StageSpec] = []
+    for stage, identity in zip(stages, identities, strict=True):
+        after = stage.after
+        if after is not None:
+            after = tuple(dict.fromkeys(latest.get(name, first.get(name, name)) for name in after))
+        renamed.append(StageSpec(identity, stage.calls, after, stage.tool_duration_s))
+        latest[stage.name] = identity
+    return tuple(renamed)
 
 
 class RowLine(_Line):
