@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 import pytest
 
-from slosched.devtools.faulty import CONTROL_PATH, FaultyBackend
+from slosched.devtools.faulty import CONTROL_PATH, INVALID_BODY, Fault, FaultyBackend
 from slosched.devtools.stub import serve_app
 
 BODY = {"model": "tiny", "prompt": "hi", "max_tokens": 3}
@@ -39,7 +39,8 @@ def test_none_mode_answers_like_the_stub_and_health_stays_ok() -> None:
         assert too_long.status_code == 400 and "2048" in too_long.json()["error"]["message"]
         assert (await client.get("/health")).status_code == 200
         assert "vllm:num_requests_running" in (await client.get("/metrics")).text
-        assert (await client.get(CONTROL_PATH)).json() == {"mode": "none", "delay_s": 1.0, "calls": 3}
+        state = {"mode": "none", "delay_s": 1.0, "faults": [], "calls": 3, "disconnected": 0}
+        assert (await client.get(CONTROL_PATH)).json() == state
 
     run(check)
 
@@ -88,6 +89,53 @@ def test_control_rejects_unknown_modes_and_bad_delays() -> None:
         assert reply.status_code == 400 and "error500" in reply.json()["error"]["message"]
         assert (await client.post(CONTROL_PATH, json={"mode": "hang", "delay_s": -1})).status_code == 400
         assert (await client.post(CONTROL_PATH, content=b"[1]")).status_code == 400
-        assert backend.fault.mode == "none"
+        bad_sequence = await client.post(CONTROL_PATH, json={"mode": "hang", "faults": ["error500", "explode"]})
+        assert bad_sequence.status_code == 400 and "faults[1]" in bad_sequence.json()["error"]["message"]
+        assert (await client.post(CONTROL_PATH, json={"faults": "hang"})).status_code == 400
+        assert backend.fault.mode == "none" and backend.fault.faults == []  # a refused change changes nothing
+
+    run(check)
+    with pytest.raises(ValueError, match="mode"):
+        Fault("explode")
+
+
+def test_a_per_call_sequence_of_faults_comes_before_the_mode() -> None:
+    async def check(backend: FaultyBackend, client: httpx.AsyncClient) -> None:
+        await client.post(CONTROL_PATH, json={"mode": "invalid", "faults": ["error500", "none"]})
+        assert (await client.post("/v1/completions", json=BODY)).status_code == 500
+        assert (await client.post("/v1/completions", json=BODY)).json()["id"] == "faulty"
+        assert (await client.post("/v1/completions", json=BODY)).content == INVALID_BODY  # the mode, from now on
+        state = (await client.get(CONTROL_PATH)).json()
+        assert state["faults"] == [] and state["mode"] == "invalid" and state["calls"] == 3
+
+    run(check)
+
+
+def test_break_cuts_a_stream_after_one_event_and_a_plain_call_like_reset() -> None:
+    async def check(backend: FaultyBackend, client: httpx.AsyncClient) -> None:
+        backend.fault.set("break")
+        events: list[str] = []
+        with pytest.raises(httpx.RemoteProtocolError):
+            async with client.stream("POST", "/v1/completions", json={**BODY, "stream": True}) as reply:
+                assert reply.status_code == 200
+                async for line in reply.aiter_lines():
+                    events += [line] if line.startswith("data: ") else []
+        assert len(events) == 1 and "[DONE]" not in events[0]
+        with pytest.raises(httpx.RemoteProtocolError):
+            await client.post("/v1/completions", json=BODY)
+
+    run(check)
+
+
+def test_a_client_leaving_a_held_call_is_counted() -> None:
+    async def check(backend: FaultyBackend, client: httpx.AsyncClient) -> None:
+        for mode in ("hang", "slow_first_byte"):
+            backend.fault.set(mode, 5.0)
+            with pytest.raises(httpx.ReadTimeout):
+                await client.post("/v1/completions", json=BODY, timeout=0.2)
+        async with asyncio.timeout(3):
+            while backend.disconnected < 2:
+                await asyncio.sleep(0.01)
+        assert backend.calls == 2
 
     run(check)

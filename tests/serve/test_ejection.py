@@ -8,6 +8,7 @@ import asyncio
 import httpx
 import pytest
 
+from slosched.devtools.faulty import INVALID_BODY
 from slosched.serve.config import EjectionConfig
 from slosched.serve.ejection import Outlier
 from tests.serve.faulty_backend import faulty_harness
@@ -77,10 +78,10 @@ def test_a_streak_ends_after_max_s_without_ejection() -> None:
     assert state.ejected_until_s == 110.0
 
 
-@pytest.mark.parametrize("mode", ["error", "invalid", "reset"])
+@pytest.mark.parametrize("mode", ["error500", "invalid", "reset"])
 def test_a_failing_backend_with_ok_health_is_ejected_and_probed_back(mode: str) -> None:
     async def scenario() -> None:
-        async with faulty_harness([mode, "ok"], policies={"router": "round-robin"}) as h:
+        async with faulty_harness([mode, "none"], policies={"router": "round-robin"}) as h:
             async with httpx.AsyncClient(base_url=h.url, timeout=10) as client:
                 bad = h.gateway.dispatcher.backends[0]
                 results = []
@@ -94,7 +95,7 @@ def test_a_failing_backend_with_ok_health_is_ejected_and_probed_back(mode: str) 
                 assert h.backends[0].calls == 3  # ejected: no call until the ejection ends
                 assert {r.status_code for r in results} == {200}  # every failure was retried on f1
                 assert all(r.json()["id"] == "f1" for r in results)  # an invalid body is never delivered
-                h.backends[0].mode = "ok"
+                h.backends[0].fault.set("none")
                 await asyncio.sleep(0.6)  # base_s 0.5: half-open
                 for _ in range(6):
                     assert (await client.post("/v1/completions", json=CALL)).status_code == 200
@@ -110,7 +111,7 @@ def test_an_invalid_body_everywhere_is_a_502_bad_backend_response() -> None:
             response = await client.post("/v1/completions", json=CALL)
             assert response.status_code == 502
             assert response.json()["error"]["type"] == "bad_backend_response"
-            assert "<html>" not in response.text
+            assert INVALID_BODY.decode() not in response.text
             await h.settle()
             assert h.outcomes() == {"failed/bad_backend_response": 1.0}
 
@@ -120,11 +121,11 @@ def test_an_invalid_body_everywhere_is_a_502_bad_backend_response() -> None:
 def test_when_every_backend_of_a_model_is_ejected_one_probe_still_goes() -> None:
     async def scenario() -> None:
         ejection = {"consecutive_failures": 1, "base_s": 30.0, "max_s": 60.0}
-        async with faulty_harness(["error"], max_attempts=1, ejection=ejection) as h:
+        async with faulty_harness(["error500"], max_attempts=1, ejection=ejection) as h:
             async with httpx.AsyncClient(base_url=h.url, timeout=10) as client:
                 assert (await client.post("/v1/completions", json=CALL)).status_code == 502
                 assert h.gateway.dispatcher.backends[0].outlier.ejected
-                h.backends[0].mode = "ok"
+                h.backends[0].fault.set("none")
                 # Ejected for 30 s, the only backend of its model: the next call is its probe, not a 503.
                 assert (await client.post("/v1/completions", json=CALL)).status_code == 200
                 assert not h.gateway.dispatcher.backends[0].outlier.ejected
@@ -135,7 +136,7 @@ def test_when_every_backend_of_a_model_is_ejected_one_probe_still_goes() -> None
 
 def test_calls_go_only_to_their_models_backends_and_retry_among_them() -> None:
     async def scenario() -> None:
-        async with faulty_harness(["error", "error", "ok"], models=["big", "big", "tiny"]) as h:
+        async with faulty_harness(["error500", "error500", "none"], models=["big", "big", "tiny"]) as h:
             async with httpx.AsyncClient(base_url=h.url, timeout=10) as client:
                 failed = await client.post("/v1/completions", json={**CALL, "model": "big"})
                 assert failed.status_code == 502 and failed.json()["error"]["type"] == "backend_failed"

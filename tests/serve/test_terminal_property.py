@@ -12,7 +12,8 @@ import httpx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.serve.faulty_backend import FAST, MODES, faulty_harness
+from slosched.devtools.faulty import FAULT_MODES
+from tests.serve.faulty_backend import FAST, faulty_harness
 
 # A last attempt waits the whole first_byte_s (nowhere left to retry): keep it short here.
 TIMEOUTS = {**FAST["timeouts"], "first_byte_s": 1.0, "queue_s": 3.0}
@@ -43,8 +44,8 @@ async def _one(client: httpx.AsyncClient, call: dict[str, Any]) -> int | None:
 
 @settings(max_examples=12, deadline=None)
 @given(
-    modes=st.lists(st.sampled_from(MODES), min_size=2, max_size=2),
-    faults=st.lists(st.lists(st.sampled_from(MODES), max_size=6), min_size=2, max_size=2),
+    modes=st.lists(st.sampled_from(FAULT_MODES), min_size=2, max_size=2),
+    faults=st.lists(st.lists(st.sampled_from(FAULT_MODES), max_size=6), min_size=2, max_size=2),
     calls=st.lists(_call, min_size=1, max_size=10),
 )
 def test_every_accepted_call_ends_in_exactly_one_terminal_state(
@@ -53,8 +54,7 @@ def test_every_accepted_call_ends_in_exactly_one_terminal_state(
     async def scenario() -> None:
         async with faulty_harness(modes, backend={"max_concurrency": 2, "max_queue": 4}, timeouts=TIMEOUTS) as h:
             for backend, planned in zip(h.backends, faults, strict=True):
-                backend.faults = list(planned)
-                backend.delay_s = 0.1
+                backend.fault.set(backend.fault.mode, 0.1, planned)
             async with httpx.AsyncClient(base_url=h.url, timeout=20) as client:
                 statuses = await asyncio.gather(*(_one(client, call) for call in calls))
             assert all(status in (None, 200, 429, 502, 503) for status in statuses), statuses

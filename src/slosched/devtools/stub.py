@@ -99,7 +99,7 @@ class StubBackend:
         choice = {"index": 0, "finish_reason": "length"}
         choice.update({"message": {"role": "assistant", "content": "x " * tokens}} if chat else {"text": "x " * tokens})
         usage = {"prompt_tokens": 4, "completion_tokens": tokens, "total_tokens": tokens + 4}
-        return JSONResponse({"id": "stub", "object": "completion", "choices": [choice], "usage": usage})
+        return JSONResponse({"id": self.name, "object": "completion", "choices": [choice], "usage": usage})
 
     async def _events(self, tokens: int, chat: bool) -> AsyncIterator[bytes]:
         self.running += 1
@@ -110,7 +110,7 @@ class StubBackend:
                 if self.behaviour.token_delay_s:
                     await asyncio.sleep(self.behaviour.token_delay_s)
                 delta = {"delta": {"content": "x "}} if chat else {"text": "x "}
-                event = {"id": "stub", "choices": [{"index": 0, **delta, "finish_reason": None}]}
+                event = {"id": self.name, "choices": [{"index": 0, **delta, "finish_reason": None}]}
                 yield f"data: {json.dumps(event)}\n\n".encode()
             yield b"data: [DONE]\n\n"
         finally:
