@@ -15,7 +15,7 @@ from slosched.core.records import JobRecord
 from slosched.core.request import Outcome, Request
 from slosched.perf.roofline import RooflineModel
 from slosched.sim.cohort import DecodeCohort
-from slosched.sim.jobs import JobState
+from slosched.sim.jobs import JobState, OneStageGraphs
 from slosched.sim.kernel import EventKernel
 from slosched.sim.noise import NoiseStream
 from slosched.sim.options import SimOptions
@@ -109,6 +109,20 @@ def test_single_stage_job_state_equals_the_general_graph() -> None:
     assert fast.stage_finished("answer") == [] and fast.stages_left == 0
 
 
+def test_one_stage_jobs_of_a_run_share_their_graph_and_never_change_it() -> None:
+    graphs: OneStageGraphs = {}
+    specs = [JobSpec(f"j{k}", JobKind.SINGLE, 1.0, (StageSpec("answer", (CallSpec(10, 5),)),)) for k in range(2)]
+    states = [JobState.start(spec, JobRecord(spec.id, JobKind.SINGLE, "", 1.0, Outcome.FAILED, 1, 4.0, 1.0), graphs)
+              for spec in specs]  # fmt: skip
+    assert states[0].parents_left is states[1].parents_left and states[0].children is states[1].children
+    assert [s.name for s in states[0].ready_stages()] == ["answer"]
+    states[0].calls_left["answer"] = 1
+    assert states[0].ready_stages() == [] and [s.name for s in states[1].ready_stages()] == ["answer"]
+    assert states[0].stage_finished("answer") == [] and states[0].stages_left == 0
+    assert graphs == {"answer": ({"answer": 0}, {"answer": []})}
+    assert states[0].view("answer").finished_stages == ("answer",) and states[1].view("answer").finished_stages == ()
+
+
 @pytest.mark.parametrize("enabled", [True, False])
 def test_a_run_restores_the_garbage_collector_state(enabled: bool) -> None:
     spec = InstanceSpec(name="a", gpu="A100-80G", model="Llama-3-8B")
@@ -130,6 +144,7 @@ def test_positional_constructions_match_the_field_order() -> None:
 
     from slosched.core.belief import StepObservation
     from slosched.core.records import RequestRecord
+    from slosched.core.views import JobView
 
     def names(cls: type) -> list[str]:
         return [f.name for f in fields(cls)]
@@ -148,6 +163,9 @@ def test_positional_constructions_match_the_field_order() -> None:
     ]  # fmt: skip
     assert names(StepObservation) == [
         "num_prefill_tokens", "prefill_context_tokens", "num_decode_seqs", "decode_context_tokens", "durations_s",
+    ]  # fmt: skip
+    assert names(JobView) == [
+        "id", "kind", "template", "arrival_s", "slo_s", "deadline_s", "stage", "finished_stages",
     ]  # fmt: skip
     assert names(JobState)[:9] == [
         "spec", "record", "deadline_s", "parents_left", "children", "stages", "calls_left", "finished_stages",

@@ -24,6 +24,8 @@ class JobState:
     children: dict[str, list[str]]
     stages: dict[str, StageSpec]
     calls_left: dict[str, int] = field(default_factory=dict)
+    # A tuple: the shared empty one for every unfinished job (no list per job, which a run keeps), and
+    # ``view`` hands it out as is.
     finished_stages: list[str] = field(default_factory=list)
     stages_left: int = 0
     done: bool = False

@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from typing import Any
 
 Handler = Callable[[Any], None]
@@ -36,12 +37,13 @@ class _Stream:
 class EventKernel:
     """Deterministic discrete-event loop. Time never goes back: scheduling in the past is an error."""
 
-    __slots__ = ("_heap", "_seq", "_stream", "now_s", "num_events")
+    __slots__ = ("_heap", "_running", "_seq", "_stream", "now_s", "num_events")
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, Handler, Any]] = []
         self._seq = 0
         self._stream: _Stream | None = None
+        self._running = False
         self.now_s = 0.0
         self.num_events = 0
 
@@ -55,9 +57,10 @@ class EventKernel:
         """``schedule(times_s[k], handler, payloads[k])`` for every k, in order, in one call (a run's arrivals).
 
         Times already in order (sorted arrivals) stay out of the heap, as a stream the loop merges by
-        (time, sequence), which fires everything in exactly the heap's order: with 40,000 arrivals in it
-        every pop and push walked a deep heap of scattered tuples, the loop's largest cost (sim-speed
-        bench x1.0X). Otherwise they join the heap with one ``heapify`` (several times cheaper than pushes).
+        (time, sequence), which fires everything in exactly the heap's order: with 40,000 arrivals in it,
+        every pop and push walked a deep heap of scattered tuples (cache misses); without them the heap
+        holds the ~10 pending step events (sim-speed bench x1.06, interleaved runs). Otherwise the events
+        join the heap with one ``heapify`` (several times cheaper than pushes).
         """
         times = list(times_s)
         payload_list = list(payloads)
@@ -70,20 +73,29 @@ class EventKernel:
         first_seq = self._seq + 1
         self._seq += len(times)
         stream = self._stream
-        in_order = all(earlier <= later for earlier, later in zip(times, times[1:]))
-        if in_order and (stream is None or stream.position == len(stream.times)):
+        in_order = all(earlier <= later for earlier, later in pairwise(times))
+        # One stream at a time, set up between runs (a running loop would not see a new one).
+        if in_order and not self._running and (stream is None or stream.position == len(stream.times)):
             self._stream = _Stream(times, handler, payload_list, first_seq)
             return
         heap = self._heap
         heap.extend(
-            (time_s, first_seq + k, handler, payload) for k, (time_s, payload) in enumerate(zip(times, payload_list))
+            (time_s, first_seq + k, handler, payload)
+            for k, (time_s, payload) in enumerate(zip(times, payload_list, strict=True))
         )
         heapq.heapify(heap)
 
     def run(self, until_s: float = math.inf) -> None:
-        stream = self._stream
-        if stream is not None and stream.position < len(stream.times):
-            self._run_merged(stream, until_s)
+        self._running = True
+        try:
+            stream = self._stream
+            if stream is not None and stream.position < len(stream.times):
+                self._run_merged(stream, until_s)
+            self._run_heap(until_s)
+        finally:
+            self._running = False
+
+    def _run_heap(self, until_s: float) -> None:
         heap = self._heap
         pop = heapq.heappop
         count = 0
