@@ -7,7 +7,9 @@ folder or ``--trace`` file is one ``error:`` line, not a traceback after minutes
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -25,6 +27,7 @@ from slosched.cli_common import (
     out,
     output_dir,
 )
+from slosched.core.errors import ConfigError
 from slosched.core.records import RunResult
 from slosched.scenario import Scenario, load_scenario
 from slosched.sim.runner import PolicyPair
@@ -53,7 +56,48 @@ def _run(scenario: Scenario, pairs: Sequence[PolicyPair], trace: Path | None, ba
     return results
 
 
-def _emit(results: dict[str, RunResult], scenario: Scenario, as_json: bool, report: Path | None) -> None:
+def _multiples(text: str | None) -> list[float]:
+    """``--loads 0.5,1,1.5,2``: multiples of the scenario's arrival rate, each > 0."""
+    if text is None:
+        return []
+    values = []
+    for part in filter(None, (piece.strip() for piece in text.split(","))):
+        try:
+            value = float(part)
+        except ValueError:
+            raise ConfigError("--loads", f"expected numbers > 0 separated by commas, got {part[:64]!r}") from None
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError("--loads", f"expected numbers > 0, got {part[:64]!r}")
+        values.append(value)
+    return sorted(set(values))
+
+
+def _by_load(
+    scenario: Scenario, pairs: Sequence[PolicyPair], trace: Path | None, base_dir: Path, multiples: Sequence[float]
+) -> dict[float, dict[str, RunResult]]:
+    """Every pair at each multiple of the offered rate, on the same jobs with arrivals rescaled (common random
+    numbers: attainment then falls with the load for a reason, not by the luck of a new sample)."""
+    from slosched.experiment import compare_policies
+
+    jobs = scenario.jobs(base_dir, trace)
+    history = scenario.history(trace)
+    span = jobs[-1].arrival_s - jobs[0].arrival_s if len(jobs) > 1 else 0.0
+    rate = (len(jobs) - 1) / span if span > 0 else 1.0
+    by_load: dict[float, dict[str, RunResult]] = {}
+    for multiple in multiples:
+        err.print(f"load x{multiple:g} ({rate * multiple:.3g} jobs/s)")
+        scaled = [replace(job, arrival_s=job.arrival_s / multiple) for job in jobs]
+        by_load[rate * multiple] = compare_policies(scenario, pairs, jobs=scaled, history=history)
+    return by_load
+
+
+def _emit(
+    results: dict[str, RunResult],
+    scenario: Scenario,
+    as_json: bool,
+    report: Path | None,
+    by_load: dict[float, dict[str, RunResult]] | None = None,
+) -> None:
     from slosched.metrics.summary import summarize
     from slosched.metrics.table import print_table
 
@@ -62,7 +106,7 @@ def _emit(results: dict[str, RunResult], scenario: Scenario, as_json: bool, repo
     if report is not None:
         from slosched.metrics.report import write_report
 
-        path = write_report(report, results, scenario.name, scenario.description)
+        path = write_report(report, results, scenario.name, scenario.description, by_load=by_load)
         out.print(f"report: {path}")
     if as_json:
         payload = {"policies": {name: summary.to_json_dict() for name, summary in summaries.items()}}
@@ -98,12 +142,22 @@ def compare(
     as_json: JsonOpt = False,
     report: ReportOpt = None,
     sets: SetOpt = None,
+    loads: Annotated[
+        str | None,
+        typer.Option(
+            help="also run at these multiples of the offered rate (e.g. 0.5,1,1.5,2): the report plots "
+            "attainment and goodput vs load"
+        ),
+    ] = None,
 ) -> None:
     """Compare policy pairs on identical arrivals and seed."""
     scenario = load(scenario_path, sets)
     pairs = [PolicyPair.parse(text) for text in policies.split(",")] if policies else scenario.policy_pairs()
+    multiples = _multiples(loads)
     _checked(trace, report)
-    _emit(_run(scenario, pairs, trace, scenario_path.parent), scenario, as_json, report)
+    results = _run(scenario, pairs, trace, scenario_path.parent)
+    by_load = _by_load(scenario, pairs, trace, scenario_path.parent, multiples) if multiples else None
+    _emit(results, scenario, as_json, report, by_load)
 
 
 def demo(
