@@ -214,3 +214,38 @@ def test_retention_drops_old_finished_records() -> None:
         assert error.value.status == 404
 
     asyncio.run(scenario())
+
+
+class FlakyStore(MemoryStore):
+    """A memory store whose writes fail while ``down`` (a database outage)."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryData())
+        self.down = False
+
+    async def put(self, record: Any) -> None:
+        if self.down:
+            raise ConnectionError("store down")
+        await super().put(record)
+
+
+def test_a_finished_job_stays_readable_until_the_store_holds_its_terminal_record() -> None:
+    async def scenario() -> None:
+        store = FlakyStore()
+        manager, _backend = replica(store, "r1", Wall())
+        await manager.start()
+        job_id = (await manager.create({"kind": "workflow", "slo_s": 60}, ME))["id"]
+        store.down = True
+        finished = await manager.complete(job_id, ME)
+        assert finished["status"] == "completed"
+        assert (await manager.get(job_id, ME))["status"] == "completed"  # not lost while the store is down
+        assert job_id in manager.jobs
+        store.down = False
+        await manager.sync.beat()  # the heartbeat retries the unsaved terminal record
+        await eventually(lambda: job_id not in manager.jobs)
+        record = await store.get(job_id)
+        assert record is not None and record.status == "completed"
+        assert (await manager.get(job_id, ME))["status"] == "completed"  # now read back from the store
+        await manager.shutdown()
+
+    asyncio.run(scenario())

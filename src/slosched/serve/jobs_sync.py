@@ -69,9 +69,9 @@ class JobSync:
             except Exception as error:  # keep serving; a terminal record is retried a few times
                 log.warning("job %s: store write failed: %s: %s", job.id, type(error).__name__, error)
                 failures += 1
+                job.dirty = True  # unsaved: the next touch (or, for a finished job, the next beat) retries
                 if job.status == "running" or failures >= _TERMINAL_TRIES:
                     return
-                job.dirty = True
                 await asyncio.sleep(0.5)
                 continue
             if job.dirty and job.status == "running" and job.kind == "relquery":
@@ -91,7 +91,9 @@ class JobSync:
             if job.writer is not None:
                 await job.writer
         finally:
-            if self.manager.jobs.get(job.id) is job:
+            # A finished job leaves memory only once the store holds its terminal record: while the store is
+            # down it stays readable here, and each heartbeat retries the write (``_retry_unsaved``).
+            if self.manager.jobs.get(job.id) is job and not (store and job.dirty):
                 del self.manager.jobs[job.id]
             self.retiring.pop(job.id, None)
 
@@ -147,8 +149,15 @@ class JobSync:
             asyncio.create_task(periodic(reap_s, self.manager.reap_idle, self._stop)),
         ]
 
+    def _retry_unsaved(self) -> None:
+        """Finished jobs whose terminal record could not be written (the store was down) try again."""
+        for job in list(self.manager.jobs.values()):
+            if job.status != "running" and job.dirty and job.id not in self.retiring:
+                self.retire(job, store=True)
+
     async def beat(self) -> None:
         """Heartbeat; claim stale replicas' jobs; stop jobs cancelled through another replica; retention."""
+        self._retry_unsaved()  # first: it needs no store round trip, and a down store fails the rest
         config, store, now = self.manager.config, self.store, self.wall()
         await store.heartbeat(self.replica, now)
         for record in await store.claim_stale(self.replica, now - _STALE_BEATS * config.job_heartbeat_s):
