@@ -340,6 +340,9 @@ def test_sighup_adds_a_backend_and_a_key_without_dropping_an_in_flight_call(tmp_
             write_config(config_path, {"new": new_url}, ["k1", "k2"])
             process.send_signal(signal.SIGHUP)
             wait_for(lambda: "new" in httpx.get(f"{url}/health").json()["backends"])
+            # While "old" drains, every view of the backends still answers (/metrics reads its ejection state).
+            assert httpx.get(f"{url}/health").json()["backends"]["old"]["ejected"] is False
+            assert httpx.get(f"{url}/metrics").status_code == 200
             answer = httpx.post(f"{url}/v1/completions", content=_COMPLETION, headers={"x-api-key": "k2"}, timeout=5)
             caller.join(10)
             wait_for(lambda: "old" not in httpx.get(f"{url}/health").json()["backends"])  # drained, then dropped

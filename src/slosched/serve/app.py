@@ -212,7 +212,8 @@ class Gateway:
         return endpoint
 
     async def health(self, request: Request) -> Response:
-        backends = {b.name: {"up": b.healthy, "error": b.last_error} for b in self.dispatcher.backends}
+        backends = {b.name: {"up": b.healthy, "ejected": b.outlier.ejected, "error": b.last_error}
+                    for b in self.dispatcher.backends}  # fmt: skip
         healthy = any(b.healthy for b in self.dispatcher.backends)
         return JSONResponse({"status": "ok" if healthy else "degraded", "backends": backends},
                             status_code=200 if healthy else 503)  # fmt: skip

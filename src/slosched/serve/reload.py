@@ -57,6 +57,7 @@ class RetiredBackend(Backend):
         self.metrics = original.metrics
         self.engine_state_max_age_s = original.engine_state_max_age_s
         self.pool = original.pool
+        self.outlier = original.outlier  # read by /metrics, /health and /status while it drains
 
     def routable(self) -> bool:
         return False
