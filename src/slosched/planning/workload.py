@@ -49,9 +49,12 @@ def unit_rate(jobs: Sequence[JobSpec]) -> list[JobSpec]:
         return []
     start = min(job.arrival_s for job in jobs)
     span = max(job.arrival_s for job in jobs) - start
-    # n jobs over a span of (n - 1) mean gaps: scale so that one mean gap is one second.
-    scale = (len(jobs) - 1) / span if span > 0 else 1.0
-    return [replace(job, arrival_s=(job.arrival_s - start) * scale) for job in jobs]
+    if not span > 0:
+        return [replace(job, arrival_s=job.arrival_s - start) for job in jobs]
+    # n jobs over a span of (n - 1) mean gaps: one mean gap becomes one second. Dividing by the span first
+    # keeps every value in [0, n - 1] (a tiny span's reciprocal would overflow to inf).
+    gaps = len(jobs) - 1
+    return [replace(job, arrival_s=(job.arrival_s - start) / span * gaps) for job in jobs]
 
 
 def instances_with_counts(scenario: Scenario, counts: Mapping[str, int]) -> tuple[InstanceSpec, ...]:
