@@ -17,6 +17,7 @@ import typer
 
 from slosched.cli_common import JsonOpt, SetOpt, err, out
 from slosched.cli_info import policies, schema, version_callback
+from slosched.cli_native import native_app
 from slosched.cli_profile import profile
 from slosched.cli_sim import compare, demo, load, simulate
 from slosched.cli_trace import register as register_trace_commands
@@ -157,6 +158,7 @@ app.command("demo")(demo)
 app.command("policies")(policies)
 app.command("schema")(schema)
 app.command("profile")(profile)
+app.add_typer(native_app, name="native")
 # `trace` (dump, import) and `hardware` live in cli_trace.py.
 register_trace_commands(app)
 

@@ -18,17 +18,27 @@ much of what is left: deferring belief observations until a predictor reads them
 at arrival instead of up front, each made the run 7-10% slower (more live or interleaved memory).
 What remains is flat (py-spy, no function above ~6%): step forming and decode-run setup, routing and
 request setup, refit-tick observations (~8%, mostly freeing old observations), per-request records.
+Round 3: the hot modules compiled with mypyc (``slosched native build``, ``slosched/native``), x1.5 on the
+same sources. The bench runs the pure-Python modules too, in a child process with ``SLOSCHED_NATIVE=0``:
+``pure_python_requests_per_second`` and ``native_speedup`` keep the measurement that justifies
+compiling, and ``identical_to_pure_python`` checks both gave the same records (a digest of every one).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from slosched.bench.common import best_of, demo_cluster, print_figures, saturation_throughput
 from slosched.core.records import RunResult
 from slosched.metrics.summary import summarize
+from slosched.native import is_compiled, native_status
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, simulate
 from slosched.workloads.generators import make_workload
@@ -38,6 +48,24 @@ LOAD = 0.8
 
 
 def run(quick: bool) -> dict[str, Any]:
+    figures = measure(quick)
+    pure = _measure_pure_python(quick) if figures["native"] else None
+    if pure is not None:
+        figures["pure_python_requests_per_second"] = pure["requests_per_second"]
+        figures["native_speedup"] = figures["requests_per_second"] / pure["requests_per_second"]
+        figures["identical_to_pure_python"] = pure["records_digest"] == figures["records_digest"]
+    else:
+        figures["native_reason"] = native_status().reason
+    print_figures("sim-speed", figures)
+    if not quick:
+        _write_results(figures)
+    return figures
+
+
+def measure(quick: bool) -> dict[str, Any]:
+    """The timed runs, in whichever modules this process imported (compiled or not)."""
+    import slosched.sim.cluster as cluster_module
+
     instances = demo_cluster()
     num_jobs = 10_000 if quick else 40_000
     probe = make_workload("azure-conv", {"process": "poisson", "rate": 1.0}, 3000, seed=7)
@@ -54,8 +82,9 @@ def run(quick: bool) -> dict[str, Any]:
     step_s, (stepped, _) = best_of(1, lambda: simulate_and_measure(False))
     identical = [dataclasses.astuple(r) for r in fast.requests] == [dataclasses.astuple(r) for r in stepped.requests]
     steps = sum(stats.num_steps for stats in fast.instances)
-    figures = {
+    return {
         "requests_per_second": len(fast.requests) / fast_s,
+        "native": is_compiled(cluster_module),
         "fast_forward_speedup": step_s / fast_s,
         "identical": identical,
         "num_requests": len(fast.requests),
@@ -69,10 +98,32 @@ def run(quick: bool) -> dict[str, Any]:
         "events_stepping": stepped.num_events,
         "mean_latency_s": summary.job_latency.mean_s,
         "p99_ttft_s": summary.ttft.p99_s,
+        "records_digest": records_digest(fast),
     }
-    print_figures("sim-speed", figures)
-    if not quick:
-        _write_results(figures)
+
+
+def records_digest(result: RunResult) -> str:
+    """sha256 over every request and job record (floats by repr, so equal digests mean equal bits)."""
+    digest = hashlib.sha256()
+    for records in (result.requests, result.jobs):
+        for record in records:
+            digest.update(repr(dataclasses.astuple(record)).encode())
+    return digest.hexdigest()
+
+
+def _measure_pure_python(quick: bool) -> dict[str, Any]:
+    """``measure`` in a child process that imports the pure-Python modules (``SLOSCHED_NATIVE=0``)."""
+    code = (
+        "import json, sys; from slosched.bench.sim_speed import measure; "
+        "print(json.dumps(measure(sys.argv[1] == 'quick')))"
+    )
+    env = {**os.environ, "SLOSCHED_NATIVE": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, "quick" if quick else "full"], env=env, capture_output=True, text=True, check=True
+    )
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if figures["native"]:
+        raise AssertionError("the pure-Python twin run imported compiled modules")
     return figures
 
 
@@ -85,6 +136,9 @@ def _write_results(figures: dict[str, Any]) -> None:
         "least-loaded routing, step-time noise on, Poisson arrivals at 80% of the cluster's measured saturation",
         "throughput; wall time includes computing every metric. `fast_forward_speedup` divides the wall time of",
         "the same run stepping every iteration by the fast-forwarded one; `identical` compares every record.",
+        "`native`: the simulator's hot modules ran compiled with mypyc (`slosched native build`); the same run",
+        "with the pure-Python modules, in a child process, gives `pure_python_requests_per_second`, and",
+        "`identical_to_pure_python` compares a digest of every record of the two.",
         "",
         "| figure | value |",
         "|---|---:|",
