@@ -88,3 +88,10 @@ def test_examples_load() -> None:
     assert examples, "examples/ should hold scenario files"
     for path in examples:
         load_scenario(path)
+
+
+def test_sample_interval_is_a_scenario_key() -> None:
+    assert parse_scenario(BASE).options().sample_interval_s is None  # picked from the arrival span
+    assert parse_scenario(_with("simulator", {"sample_interval_s": 0.5})).options().sample_interval_s == 0.5
+    with pytest.raises(ConfigError, match="sample_interval_s"):
+        parse_scenario(_with("simulator", {"sample_interval_s": -1}))

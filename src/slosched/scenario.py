@@ -159,6 +159,9 @@ class SimulatorConfig(BaseModel):
     view_staleness_s: float = Field(default=0.0, ge=0)
     fast_forward: bool = True
     belief_refit_s: float = Field(default=2.0, ge=0)
+    # Seconds between the per-instance samples of the report's time series; unset: about 500 over the
+    # arrival span; 0: none. Sampling only reads, so it never changes a result.
+    sample_interval_s: float | None = Field(default=None, ge=0)
 
 
 class PolicyParamsConfig(BaseModel):
@@ -215,6 +218,7 @@ class Scenario(BaseModel):
             view_staleness_s=sim.view_staleness_s,
             fast_forward=sim.fast_forward,
             belief_refit_s=sim.belief_refit_s,
+            sample_interval_s=sim.sample_interval_s,
             slo_s=self.slo.seconds,
             slo_scale=self.slo.scale,
             slo_basis=self.slo.basis,
