@@ -14,6 +14,7 @@ import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -25,7 +26,7 @@ from pydantic import (
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
-from slosched.perf.hardware import gpu_facts, model_facts
+from slosched.perf.hardware import gpu_facts, model_facts, use_hardware
 from slosched.perf.profile_fit import MeasuredProfile
 from slosched.perf.roofline import CALIBRATION
 from slosched.policies.job.base import JOB_POLICIES
@@ -172,6 +173,10 @@ class PolicyParamsConfig(BaseModel):
     stack: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
+def _one_or_many(value: object) -> object:
+    return [value] if isinstance(value, str) else value
+
+
 def _known_pair(text: str) -> str:
     """One ``policies`` entry (checked alone, so every bad entry is reported)."""
     PolicyPair.parse(text)
@@ -183,6 +188,9 @@ class Scenario(BaseModel):
     name: str = "scenario"
     description: str = ""
     seed: int = 0
+    # User hardware files (GPUs, models, prices) merged over the bundled ones, relative to the scenario file;
+    # applied before the cluster is checked (``_apply_hardware``).
+    hardware: Annotated[list[str], BeforeValidator(_one_or_many)] = Field(default_factory=list)
     cluster: ClusterConfig
     workload: WorkloadConfig
     slo: SloConfig = Field(default_factory=SloConfig)
@@ -256,12 +264,12 @@ def parse_scenario(
     Raises ``ScenarioError`` (a ``ConfigError``) listing every problem found, not only the first.
     ``check_generator``: also check the workload generator's name now (files do; a mapping built in code
     may name a generator registered later, so by default it is checked when jobs are built)."""
-    problems: list[Problem] = []
+    problems = _apply_hardware(data, base_dir)
     scenario: Scenario | None = None
     try:
         scenario = Scenario.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as error:
-        problems = [_named(problem, where) for problem in problems_of(error, Scenario)]
+        problems += [_named(problem, where) for problem in problems_of(error, Scenario)]
     problems += policy_param_problems(data)
     if check_generator:
         problems += _generator_problems(data)
@@ -269,6 +277,21 @@ def parse_scenario(
         raise ScenarioError(problems)
     assert scenario is not None
     return scenario
+
+
+def _apply_hardware(data: Mapping[str, Any], base_dir: Path | None) -> list[Problem]:
+    """Make the scenario's ``hardware`` files active (as ``--hardware`` does: for this process and the
+    workers it starts), so the cluster's GPU and model names are checked against them."""
+    value = data.get("hardware")
+    files = [value] if isinstance(value, str) else value
+    if not files or not isinstance(files, list) or not all(isinstance(item, str) for item in files):
+        return []  # absent, or a wrong type the model's validation reports
+    paths = [Path(item) if Path(item).is_absolute() or base_dir is None else base_dir / item for item in files]
+    try:
+        use_hardware(paths)
+    except ConfigError as error:
+        return [Problem("hardware", str(error))]
+    return []
 
 
 def _generator_problems(data: Mapping[str, Any]) -> list[Problem]:

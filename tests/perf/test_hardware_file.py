@@ -163,3 +163,23 @@ def test_a_user_gpu_via_the_hardware_option(tmp_path: Path, capsys: pytest.Captu
     assert summary["jobs"] == 20
     assert run(["hardware", "--hardware", str(path)]) == 0
     assert "gpu H300: 288 GB" in capsys.readouterr().out
+
+
+def test_a_scenario_names_its_hardware_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _file(tmp_path, USER, "gpus.yaml")
+    instances = [{"name": "a", "gpu": "H300", "model": "Tiny-1B", "count": 1}]
+    data = {**BASE, "hardware": "gpus.yaml", "cluster": {"instances": instances}, "policies": ["least-loaded+fcfs"]}
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(data))  # the file is found beside the scenario, from any directory
+    assert run(["simulate", str(scenario), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["policies"]
+    assert summary["least-loaded+fcfs"]["jobs"] == 20
+
+
+def test_a_scenario_hardware_problem_names_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    instances = [{"name": "a", "gpu": "H300", "model": "Tiny-1B", "count": 1}]
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump({**BASE, "hardware": ["absent.yaml"], "cluster": {"instances": instances}}))
+    assert run(["simulate", str(scenario)]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert any(line.startswith("error: hardware:") and "absent.yaml" in line for line in errors), errors
