@@ -6,15 +6,14 @@ where it ran; both show a rich progress bar on stderr.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from slosched.bench.scoreboard_runner import run_tasks
-from slosched.core.errors import ConfigError
+from slosched.tuning.executors import connect_ray, ray_map
 
 TaskT = TypeVar("TaskT")
 ResultT = TypeVar("ResultT")
@@ -22,28 +21,11 @@ ResultT = TypeVar("ResultT")
 
 def run_on_ray(fn: Callable[[TaskT], ResultT], tasks: Sequence[TaskT], description: str, address: str) -> list[ResultT]:
     """Each task a Ray task on the cluster at ``address`` (``local`` starts a local Ray instance)."""
-    try:
-        ray: Any = importlib.import_module("ray")
-    except ImportError as error:
-        raise ConfigError("--ray", "needs the ray extra: pip install 'slosched[ray]'") from error
-    if not ray.is_initialized():
-        try:
-            ray.init(address=None if address == "local" else address, log_to_driver=False)
-        except (ConnectionError, RuntimeError, ValueError) as error:
-            raise ConfigError("--ray", f"cannot reach a Ray cluster at {address!r}: {error}") from error
-    remote = ray.remote(fn)
-    pending = {remote.remote(task): index for index, task in enumerate(tasks)}
-    slots: list[Any] = [None] * len(tasks)
+    ray = connect_ray(None if address == "local" else address, "--ray")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
         bar = progress.add_task(f"{description} (ray)", total=len(tasks))
-        waiting = list(pending)
-        while waiting:
-            done, waiting = ray.wait(waiting, num_returns=1)
-            for ref in done:
-                slots[pending[ref]] = ray.get(ref)
-                progress.advance(bar)
-    return slots
+        return ray_map(ray, fn, tasks, on_result=lambda: progress.advance(bar))
 
 
 def run_sweep_tasks(

@@ -56,21 +56,48 @@ class ProcessExecutor:
             self._pool = None
 
 
+def connect_ray(address: str | None, field: str, num_cpus: int | None = None) -> Any:
+    """The ``ray`` module, initialised: a cluster at ``address`` (``"auto"``, ``"ray://host:port"``), or a
+    local instance for None. Errors name ``field`` (the option the user set). Shared with ``slosched sweep``."""
+    try:
+        ray: Any = importlib.import_module("ray")
+    except ImportError as error:
+        raise ConfigError(field, "needs the ray extra: pip install 'slosched[ray]'") from error
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, num_cpus=num_cpus, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as error:
+            raise ConfigError(field, f"cannot reach a Ray cluster at {address!r}: {error}") from error
+    return ray
+
+
+def ray_map(
+    ray: Any, fn: Callable[[ItemT], ResultT], items: Sequence[ItemT], on_result: Callable[[], None] | None = None
+) -> list[ResultT]:
+    """``fn`` over ``items`` as Ray tasks, results in item order; ``on_result`` after each one arrives
+    (a progress bar)."""
+    remote = ray.remote(fn)
+    pending = {remote.remote(item): index for index, item in enumerate(items)}
+    slots: list[Any] = [None] * len(items)
+    waiting = list(pending)
+    while waiting:
+        done, waiting = ray.wait(waiting, num_returns=1)
+        for ref in done:
+            slots[pending[ref]] = ray.get(ref)
+            if on_result is not None:
+                on_result()
+    return slots
+
+
 class RayExecutor:
     """Each candidate a Ray task (``pip install slosched[ray]``). ``address`` None starts or joins a local
     Ray instance; ``"auto"`` or ``"ray://host:port"`` joins a cluster."""
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None) -> None:
-        try:
-            self._ray: Any = importlib.import_module("ray")
-        except ImportError as error:
-            raise ConfigError("executor", "'ray' needs the ray extra: pip install 'slosched[ray]'") from error
-        if not self._ray.is_initialized():
-            self._ray.init(address=address, num_cpus=num_cpus, ignore_reinit_error=True, log_to_driver=False)
+        self._ray = connect_ray(address, "executor", num_cpus)
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        remote = self._ray.remote(fn)
-        return list(self._ray.get([remote.remote(item) for item in items]))
+        return ray_map(self._ray, fn, items)
 
     def close(self) -> None:
         return None  # the Ray runtime may be shared with other users in this process
