@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from slosched.core.numbers import plain_numbers
+
+_INT_FIELDS = ("tp", "max_running", "max_batched_tokens", "max_model_len", "block_size", "num_kv_blocks")
+
 
 @dataclass(slots=True, frozen=True)
 class InstanceSpec:
@@ -30,6 +34,9 @@ class InstanceSpec:
     stack: str = "splitwise"
     available_from_s: float = 0.0
     profile: str | None = None
+
+    def __post_init__(self) -> None:
+        plain_numbers(self, _INT_FIELDS, ("gpu_memory_utilization", "available_from_s"))
 
 
 @dataclass(slots=True, frozen=True)

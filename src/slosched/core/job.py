@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from slosched.core.errors import ConfigError
+from slosched.core.numbers import plain_numbers
 
 
 class JobKind(StrEnum):
@@ -37,6 +38,9 @@ class CallSpec:
     prefix_tokens: int = 0
     session_id: str | None = None
 
+    def __post_init__(self) -> None:
+        plain_numbers(self, ("input_tokens", "output_tokens", "max_output_tokens", "prefix_tokens"), ())
+
 
 @dataclass(slots=True, frozen=True)
 class StageSpec:
@@ -49,6 +53,9 @@ class StageSpec:
     calls: tuple[CallSpec, ...] = ()
     after: tuple[str, ...] | None = None
     tool_duration_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        plain_numbers(self, (), ("tool_duration_s",))
 
 
 @dataclass(slots=True, frozen=True)
@@ -68,6 +75,9 @@ class JobSpec:
     template: str = ""
     ttft_slo_s: float | None = None
     tpot_slo_s: float | None = None
+
+    def __post_init__(self) -> None:
+        plain_numbers(self, (), ("arrival_s", "slo_s", "ttft_slo_s", "tpot_slo_s"))
 
     @property
     def num_calls(self) -> int:

@@ -6,6 +6,7 @@ import gc
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -222,7 +223,10 @@ class ClusterSim:
             ttft_slo_s=spec.ttft_slo_s,
             tpot_slo_s=spec.tpot_slo_s,
         )
-        request.predicted_output_tokens = self.output_predictor.predict(request)
+        # Policies' answers are read through Any and made plain (here and in ``_route``): compiled, this
+        # module checks declared types strictly and would reject a numpy number the sources accept.
+        predictor: Any = self.output_predictor
+        request.predicted_output_tokens = float(predictor.predict(request))
         return request
 
     def _prefix_of(self, call: CallSpec) -> PrefixId:
@@ -260,7 +264,8 @@ class ClusterSim:
             if not views:
                 self._reject(request, job, self._rejection_reason(request))
                 return
-        chosen = views[self.router.route(request, views, self.kernel.now_s)]
+        router: Any = self.router
+        chosen = views[int(router.route(request, views, self.kernel.now_s))]
         if isinstance(chosen, InstanceSnapshot):
             chosen.note_routed(request)
         self._pending[request.id] = _Pending(request, job, call)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from slosched.core.belief import StepPredictor, StepTimeModel
 from slosched.core.instance import InstanceSpec
@@ -209,13 +210,14 @@ class SimInstance:
         ``next_wake_s``). A time-invariant policy changes its mind only on an arrival, so the instance idles
         (the next ``enqueue`` starts a step) unless the mechanism stalled it (a preemption frees KV for the
         next step only, or requests still run): then it looks again after the default interval."""
-        wake = self.queue.next_wake_s(self)
+        queue: Any = self.queue  # read through Any: a policy's wake time may be a numpy number (step.py)
+        wake = queue.next_wake_s(self)
         if wake is None:
             if not preempted and not self.running:
                 self._busy = False
                 return
             wake = now + DEFAULT_WAKE_S
-        self.kernel.schedule(wake, self._on_retry, self._version)
+        self.kernel.schedule(float(wake), self._on_retry, self._version)
 
     def _start_run(self, work: StepWork, now: float) -> None:
         length = self.max_run_steps

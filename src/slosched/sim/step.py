@@ -13,7 +13,7 @@ prefill but never splits the decode batch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from slosched.core.views import StepMode, StepPlan
 from slosched.policies.engine.queue import PolicyQueue
@@ -54,9 +54,17 @@ class StepFormer:
         instance = self.instance
         work = StepWork()
         spec = instance.spec
-        budget = plan.token_budget if plan.token_budget < spec.max_batched_tokens else spec.max_batched_tokens
-        max_running = plan.max_running if plan.max_running < spec.max_running else spec.max_running
+        # A policy's plan is read through Any and made plain: compiled (slosched.native), this module checks
+        # declared types strictly, and a plan holding numpy numbers, which the sources accept, would fail.
+        shape: Any = plan
+        budget = int(shape.token_budget)
+        if budget > spec.max_batched_tokens:
+            budget = spec.max_batched_tokens
+        max_running = int(shape.max_running)
+        if max_running > spec.max_running:
+            max_running = spec.max_running
         mode = plan.mode
+        chunked = bool(shape.chunked_prefill)
         if mode is StepMode.PREFILL_FIRST:
             if instance.prefilling:
                 budget = self._schedule_prefilling(work, budget, chunked=False)
@@ -69,9 +77,9 @@ class StepFormer:
             budget -= self._schedule_cohort(work)
         if mode is not StepMode.DECODE_ONLY:
             if instance.prefilling:
-                budget = self._schedule_prefilling(work, budget, chunked=plan.chunked_prefill)
+                budget = self._schedule_prefilling(work, budget, chunked=chunked)
             if self.queue.waiting and not work.preempted:
-                self._admit_waiting(work, budget, max_running, chunked=plan.chunked_prefill)
+                self._admit_waiting(work, budget, max_running, chunked=chunked)
         return work
 
     def _schedule_cohort(self, work: StepWork) -> int:
