@@ -5,6 +5,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from slosched.core.numbers import as_float, plain_numbers
+
+_FLOAT_FIELDS = (
+    "noise_sigma",
+    "view_staleness_s",
+    "belief_refit_s",
+    "slo_s",
+    "slo_scale",
+    "horizon_s",
+    "sample_interval_s",
+)
+
 
 @dataclass(slots=True, frozen=True)
 class SimOptions:
@@ -35,6 +47,12 @@ class SimOptions:
     # Last, so positional construction of the fields above keeps its meaning.
     tenant_slo_scale: tuple[tuple[str, float], ...] = ()
     sample_interval_s: float | None = None
+
+    def __post_init__(self) -> None:
+        # Plain floats: the compiled simulator (slosched.native) rejects numpy numbers the sources accept.
+        plain_numbers(self, (), _FLOAT_FIELDS)
+        scales = tuple((name, as_float(scale, "SimOptions.tenant_slo_scale")) for name, scale in self.tenant_slo_scale)
+        object.__setattr__(self, "tenant_slo_scale", scales)
 
     def scale_of(self, tenant: str) -> float | None:
         """The SLO scale of ``tenant``'s jobs: its listed scale, else ``slo_scale``."""
