@@ -11,6 +11,11 @@ Why compile rather than hand-tune further: after two rounds of tuning the pure-P
 (no function above ~6%), and ``slosched bench sim-speed`` measured x1.5 from mypyc on the same code
 (``pure_python_requests_per_second`` in the bench's figures keeps that measurement). The records are
 the same bit for bit: ``tests/native`` runs scenarios in both modes and compares every record.
+
+Compiled code checks declared types strictly, where Python would take a ``numpy.int64`` for an ``int``.
+So the inputs are made plain where they enter: specs and options convert numpy numbers when built
+(``core/numbers.py``), and the compiled modules read policies' answers through ``Any`` and convert them.
+``tests/native/_numpy_probe.py`` runs a numpy-typed third-party router, batching and predictor both ways.
 """
 
 from slosched.native.loader import NativeStatus, activate, is_compiled, native_status
