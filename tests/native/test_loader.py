@@ -105,6 +105,7 @@ def test_dependencies_follow_imports_but_leave_out_compiled_modules() -> None:
     assert "slosched/policies/engine/queue.py" in depends
     assert "slosched/__init__.py" in depends and "slosched/sim/__init__.py" in depends  # parent packages
     assert not any(path == f"{name.replace('.', '/')}.py" for name in COMPILED_MODULES for path in depends)
+    assert not any(path.startswith("slosched/native/") for path in depends)  # the loader is not tracked
     root = package_root()
     assert all(file_digest(root / path) == digest for path, digest in depends.items())
 

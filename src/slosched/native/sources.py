@@ -18,6 +18,9 @@ from pathlib import Path
 from slosched.native.modules import COMPILED_MODULES
 
 PACKAGE = "slosched"
+# The loader itself (imported by ``slosched/__init__.py``): nothing compiled uses its types, and tracking it
+# would retire the build at every edit of the loader.
+_LOADER = "slosched.native"
 
 
 def package_root() -> Path:
@@ -52,13 +55,13 @@ def file_digest(path: Path) -> str:
 
 def dependencies(root: Path) -> dict[str, str]:
     """Every slosched source the compiled modules import (transitively, packages' ``__init__`` included)
-    and not compiled themselves: relative path -> sha256."""
+    and not compiled themselves, the loader (``slosched.native``) left out: relative path -> sha256."""
     compiled = set(COMPILED_MODULES)
     seen: set[str] = set()
     pending = list(COMPILED_MODULES)
     while pending:
         module = pending.pop()
-        if module in seen:
+        if module in seen or module.startswith(_LOADER):
             continue
         seen.add(module)
         path = module_file(root, module)
