@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## native: compile the simulator's hot modules with mypyc (x1.5, same records; ~30 s, skipped when up to
+## native: compile the simulator's hot modules with mypyc (x1.4-1.5, same records; ~30 s, skipped when up to
 ## date). Without a C compiler the build fails and everything still runs, as pure Python.
 native: $(STAMP)
 	@$(BIN)/slosched native build || echo "warning: no compiled simulator modules; the simulator runs as pure Python"

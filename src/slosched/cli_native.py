@@ -11,7 +11,7 @@ from slosched.cli_common import JsonOpt, out
 
 native_app = typer.Typer(
     no_args_is_help=True,
-    help="Compile the simulator's hot modules with mypyc (x1.5 faster, same results) or show their state.",
+    help="Compile the simulator's hot modules with mypyc (about x1.4 faster, same results) or show their state.",
 )
 
 

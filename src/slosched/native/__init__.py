@@ -8,7 +8,7 @@ back to the pure-Python modules at once, never to stale code. ``SLOSCHED_NATIVE=
 ``SLOSCHED_NATIVE_DIR`` moves the cache (default: ``$XDG_CACHE_HOME/slosched/native``).
 
 Why compile rather than hand-tune further: after two rounds of tuning the pure-Python profile was flat
-(no function above ~6%), and ``slosched bench sim-speed`` measured x1.5 from mypyc on the same code
+(no function above ~6%), and ``slosched bench sim-speed`` measured x1.4-1.5 from mypyc on the same code
 (``pure_python_requests_per_second`` in the bench's figures keeps that measurement). The records are
 the same bit for bit: ``tests/native`` runs scenarios in both modes and compares every record.
 

@@ -42,29 +42,37 @@ class StepFormer:
     ``instance.prefilling`` (running, prefill incomplete) or the decode cohort (running), or finished.
     """
 
-    __slots__ = ("_chunked", "_work", "instance", "queue")
+    __slots__ = ("_chunked", "_limits", "_limits_of", "_work", "instance", "queue")
 
     def __init__(self, instance: SimInstance, queue: PolicyQueue[Seq]) -> None:
         self.instance = instance
         self.queue = queue
         self._work = StepWork()  # the step being formed (scratch for ``_charge``)
         self._chunked = False
+        self._limits_of: object = None  # the plan ``_limits`` was read from (static policies repeat one)
+        self._limits = (0, 0, False)
+
+    def _plain_limits(self, plan: StepPlan) -> tuple[int, int, bool]:
+        """(token budget, running cap, chunked) of ``plan`` within the instance's limits, as plain values.
+
+        Read through Any and converted: compiled (slosched.native), this module checks declared types
+        strictly, and a plan holding numpy numbers, which the sources accept, would fail. Plans are
+        frozen, so the values of the last plan are reused while a policy hands out the same one."""
+        if plan is self._limits_of:
+            return self._limits
+        spec = self.instance.spec
+        shape: Any = plan
+        budget = min(int(shape.token_budget), spec.max_batched_tokens)
+        max_running = min(int(shape.max_running), spec.max_running)
+        self._limits = (budget, max_running, bool(shape.chunked_prefill))
+        self._limits_of = plan
+        return self._limits
 
     def form(self, plan: StepPlan) -> StepWork:
         instance = self.instance
         work = StepWork()
-        spec = instance.spec
-        # A policy's plan is read through Any and made plain: compiled (slosched.native), this module checks
-        # declared types strictly, and a plan holding numpy numbers, which the sources accept, would fail.
-        shape: Any = plan
-        budget = int(shape.token_budget)
-        if budget > spec.max_batched_tokens:
-            budget = spec.max_batched_tokens
-        max_running = int(shape.max_running)
-        if max_running > spec.max_running:
-            max_running = spec.max_running
+        budget, max_running, chunked = self._plain_limits(plan)
         mode = plan.mode
-        chunked = bool(shape.chunked_prefill)
         if mode is StepMode.PREFILL_FIRST:
             if instance.prefilling:
                 budget = self._schedule_prefilling(work, budget, chunked=False)
