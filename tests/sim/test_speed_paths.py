@@ -137,6 +137,22 @@ def test_a_run_restores_the_garbage_collector_state(enabled: bool) -> None:
     assert all(record.outcome is Outcome.COMPLETED for record in result.requests)
 
 
+def test_a_run_promotes_its_objects_but_leaves_a_hosts_frozen_heap_frozen() -> None:
+    spec = InstanceSpec(name="a", gpu="A100-80G", model="Llama-3-8B")
+    jobs = [JobSpec(f"j{k}", JobKind.SINGLE, 0.1 * k, (StageSpec("s", (CallSpec(64, 8),)),)) for k in range(300)]
+    result = simulate([spec], jobs, PolicyPair.parse("round-robin+fcfs"), 0, SimOptions())
+    # The run's thousands of tracked objects left the youngest generation, and nothing stays frozen.
+    assert len(result.requests) == 300 and len(gc.get_objects(generation=0)) < 300
+    assert gc.get_freeze_count() == 0
+    gc.freeze()  # as the gateway does at start-up
+    try:
+        frozen = gc.get_freeze_count()
+        simulate([spec], jobs, PolicyPair.parse("round-robin+fcfs"), 0, SimOptions())
+        assert gc.get_freeze_count() > frozen // 2  # still frozen (a few may have been freed meanwhile)
+    finally:
+        gc.unfreeze()
+
+
 def test_positional_constructions_match_the_field_order() -> None:
     """``completed_record``, ``_new_job_record``, ``_new_request`` and ``BeliefFeed.flush`` pass fields by
     position (for speed): a reordered dataclass must fail here, not silently swap values."""
