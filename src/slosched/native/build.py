@@ -70,9 +70,12 @@ def build(force: bool = False, jobs: int | None = None) -> Path:
         (staged / "lib" / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
         target = cache_root() / key
         target.parent.mkdir(parents=True, exist_ok=True)
+        # Finished beside its final place (a rename cannot cross file systems, and /tmp often is another).
+        partial = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=target.parent))
+        shutil.copytree(staged / "lib", partial, dirs_exist_ok=True)
         if target.exists():
             shutil.rmtree(target)
-        os.replace(staged / "lib", target)
+        os.replace(partial, target)
     return target
 
 
