@@ -91,6 +91,10 @@ def test_a_failing_backend_with_ok_health_is_ejected_and_probed_back(mode: str) 
                         await asyncio.sleep(0.02)
                 assert bad.healthy or mode == "reset"  # ejected although /health says OK
                 assert h.backends[0].calls == 3  # K consecutive failures
+                metrics = (await client.get("/metrics")).text
+                assert 'slosched_backend_ejected{backend="b0"} 1.0' in metrics
+                assert 'slosched_backend_ejected{backend="b1"} 0.0' in metrics
+                assert 'slosched_backend_ejections_total{backend="b0"} 1.0' in metrics
                 results += [await client.post("/v1/completions", json=CALL) for _ in range(10)]
                 assert h.backends[0].calls == 3  # ejected: no call until the ejection ends
                 assert {r.status_code for r in results} == {200}  # every failure was retried on f1
@@ -100,6 +104,9 @@ def test_a_failing_backend_with_ok_health_is_ejected_and_probed_back(mode: str) 
                 for _ in range(6):
                     assert (await client.post("/v1/completions", json=CALL)).status_code == 200
                 assert not bad.outlier.ejected and h.backends[0].calls >= 2  # probe succeeded, rejoined
+                metrics = (await client.get("/metrics")).text
+                assert 'slosched_backend_ejected{backend="b0"} 0.0' in metrics
+                assert 'slosched_backend_ejections_total{backend="b0"} 1.0' in metrics  # a counter: it stays
             await h.settle()
 
     asyncio.run(scenario())

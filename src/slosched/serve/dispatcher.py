@@ -47,7 +47,7 @@ from slosched.serve.forwarding import (
     usage_tokens,
 )
 from slosched.serve.learning import learn, observe_finish
-from slosched.serve.metrics import GatewayMetrics
+from slosched.serve.metrics import GatewayMetrics, QueueRow
 from slosched.serve.queues import InstanceQueue, LiveSeq, QueueFullError
 from slosched.serve.tuning import LiveAlphaTuner
 from slosched.serve.upstream import UpstreamError, UpstreamResponse
@@ -137,11 +137,10 @@ class Dispatcher:
             self._models = (config, models)
         return self._models[1]
 
-    def _queue_rows(self) -> list[tuple[str, int, int, bool, int]]:
-        return [
-            (b.name, len(q.waiting), q.num_running, b.healthy and not b.outlier.ejected, q.window)
-            for b, q in zip(self.backends, self.queues, strict=True)
-        ]
+    def _queue_rows(self) -> list[QueueRow]:
+        return [(b.name, len(q.waiting), q.num_running, b.healthy and not b.outlier.ejected, q.window,
+                 b.outlier.ejected, b.outlier.total_ejections)
+                for b, q in zip(self.backends, self.queues, strict=True)]  # fmt: skip
 
     # --- lifecycle --------------------------------------------------------------------------------------
     async def start(self) -> None:

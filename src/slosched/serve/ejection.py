@@ -37,6 +37,7 @@ class Outlier:
     num_ejections: int = 0  # in the current streak: the next ejection lasts base_s * 2**num_ejections
     last_ejected_s: float = -math.inf
     probing: bool = False
+    total_ejections: int = 0  # since start, for /metrics (slosched_backend_ejections_total)
 
     def available(self, now_s: float) -> bool:
         """Closed, or half-open with no probe in flight."""
@@ -82,6 +83,7 @@ class Outlier:
             self.num_ejections = 0  # a streak ends after a quiet max_s
         duration_s = min(config.base_s * 2.0 ** min(self.num_ejections, 62), config.max_s)
         self.num_ejections += 1
+        self.total_ejections += 1
         self.ejected, self.failures = True, 0
         self.ejected_until_s = now_s + duration_s
         self.last_ejected_s = now_s

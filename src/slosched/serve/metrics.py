@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
@@ -37,26 +37,37 @@ JOB_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 
 OTHER_TENANT = "other"
 _REQUEST_LABELS = ["backend", "model", "tenant"]
 
-QueueRow = tuple[str, int, int, bool, int]
+# (backend, waiting, in flight, up, concurrency window, ejected now, ejections so far)
+QueueRow = tuple[str, int, int, bool, int, bool, int]
 
 
 class _QueueCollector(Collector):
-    """Per-instance queue length, in-flight count, health and window, read at collection time."""
+    """Per-instance queue length, in-flight count, health, window and outlier ejections, read at collection
+    time. ``up`` is 0 both when health checks fail and while ejected; ``slosched_backend_ejected`` tells
+    the second apart, and ``slosched_backend_ejections_total`` counts ejections (a flapping backend)."""
 
     def __init__(self, rows: Callable[[], Iterable[QueueRow]]) -> None:
         self._rows = rows
 
-    def collect(self) -> Iterable[GaugeMetricFamily]:
+    def collect(self) -> Iterable[Metric]:
         queued = GaugeMetricFamily("slosched_queue_length", "requests waiting at the gateway", labels=["backend"])
         running = GaugeMetricFamily("slosched_in_flight", "requests forwarded, not finished", labels=["backend"])
         healthy = GaugeMetricFamily("slosched_backend_up", "1 when the backend is healthy", labels=["backend"])
         window = GaugeMetricFamily("slosched_concurrency_window", "concurrency window", labels=["backend"])
-        for name, num_waiting, num_running, up, size in self._rows():
+        ejected = GaugeMetricFamily(
+            "slosched_backend_ejected", "1 while outlier detection keeps the backend out", labels=["backend"]
+        )
+        ejections = CounterMetricFamily(
+            "slosched_backend_ejections", "outlier ejections of the backend", labels=["backend"]
+        )
+        for name, num_waiting, num_running, up, size, is_ejected, num_ejections in self._rows():
             queued.add_metric([name], num_waiting)
             running.add_metric([name], num_running)
             healthy.add_metric([name], 1.0 if up else 0.0)
             window.add_metric([name], size)
-        return [queued, running, healthy, window]
+            ejected.add_metric([name], 1.0 if is_ejected else 0.0)
+            ejections.add_metric([name], num_ejections)
+        return [queued, running, healthy, window, ejected, ejections]
 
 
 class TenantLabels:
