@@ -133,23 +133,40 @@ def test_legacy_api_keys_are_tenant_default() -> None:
 # --- SLO headers within the operator's floors ------------------------------------------------------------
 
 
+def _loosened(asked_ms: float | None, floor_s: float | None) -> float | None:
+    return None if asked_ms is None else max(asked_ms, (floor_s or 0.0) * 1000.0)
+
+
 @given(
     asked_priority=st.floats(-100, 100),
     deadline_ms=st.none() | st.floats(0.001, 1e6),
     floor_priority=st.floats(-10, 10),
     min_slo_s=st.none() | st.floats(0.01, 100),
+    ttft_ms=st.none() | st.floats(0.001, 1e5),
+    min_ttft_slo_s=st.none() | st.floats(0.01, 10),
+    tpot_ms=st.none() | st.floats(0.001, 1e4),
+    min_tpot_slo_s=st.none() | st.floats(0.001, 1),
 )
 def test_scoped_headers_only_ever_lower_priority_and_loosen_deadlines(
-    asked_priority: float, deadline_ms: float | None, floor_priority: float, min_slo_s: float | None
+    asked_priority: float,
+    deadline_ms: float | None,
+    floor_priority: float,
+    min_slo_s: float | None,
+    ttft_ms: float | None,
+    min_ttft_slo_s: float | None,
+    tpot_ms: float | None,
+    min_tpot_slo_s: float | None,
 ) -> None:
-    slo = SloHeaders(deadline_ms=deadline_ms, ttft_ms=1.0, tenant="spoof", priority=asked_priority)
-    out = scoped(slo, Principal("acme", priority=floor_priority, min_slo_s=min_slo_s))
-    assert out.tenant == "acme" and out.ttft_ms == 1.0
+    slo = SloHeaders(deadline_ms=deadline_ms, ttft_ms=ttft_ms, tpot_ms=tpot_ms, tenant="spoof", priority=asked_priority)
+    principal = Principal(
+        "acme", floor_priority, min_slo_s, min_ttft_slo_s=min_ttft_slo_s, min_tpot_slo_s=min_tpot_slo_s
+    )
+    out = scoped(slo, principal)
+    assert out.tenant == "acme"
     assert out.priority == max(asked_priority, floor_priority)
-    if deadline_ms is None:
-        assert out.deadline_ms is None
-    else:
-        assert out.deadline_ms == max(deadline_ms, (min_slo_s or 0.0) * 1000.0)
+    assert out.deadline_ms == _loosened(deadline_ms, min_slo_s)
+    assert out.ttft_ms == _loosened(ttft_ms, min_ttft_slo_s)
+    assert out.tpot_ms == _loosened(tpot_ms, min_tpot_slo_s)
 
 
 def _recording(routes: OpenAIRoutes) -> list[Call]:
@@ -174,6 +191,19 @@ def test_a_call_is_scheduled_as_its_principal_with_the_tenants_floors() -> None:
     (claimed, asked) = (seen[0].request, seen[1].request)
     assert (claimed.tenant, claimed.priority, claimed.deadline_s - claimed.arrival_s) == ("acme", 1.0, 2.0)
     assert (asked.priority, asked.deadline_s - asked.arrival_s) == (3.0, 9.0)  # looser asks stand
+
+
+def test_a_tenants_token_latency_floors_apply_to_calls() -> None:
+    tenants = {"acme": {"api_keys": ["sk-acme"], "min_ttft_slo_s": 0.5, "min_tpot_slo_s": 0.05}}
+    routes = make_routes(tenants=tenants)
+    seen = _recording(routes)
+    greedy = [(b"authorization", b"Bearer sk-acme"), (b"x-slo-ttft-ms", b"1"), (b"x-slo-tpot-ms", b"1")]
+    assert status_and_json(request(routes, headers=greedy))[0] == 200
+    honest = [(b"authorization", b"Bearer sk-acme"), (b"x-slo-ttft-ms", b"2000"), (b"x-slo-tpot-ms", b"80")]
+    assert status_and_json(request(routes, headers=honest))[0] == 200
+    (claimed, asked) = (seen[0].request, seen[1].request)
+    assert (claimed.ttft_slo_s, claimed.tpot_slo_s) == (0.5, 0.05)
+    assert (asked.ttft_slo_s, asked.tpot_slo_s) == (2.0, 0.08)
 
 
 # --- limits on the hot path ------------------------------------------------------------------------------

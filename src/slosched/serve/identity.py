@@ -27,7 +27,8 @@ DEFAULT_TENANT = "default"
 @dataclass(frozen=True, slots=True)
 class Principal:
     """One authenticated caller. ``priority`` is the operator's class for the tenant (lower runs first, as
-    in vLLM); ``min_slo_s`` the tightest end-to-end deadline the tenant may ask for (None: any);
+    in vLLM); ``min_slo_s`` the tightest end-to-end deadline the tenant may ask for (None: any), and
+    ``min_ttft_slo_s`` / ``min_tpot_slo_s`` its tightest token-latency targets;
     ``max_jobs`` how many jobs it may hold open at once (None: the gateway-wide ``max_jobs`` only).
     The limits (None: unlimited) are enforced by ``serve.limits.TenantLimits``."""
 
@@ -38,6 +39,8 @@ class Principal:
     rate_limit_rps: float | None = None
     token_rate_limit_tps: float | None = None
     max_concurrency: int | None = None
+    min_ttft_slo_s: float | None = None
+    min_tpot_slo_s: float | None = None
 
 
 ANONYMOUS = Principal(tenant=DEFAULT_TENANT)
@@ -127,19 +130,27 @@ class Identities:
 
 def _principal(name: str, tenant: TenantConfig) -> Principal:
     return Principal(name, tenant.priority, tenant.min_slo_s, tenant.max_jobs, tenant.rate_limit_rps,
-                     tenant.token_rate_limit_tps, tenant.max_concurrency)  # fmt: skip
+                     tenant.token_rate_limit_tps, tenant.max_concurrency, tenant.min_ttft_slo_s,
+                     tenant.min_tpot_slo_s)  # fmt: skip
 
 
 def scoped(slo: SloHeaders, principal: Principal) -> SloHeaders:
     """The client's SLO headers within what the operator allows: the principal's tenant, a priority no
-    smaller (sooner) than its class, an end-to-end deadline no tighter than ``min_slo_s``. TTFT/TPOT
-    targets are left as asked: they steer ordering only, the end-to-end deadline is what admission and
-    the job policies weigh."""
+    smaller (sooner) than its class, and deadline, TTFT and TPOT targets no tighter than the tenant's
+    floors (``min_slo_s``, ``min_ttft_slo_s``, ``min_tpot_slo_s``): a tighter one is raised to the floor."""
     priority = max(slo.priority, principal.priority)
-    deadline_ms = slo.deadline_ms
-    floor_s = principal.min_slo_s
-    if floor_s is not None and deadline_ms is not None and deadline_ms < floor_s * 1000.0:
-        deadline_ms = floor_s * 1000.0
-    if slo.tenant == principal.tenant and priority == slo.priority and deadline_ms == slo.deadline_ms:
+    deadline_ms = _floored(slo.deadline_ms, principal.min_slo_s)
+    ttft_ms = _floored(slo.ttft_ms, principal.min_ttft_slo_s)
+    tpot_ms = _floored(slo.tpot_ms, principal.min_tpot_slo_s)
+    if (slo.tenant == principal.tenant and priority == slo.priority and deadline_ms == slo.deadline_ms
+            and ttft_ms == slo.ttft_ms and tpot_ms == slo.tpot_ms):  # fmt: skip
         return slo  # the common case: nothing to change (building a frozen dataclass costs ~3 us)
-    return dataclasses.replace(slo, tenant=principal.tenant, priority=priority, deadline_ms=deadline_ms)
+    return dataclasses.replace(
+        slo, tenant=principal.tenant, priority=priority, deadline_ms=deadline_ms, ttft_ms=ttft_ms, tpot_ms=tpot_ms
+    )
+
+
+def _floored(asked_ms: float | None, floor_s: float | None) -> float | None:
+    if floor_s is not None and asked_ms is not None and asked_ms < floor_s * 1000.0:
+        return floor_s * 1000.0
+    return asked_ms

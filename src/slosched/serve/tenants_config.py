@@ -17,7 +17,9 @@ ANY_TENANT = "*"
 
 class TenantConfig(BaseModel):
     """One tenant. ``priority`` is its class (lower runs first, as in vLLM): a client may ask for a larger
-    (later) priority, never a smaller one. ``min_slo_s``: the tightest end-to-end deadline it may ask for.
+    (later) priority, never a smaller one. ``min_slo_s``: the tightest end-to-end deadline it may ask for;
+    ``min_ttft_slo_s`` / ``min_tpot_slo_s`` the tightest TTFT / TPOT targets (orderings that weigh token
+    latency would otherwise let a tenant jump the queue by asking for 1 ms).
     Every limit is None for unlimited; ``max_jobs`` None means the gateway-wide ``max_jobs`` only.
     ``act_as``: tenants its keys may name in ``x-tenant`` (``"*"``: any)."""
 
@@ -25,6 +27,8 @@ class TenantConfig(BaseModel):
     api_keys: list[ApiKey] = Field(default_factory=list)
     priority: float = Field(default=0.0, allow_inf_nan=False)
     min_slo_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    min_ttft_slo_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    min_tpot_slo_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     rate_limit_rps: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     token_rate_limit_tps: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     max_concurrency: int | None = Field(default=None, ge=1)
