@@ -197,6 +197,34 @@ def test_cancel_through_another_replica_stops_the_owner() -> None:
     asyncio.run(scenario())
 
 
+def test_a_cancel_through_another_replica_survives_the_owners_next_write() -> None:
+    """The owner writes progress after another replica stored the cancel: the write must not revive the
+    job (the store keeps a terminal record), and the owner stops the job at once, not at its next beat."""
+
+    async def scenario() -> None:
+        wall, data = Wall(), MemoryData()
+        first, _ = replica(MemoryStore(data), "r1", wall)
+        second, _ = replica(MemoryStore(data), "r2", wall)
+        rows = [{"x": "BLOCK"}] * 3
+        job_id = (await first.create({"kind": "relquery", "template": "{x}", "rows": rows}, ME))["id"]
+        accepted = first.dispatcher.metrics.accepted._value
+        await eventually(lambda: accepted.get() == 3)
+        assert (await second.cancel(job_id, ME))["status"] == "cancelled"
+        job = first.jobs[job_id]
+        assert job.status == "running"
+        first.sync.touch(job)  # a progress write, before any heartbeat
+        await eventually(lambda: job.status == "cancelled")
+        assert data.records[job_id].status == "cancelled" and data.records[job_id].reason == "cancelled by client"
+        assert job.task is not None
+        await asyncio.gather(job.task, return_exceptions=True)
+        await first.sync.beat()
+        await first.shutdown()
+        assert data.records[job_id].status == "cancelled"
+        await second.shutdown()
+
+    asyncio.run(scenario())
+
+
 def test_retention_drops_old_finished_records() -> None:
     async def scenario() -> None:
         wall, data = Wall(), MemoryData()

@@ -64,8 +64,11 @@ class JobSync:
         while job.dirty:
             job.dirty = False
             try:
-                await self.store.put(job.to_record(self.replica, self.wall()))
+                written = await self.store.put(job.to_record(self.replica, self.wall()))
                 failures = 0
+                if not written and job.status == "running":
+                    await self._ended_elsewhere(job)  # cancelled through another replica: stop now
+                    return
             except Exception as error:  # keep serving; a terminal record is retried a few times
                 log.warning("job %s: store write failed: %s: %s", job.id, type(error).__name__, error)
                 failures += 1
@@ -128,9 +131,11 @@ class JobSync:
             record.status, record.reason = "cancelled", "cancelled by client"
             record.updated_unix_s = record.finish_unix_s = now
             try:
-                await self.store.put(record)
+                written = await self.store.put(record)
             except Exception as error:
                 raise _unavailable(error) from error
+            if not written:  # it ended meanwhile: the stored end stands
+                return await self.record(job_id, principal)
         return record
 
     # --- lifecycle ----------------------------------------------------------------------------------------

@@ -135,6 +135,22 @@ def test_put_get_round_trip(backend: Backend) -> None:
     run(backend, scenario)
 
 
+def test_a_terminal_record_is_final(backend: Backend) -> None:
+    """A cancel written through one replica survives the owner's later progress write."""
+
+    async def scenario(store: JobStore) -> None:
+        assert await store.put(rec("j", "owner", "running")) is True
+        assert await store.put(rec("j", "owner", "running", reason="stage 2")) is True  # progress replaces
+        cancelled = rec("j", "owner", "cancelled", reason="cancelled by client", finish_unix_s=1500.0)
+        assert await store.put(cancelled) is True
+        assert await store.put(rec("j", "owner", "running", reason="stage 3")) is False  # the late write
+        assert await store.put(rec("j", "owner", "completed", finish_unix_s=1600.0)) is False
+        assert await store.get("j") == cancelled
+        assert await store.count_open("acme") == 0 and await store.owned_open("owner") == []
+
+    run(backend, scenario)
+
+
 def test_count_open_per_tenant(backend: Backend) -> None:
     async def scenario(store: JobStore) -> None:
         await store.put(rec("a1", tenant="a", status="queued"))
@@ -249,8 +265,7 @@ async def apply(store: JobStore, op: tuple[Any, ...]) -> object:
     kind = op[0]
     if kind == "put":
         _, job_id, owner, status, tenant, created, finish = op
-        await store.put(rec(job_id, owner, status, tenant, created_unix_s=created, finish_unix_s=finish))
-        return None
+        return await store.put(rec(job_id, owner, status, tenant, created_unix_s=created, finish_unix_s=finish))
     if kind == "heartbeat":
         await store.heartbeat(op[1], op[2])
         return None

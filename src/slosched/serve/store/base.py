@@ -32,8 +32,10 @@ class JobRecord:
 
 
 class JobStore(Protocol):
-    async def put(self, record: JobRecord) -> None:
-        """Insert or replace the record with this id."""
+    async def put(self, record: JobRecord) -> bool:
+        """Insert or replace the record with this id, unless the stored one is terminal: a terminal record is
+        final (a cancel written by one replica must survive the owner's next progress write). True when
+        written, False when the stored record was already terminal."""
 
     async def get(self, job_id: str) -> JobRecord | None: ...
 

@@ -30,8 +30,12 @@ class MemoryStore:
     def __init__(self, data: MemoryData | None = None) -> None:
         self.data = data if data is not None else MemoryData()
 
-    async def put(self, record: JobRecord) -> None:
+    async def put(self, record: JobRecord) -> bool:
+        stored = self.data.records.get(record.id)
+        if stored is not None and stored.status in TERMINAL:
+            return False
         self.data.records[record.id] = copy.deepcopy(record)
+        return True
 
     async def get(self, job_id: str) -> JobRecord | None:
         record = self.data.records.get(job_id)

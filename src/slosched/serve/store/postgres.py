@@ -38,8 +38,11 @@ _SCHEMA = (
 )
 _VALUES = ", ".join("%s::json" if c in _JSON_COLUMNS else "%s" for c in COLUMNS)
 _UPDATES = ", ".join(f"{c} = EXCLUDED.{c}" for c in COLUMNS if c != "id")
-_PUT = f"INSERT INTO slosched_jobs ({COLUMN_LIST}) VALUES ({_VALUES}) ON CONFLICT (id) DO UPDATE SET {_UPDATES}"
 _OPEN = "status <> ALL(%s)"
+_PUT = (
+    f"INSERT INTO slosched_jobs ({COLUMN_LIST}) VALUES ({_VALUES}) ON CONFLICT (id) DO UPDATE SET {_UPDATES}"
+    f" WHERE slosched_jobs.{_OPEN}"  # a terminal record is final
+)
 _CLAIM = (
     f"UPDATE slosched_jobs SET owner = %s WHERE {_OPEN} AND owner <> %s"
     " AND owner NOT IN (SELECT owner FROM slosched_heartbeats WHERE beat_unix_s >= %s)"
@@ -82,8 +85,8 @@ class PostgresStore:
             cursor = await conn.execute(sql, params)
             return cursor.rowcount
 
-    async def put(self, record: JobRecord) -> None:
-        await self._execute(_PUT, record_row(record))
+    async def put(self, record: JobRecord) -> bool:
+        return bool(await self._execute(_PUT, (*record_row(record), list(TERMINAL_LIST))))
 
     async def get(self, job_id: str) -> JobRecord | None:
         rows = await self._fetch(f"SELECT {_SELECT} FROM slosched_jobs WHERE id = %s", (job_id,))

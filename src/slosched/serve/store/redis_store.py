@@ -25,7 +25,8 @@ from slosched.serve.store.rows import dumps, oldest_first
 _PUT = """
 local p, id, owner, tenant = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local key = p .. 'job:' .. id
-local old = redis.call('HMGET', key, 'owner', 'tenant')
+local old = redis.call('HMGET', key, 'owner', 'tenant', 'status')
+if {terminal} then return 0 end  -- a terminal record is final
 if old[1] then
   redis.call('SREM', p .. 'open:owner:' .. old[1], id)
   if redis.call('SCARD', p .. 'open:owner:' .. old[1]) == 0 then redis.call('SREM', p .. 'owners', old[1]) end
@@ -42,7 +43,7 @@ else
   redis.call('ZADD', p .. 'finished', ARGV[6], id)
 end
 return 1
-"""
+""".replace("{terminal}", " or ".join(f"old[3] == '{status}'" for status in sorted(TERMINAL)))
 
 _CLAIM = """
 local p, me, before = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -124,11 +125,11 @@ class RedisStore:
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
 
-    async def put(self, record: JobRecord) -> None:
+    async def put(self, record: JobRecord) -> bool:
         is_open = "0" if record.status in TERMINAL else "1"
         finished = record.finish_unix_s if record.finish_unix_s is not None else record.updated_unix_s
         head = [self.prefix, record.id, record.owner, record.tenant, is_open, repr(finished)]
-        await self._put(keys=[], args=[*head, *record_fields(record)])
+        return bool(await self._put(keys=[], args=[*head, *record_fields(record)]))
 
     async def get(self, job_id: str) -> JobRecord | None:
         fields = cast(dict[str, str], await self._client.hgetall(self._key("job", job_id)))

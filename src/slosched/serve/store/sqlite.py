@@ -32,7 +32,11 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS heartbeats (owner TEXT PRIMARY KEY, beat_unix_s REAL NOT NULL)",
 )
 _OPEN = f"status NOT IN ({', '.join('?' * len(TERMINAL_LIST))})"
-_PUT = f"INSERT OR REPLACE INTO jobs ({COLUMN_LIST}) VALUES ({', '.join('?' * len(COLUMNS))})"
+_PUT = (
+    f"INSERT INTO jobs ({COLUMN_LIST}) VALUES ({', '.join('?' * len(COLUMNS))}) ON CONFLICT (id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c != "id")
+    + f" WHERE jobs.{_OPEN}"  # a terminal record is final
+)
 _CLAIM = (
     f"UPDATE jobs SET owner = ? WHERE {_OPEN} AND owner <> ?"
     " AND owner NOT IN (SELECT owner FROM heartbeats WHERE beat_unix_s >= ?)"
@@ -69,9 +73,9 @@ class SqliteStore:
 
         return await asyncio.to_thread(locked)
 
-    async def put(self, record: JobRecord) -> None:
-        row = record_row(record)
-        await self._run(lambda c: c.execute(_PUT, row))
+    async def put(self, record: JobRecord) -> bool:
+        params = (*record_row(record), *TERMINAL_LIST)
+        return bool(await self._run(lambda c: c.execute(_PUT, params).rowcount))
 
     async def get(self, job_id: str) -> JobRecord | None:
         sql = f"SELECT {COLUMN_LIST} FROM jobs WHERE id = ?"
