@@ -170,15 +170,21 @@ def test_stale_replicas_jobs_are_claimed_and_jobs_are_shared_across_replicas() -
     asyncio.run(scenario())
 
 
+async def _two_replicas_with_a_running_relquery() -> tuple[MemoryData, JobManager, JobManager, str]:
+    """Replicas r1 and r2 on one store; r1 owns a relQuery whose 3 row calls are accepted and blocked."""
+    wall, data = Wall(), MemoryData()
+    first, _ = replica(MemoryStore(data), "r1", wall)
+    second, _ = replica(MemoryStore(data), "r2", wall)
+    rows = [{"x": "BLOCK"}] * 3
+    job_id = (await first.create({"kind": "relquery", "template": "{x}", "rows": rows}, ME))["id"]
+    accepted = first.dispatcher.metrics.accepted._value
+    await eventually(lambda: accepted.get() == 3)
+    return data, first, second, job_id
+
+
 def test_cancel_through_another_replica_stops_the_owner() -> None:
     async def scenario() -> None:
-        wall, data = Wall(), MemoryData()
-        first, _ = replica(MemoryStore(data), "r1", wall)
-        second, _ = replica(MemoryStore(data), "r2", wall)
-        rows = [{"x": "BLOCK"}] * 3
-        job_id = (await first.create({"kind": "relquery", "template": "{x}", "rows": rows}, ME))["id"]
-        accepted = first.dispatcher.metrics.accepted._value
-        await eventually(lambda: accepted.get() == 3)
+        data, first, second, job_id = await _two_replicas_with_a_running_relquery()
         with pytest.raises(HttpError) as error:
             await second.complete(job_id, ME)
         assert (error.value.status, error.value.code) == (409, "job_elsewhere")
@@ -202,13 +208,7 @@ def test_a_cancel_through_another_replica_survives_the_owners_next_write() -> No
     job (the store keeps a terminal record), and the owner stops the job at once, not at its next beat."""
 
     async def scenario() -> None:
-        wall, data = Wall(), MemoryData()
-        first, _ = replica(MemoryStore(data), "r1", wall)
-        second, _ = replica(MemoryStore(data), "r2", wall)
-        rows = [{"x": "BLOCK"}] * 3
-        job_id = (await first.create({"kind": "relquery", "template": "{x}", "rows": rows}, ME))["id"]
-        accepted = first.dispatcher.metrics.accepted._value
-        await eventually(lambda: accepted.get() == 3)
+        data, first, second, job_id = await _two_replicas_with_a_running_relquery()
         assert (await second.cancel(job_id, ME))["status"] == "cancelled"
         job = first.jobs[job_id]
         assert job.status == "running"
