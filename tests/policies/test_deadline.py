@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from slosched.core.errors import ConfigError
 from slosched.core.request import Request
-from slosched.core.views import JobView
+from slosched.core.views import JobView, StageDecision
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.policies.job.base import JOB_POLICIES
 from slosched.policies.job.deadline import DeadlineBudget, build
@@ -30,14 +31,14 @@ def request(index: int) -> Request:
 @given(deadline=st.floats(min_value=0.0, max_value=1e6), now=st.floats(min_value=0.0, max_value=1e6))
 def test_budget_is_the_time_left(deadline: float, now: float) -> None:
     requests = [request(i) for i in range(3)]
-    DeadlineBudget().on_stage_released(view(deadline), requests, now)
+    DeadlineBudget().decide(view(deadline), requests, now).apply(requests)
     assert [r.budget_s for r in requests] == [deadline - now] * 3
     assert all(r.priority == 0.0 and r.deadline_s == math.inf for r in requests)  # nothing else is touched
 
 
 def test_no_deadline_means_an_infinite_budget() -> None:
     requests = [request(0)]
-    DeadlineBudget().on_stage_released(view(math.inf), requests, 10.0)
+    DeadlineBudget().decide(view(math.inf), requests, 10.0).apply(requests)
     assert requests[0].budget_s == math.inf
 
 
@@ -47,3 +48,15 @@ def test_registered_without_parameters() -> None:
     assert isinstance(JOB_POLICIES.build("deadline", {}, context), DeadlineBudget)
     with pytest.raises(ConfigError):
         build({"share": 0.5}, context)
+
+
+def test_job_policies_decide_without_touching_the_requests() -> None:
+    """Every registered job policy returns its decision; the runtime applies it (never the policy)."""
+    context = PolicyContext((make_instance(),), np.random.default_rng(0), HistoryOutputPredictor())
+    for name in JOB_POLICIES.names():
+        policy = JOB_POLICIES.build(name, {}, context)
+        requests = [request(i) for i in range(2)]
+        before = [dataclasses.astuple(r) for r in requests]
+        decision = policy.decide(view(50.0), requests, 10.0)
+        assert isinstance(decision, StageDecision), name
+        assert [dataclasses.astuple(r) for r in requests] == before, name

@@ -86,24 +86,24 @@ def test_budgets_sum_to_the_remaining_slo_and_shrink(monkeypatch: pytest.MonkeyP
     now = 10.0
     for index, stage in enumerate(CHAIN.stages):
         request = _request(stage.name, int(stage.input_tokens), stage.output_tokens)
-        policy.on_stage_released(_job(stage.name, tuple(s.name for s in CHAIN.stages[:index])), [request], now)
+        policy.decide(_job(stage.name, tuple(s.name for s in CHAIN.stages[:index])), [request], now).apply([request])
         assert request.budget_s is not None
         budgets.append(request.budget_s)
         now += request.budget_s  # each stage finishes exactly on its budget
     assert sum(budgets) == pytest.approx(100.0 - 10.0)  # the remaining SLO at the first release
     assert budgets[0] == pytest.approx(90.0 * costs[0] / sum(costs))
     late = _request("S1", 1000, 11)
-    policy.on_stage_released(_job("S1", ()), [late], 40.0)
+    policy.decide(_job("S1", ()), [late], 40.0).apply([late])
     assert late.budget_s is not None and late.budget_s < budgets[0]  # less time left, smaller budget
 
 
 def test_budget_without_template_or_deadline() -> None:
     policy = StageBudget([_predictor()])
     unknown = _request("x", 100, 5)
-    policy.on_stage_released(JobView("j", "workflow", "other", 0.0, 50.0, 50.0, "A", ()), [unknown], 20.0)
+    policy.decide(JobView("j", "workflow", "other", 0.0, 50.0, 50.0, "A", ()), [unknown], 20.0).apply([unknown])
     assert unknown.budget_s == pytest.approx(30.0)
     free = _request("y", 100, 5)
-    policy.on_stage_released(JobView("j", "workflow", "other", 0.0, math.inf, math.inf, "A", ()), [free], 20.0)
+    policy.decide(JobView("j", "workflow", "other", 0.0, math.inf, math.inf, "A", ()), [free], 20.0).apply([free])
     assert free.budget_s is None
 
 

@@ -241,11 +241,11 @@ def test_job_layer_budgets_as_stage_budget_and_marks_hopeless_jobs() -> None:
     predictors = profiled_predictors(make_cluster(1, 1))
     stack, hexgen = CriticalPathBudget(predictors), StageBudget(predictors)
     ours, theirs = [call("a", predicted=80.0)], [call("a", predicted=80.0)]
-    stack.on_stage_released(_job(600.0), ours, 0.0)
-    hexgen.on_stage_released(_job(600.0), theirs, 0.0)
+    stack.decide(_job(600.0), ours, 0.0).apply(ours)
+    hexgen.decide(_job(600.0), theirs, 0.0).apply(theirs)
     assert ours[0].budget_s == theirs[0].budget_s and not ours[0].best_effort
     late = [call("b", predicted=80.0)]
-    stack.on_stage_released(_job(0.01), late, 0.0)
+    stack.decide(_job(0.01), late, 0.0).apply(late)
     assert late[0].best_effort
 
 

@@ -25,8 +25,8 @@ def view(job: str) -> JobView:
 def test_every_row_gets_the_fixed_sum_and_bigger_jobs_rank_later() -> None:
     policy = StaticSumPriority()
     small, large = requests("s", 2), requests("l", 6)
-    policy.on_stage_released(view("s"), small, 0.0)
-    policy.on_stage_released(view("l"), large, 4.0)
+    policy.decide(view("s"), small, 0.0).apply(small)
+    policy.decide(view("l"), large, 4.0).apply(large)
     expected = sum(policy.request_estimate_s(r) for r in small)
     assert all(r.priority == pytest.approx(expected) for r in small)
     assert len({r.priority for r in large}) == 1 and large[0].priority > small[0].priority > 0

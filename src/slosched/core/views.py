@@ -15,6 +15,7 @@ from typing import Protocol
 # StepObservation lives with the belief protocols that consume it; re-exported for the views' users.
 from slosched.core.belief import StepObservation as StepObservation
 from slosched.core.belief import StepPredictor
+from slosched.core.deadline import absolute_deadline_s, slo_or_inf
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
 
@@ -139,3 +140,44 @@ class JobView:
     deadline_s: float
     stage: str
     finished_stages: tuple[str, ...]
+
+    @classmethod
+    def at_release(
+        cls,
+        job_id: str,
+        kind: str,
+        template: str,
+        arrival_s: float,
+        slo_s: float | None,
+        stage: str,
+        finished_stages: Sequence[str],
+    ) -> JobView:
+        """The one constructor every runtime uses: the deadline follows the rule in ``core.deadline``."""
+        slo = slo_or_inf(slo_s)
+        return cls(
+            job_id, kind, template, arrival_s, slo, absolute_deadline_s(arrival_s, slo), stage, tuple(finished_stages)
+        )
+
+
+@dataclass(slots=True, frozen=True)
+class StageDecision:
+    """What a job-level policy decides for the calls of a released stage (the same for each of them).
+
+    ``budget_s``: each call's share of the job's remaining time (``None``: no budget). ``priority``: a static
+    job priority, lower runs sooner (``None``: the call keeps its own). ``best_effort``: the job can no
+    longer meet its deadline; its calls are still served, after every call that can still count.
+    """
+
+    budget_s: float | None = None
+    priority: float | None = None
+    best_effort: bool = False
+
+    def apply(self, requests: Sequence[Request]) -> None:
+        """Write the decision onto the runtime's requests (the runtime's step, never the policy's)."""
+        for request in requests:
+            if self.budget_s is not None:
+                request.budget_s = self.budget_s
+            if self.priority is not None:
+                request.priority = self.priority
+            if self.best_effort:
+                request.best_effort = True

@@ -28,6 +28,7 @@ from slosched.contract import (
     HEADER_TTFT_MS,
     SLO_HEADERS,
 )
+from slosched.core.deadline import absolute_deadline_s
 from slosched.core.request import Request
 from slosched.serve.bodies import ChatBody, first_error, validate_body
 
@@ -286,7 +287,7 @@ def parse_call(
         max_output_tokens=max_tokens if max_tokens is not None else default_max_tokens,
         arrival_s=now_s,
         job_arrival_s=now_s,
-        deadline_s=now_s + slo.deadline_ms / 1000.0 if slo.deadline_ms is not None else math.inf,
+        deadline_s=absolute_deadline_s(now_s, None if slo.deadline_ms is None else slo.deadline_ms / 1000.0),
         tenant=slo.tenant,
         priority=slo.priority,
         ttft_slo_s=slo.ttft_ms / 1000.0 if slo.ttft_ms is not None else None,

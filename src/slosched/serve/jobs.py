@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from slosched.core.deadline import absolute_deadline_s
 from slosched.core.request import Outcome
 from slosched.core.views import JobView
 from slosched.serve.calls import COMPLETIONS, Call, HttpError, SloHeaders, parse_call
@@ -91,7 +92,7 @@ class JobManager:
         now = self.dispatcher.clock()
         job = LiveJob(
             id=new_job_id(), kind=spec.kind, template=spec.template, tenant=principal.tenant, arrival_s=now,
-            slo_s=slo_s, deadline_s=now + slo_s if slo_s is not None else math.inf,
+            slo_s=slo_s, deadline_s=absolute_deadline_s(now, slo_s),
             # Lower runs first: a tenant may lower its jobs' priority, never rise above its class.
             priority=max(spec.priority, principal.priority), created_unix_s=self.sync.wall(),
             last_activity_s=now,
@@ -169,9 +170,9 @@ class JobManager:
             call.request.job_arrival_s = job.arrival_s
             call.request.deadline_s = job.deadline_s
             dispatcher.accept(call)
-        view = JobView(job.id, job.kind, job.template, job.arrival_s, job.slo_s or math.inf, job.deadline_s,
-                       name, tuple(job.finished_stages))  # fmt: skip
-        dispatcher.job_policy.on_stage_released(view, [call.request for call in calls], now)
+        view = JobView.at_release(job.id, job.kind, job.template, job.arrival_s, job.slo_s, name, job.finished_stages)
+        requests = [call.request for call in calls]
+        dispatcher.job_policy.decide(view, requests, now).apply(requests)
         job.active_stages += 1
         stage: dict[str, Any] = {"name": name, "status": "running", "results": None}
         job.stages.append(stage)

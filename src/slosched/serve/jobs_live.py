@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from slosched.core.deadline import absolute_deadline_s
 from slosched.serve.calls import Call
 from slosched.serve.jobs_body import RowPlan
 from slosched.serve.store.base import JobRecord
@@ -93,7 +94,7 @@ def from_record(record: JobRecord, now_s: float, now_unix_s: float) -> LiveJob:
     state = record.state
     job = LiveJob(
         id=record.id, kind=record.kind, template=record.template, tenant=record.tenant, arrival_s=arrival_s,
-        slo_s=record.slo_s, deadline_s=arrival_s + record.slo_s if record.slo_s is not None else math.inf,
+        slo_s=record.slo_s, deadline_s=absolute_deadline_s(arrival_s, record.slo_s),
         priority=float(state.get("priority", 0.0)), created_unix_s=record.created_unix_s,
         last_activity_s=now_s, finished_stages=list(state.get("finished_stages", [])),
         stages=[dict(stage) for stage in record.stages],

@@ -10,7 +10,6 @@ goes back to the pending rows and is retried, a bounded number of times.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -116,9 +115,11 @@ class RowRunner:
             call.request.deadline_s = job.deadline_s
             dispatcher.accept(call)
             batch.append((index, call))
-        view = JobView(job.id, job.kind, job.template, job.arrival_s, job.slo_s or math.inf, job.deadline_s,
-                       ROWS_STAGE, tuple(job.finished_stages))  # fmt: skip
-        dispatcher.job_policy.on_stage_released(view, [call.request for _, call in batch], now)
+        view = JobView.at_release(
+            job.id, job.kind, job.template, job.arrival_s, job.slo_s, ROWS_STAGE, job.finished_stages
+        )
+        requests = [call.request for _, call in batch]
+        dispatcher.job_policy.decide(view, requests, now).apply(requests)
         manager.starting += len(batch)
         self.outstanding += len(batch)
         self.unstarted += len(batch)

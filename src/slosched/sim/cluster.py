@@ -195,7 +195,9 @@ class ClusterSim:
             self.kernel.schedule(self.kernel.now_s + stage.tool_duration_s, self._on_tool_done, (job, stage))
             return
         requests = [self._new_request(job, stage, index, call) for index, call in enumerate(stage.calls)]
-        self.job_policy.on_stage_released(job.view(stage.name), requests, self.kernel.now_s)
+        # Read through Any: a third-party policy's decision is applied as it is (compiled code checks types).
+        job_policy: Any = self.job_policy
+        job_policy.decide(job.view(stage.name), requests, self.kernel.now_s).apply(requests)
         for request, call in zip(requests, stage.calls, strict=True):
             self._route(request, job, call)
             if job.done:

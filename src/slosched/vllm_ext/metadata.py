@@ -36,6 +36,7 @@ from slosched.contract import (
     XARG_TTFT_SLO_S,
     XARGS,
 )
+from slosched.core.deadline import absolute_deadline_s
 from slosched.core.request import Request
 
 
@@ -114,8 +115,8 @@ def request_metadata(
     v = parse_extra_args(extra_args, problems)
     job_id = v.get(XARG_JOB_ID) or v.get(XARG_RELQUERY_ID) or request_id
     deadline = v.get(XARG_DEADLINE_UNIX_S)
-    if deadline is None and XARG_SLO_S in v:
-        deadline = arrival_unix_s + v[XARG_SLO_S]
+    if deadline is None:
+        deadline = absolute_deadline_s(arrival_unix_s, v.get(XARG_SLO_S))
     request = Request(
         id=request_id,
         job_id=job_id,
@@ -125,7 +126,7 @@ def request_metadata(
         max_output_tokens=max(1, max_tokens),
         arrival_s=arrival_unix_s,
         job_arrival_s=v.get(XARG_JOB_ARRIVAL_UNIX_S, arrival_unix_s),
-        deadline_s=math.inf if deadline is None else deadline,
+        deadline_s=deadline,
         tenant=v.get(XARG_TENANT, "default"),
         session_id=v.get(XARG_SESSION_ID),
         predicted_output_tokens=v.get(XARG_PREDICTED_TOKENS, 0.0),

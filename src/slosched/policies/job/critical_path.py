@@ -9,7 +9,7 @@ at run time (another revision round) re-apportions what is left.
 
 Triage (SABER's demotion generalised to jobs): when even the fastest instance, alone, would need more than
 the time left for the released stage and the stages still expected, the job can no longer meet its deadline;
-its calls are marked ``best_effort`` (still served, never dropped), which the stack's engine serves after
+its calls are decided ``best_effort`` (still served, never dropped), which the stack's engine serves after
 every call that can still count. Costs are belief: prompt lengths known, outputs predicted.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 from slosched.core.belief import StepPredictor
 from slosched.core.errors import ConfigError
 from slosched.core.request import Request
-from slosched.core.views import JobView
+from slosched.core.views import JobView, StageDecision
 from slosched.policies.cost import t_comp_s
 from slosched.policies.job.base import JOB_POLICIES
 from slosched.policies.job.hexgen_budget import StageBudget, profiled_predictors
@@ -55,14 +55,13 @@ class CriticalPathBudget(StageBudget):
             stage.weight * self.fastest_cost_s(stage.input_tokens, stage.output_tokens) for stage in later
         )
 
-    def on_stage_released(self, job: JobView, requests: Sequence[Request], now_s: float) -> None:
-        super().on_stage_released(job, requests, now_s)
+    def decide(self, job: JobView, requests: Sequence[Request], now_s: float) -> StageDecision:
+        budget = super().decide(job, requests, now_s)
         remaining_s = job.deadline_s - now_s
         if not math.isfinite(remaining_s):
-            return
+            return budget
         hopeless = remaining_s < self.triage_factor * self.remaining_min_s(job, requests)
-        for request in requests:
-            request.best_effort = hopeless
+        return StageDecision(budget_s=budget.budget_s, best_effort=hopeless)
 
 
 @JOB_POLICIES.register("slosched")

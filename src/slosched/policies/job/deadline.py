@@ -6,15 +6,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slosched.core.request import Request
-from slosched.core.views import JobView
+from slosched.core.views import JobView, StageDecision
 from slosched.policies.job.base import JOB_POLICIES
 from slosched.policies.registry import PolicyContext, reject_unknown_params
 
 
 class DeadlineBudget:
-    def on_stage_released(self, job: JobView, requests: Sequence[Request], now_s: float) -> None:
-        for request in requests:
-            request.budget_s = job.deadline_s - now_s
+    def decide(self, job: JobView, requests: Sequence[Request], now_s: float) -> StageDecision:
+        return StageDecision(budget_s=job.deadline_s - now_s)
 
 
 @JOB_POLICIES.register("deadline")

@@ -7,7 +7,7 @@ known, outputs predicted), for the later stages it comes from the workflow templ
 weighted by their probability or expected number of rounds, at the template's mean lengths). Every
 call of stage j gets that budget; the budgets are recomputed at each release, so they shrink as time
 passes. A job without a template (or a stage the template does not know) gives each stage all the time
-left; a job without a deadline gets no budget (``budget_s`` stays None).
+left; a job without a deadline gets no budget (``budget_s`` None).
 
 Costs come from one belief step-time model per instance: ``context.extras["step_predictors"]`` when the
 runtime shares its live ones, else a linear profile of each instance's hardware (what an offline profiling
@@ -23,7 +23,7 @@ from typing import Any
 from slosched.core.belief import StepPredictor
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
-from slosched.core.views import JobView
+from slosched.core.views import JobView, StageDecision
 from slosched.perf.linear import LinearStepPredictor, prior_from_model
 from slosched.perf.roofline import RooflineModel
 from slosched.policies.cost import t_comp_s
@@ -67,14 +67,13 @@ class StageBudget:
         future = sum(stage.weight * self.mean_cost_s(stage.input_tokens, stage.output_tokens) for stage in later)
         return current, current + future
 
-    def on_stage_released(self, job: JobView, requests: Sequence[Request], now_s: float) -> None:
+    def decide(self, job: JobView, requests: Sequence[Request], now_s: float) -> StageDecision:
         remaining_s = job.deadline_s - now_s
         if not math.isfinite(remaining_s):
-            return
+            return StageDecision()
         current, total = self.shares(job, requests)
         fraction = current / total if total > 0 else 1.0
-        for request in requests:
-            request.budget_s = remaining_s * fraction
+        return StageDecision(budget_s=remaining_s * fraction)
 
 
 @JOB_POLICIES.register("stage-budget")

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slosched.core.request import Request
-from slosched.core.views import JobView
+from slosched.core.views import JobView, StageDecision
 from slosched.perf.linear import LinearStepPredictor
 from slosched.policies.job.base import JOB_POLICIES
 from slosched.policies.registry import PolicyContext, reject_unknown_params
@@ -30,11 +30,9 @@ class StaticSumPriority:
         decode_step_s = predict(0, 0, 1, request.prompt_tokens)
         return prefill_s + max(request.predicted_output_tokens - 1.0, 0.0) * decode_step_s
 
-    def on_stage_released(self, job: JobView, requests: Sequence[Request], now_s: float) -> None:
+    def decide(self, job: JobView, requests: Sequence[Request], now_s: float) -> StageDecision:
         total = sum(self.request_estimate_s(request) for request in requests)
-        for request in requests:
-            request.budget_s = job.deadline_s - now_s
-            request.priority = total
+        return StageDecision(budget_s=job.deadline_s - now_s, priority=total)
 
 
 @JOB_POLICIES.register("static-sum")
