@@ -7,7 +7,7 @@ from pathlib import Path
 
 from slosched.core.job import JobSpec
 from slosched.core.records import RunResult
-from slosched.scenario import Scenario
+from slosched.scenario.config import Scenario
 from slosched.sim.runner import PolicyPair, simulate
 
 Progress = Callable[[str], None]

@@ -13,7 +13,7 @@ import pytest
 from slosched.bench.demo import demo_scenario_path
 from slosched.experiment import compare_policies
 from slosched.metrics.summary import summarize
-from slosched.scenario import load_scenario
+from slosched.scenario.config import load_scenario
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "demo_1500.json"
 

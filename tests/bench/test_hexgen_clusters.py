@@ -14,7 +14,7 @@ from slosched.core.request import Request
 from slosched.perf.hardware import measured_anchor_points
 from slosched.perf.roofline import RooflineModel
 from slosched.policies.cluster.base import ROUTERS
-from slosched.scenario import load_scenario
+from slosched.scenario.config import load_scenario
 from slosched.sim.models import InstanceModels
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

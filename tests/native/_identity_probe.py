@@ -13,7 +13,7 @@ from pathlib import Path
 import slosched.sim.cluster
 from slosched.experiment import compare_policies
 from slosched.native import is_compiled
-from slosched.scenario import load_scenario
+from slosched.scenario.config import load_scenario
 from slosched.sim.runner import PolicyPair
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slosched.cli import run
+from slosched.cli.main import run
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.perf.hardware import HARDWARE_ENV, gpu_facts, gpu_names, load_hardware, model_facts, use_hardware
 from slosched.perf.roofline import CALIBRATION, RooflineModel, gpu_efficiency
-from tests.test_scenario import BASE
+from tests.scenario.test_config import BASE
 
 USER = {
     "gpus": {

@@ -103,7 +103,7 @@ def test_bad_inputs_are_named(tmp_path: Path) -> None:
 def test_profile_round_trips_through_a_scenario(tmp_path: Path) -> None:
     """A scenario naming a profile simulates with the measured truth (job baselines come from it)."""
     from slosched.experiment import compare_policies
-    from slosched.scenario import parse_scenario
+    from slosched.scenario.config import parse_scenario
 
     slow = MeasuredStepModel(0.05, 1e-4, 0.0, 1e-3, 1e-7)  # far slower than an A100 roofline
     estimates = (slow.fixed_s, slow.prefill_token_s, slow.prefill_pair_s, slow.decode_seq_s, slow.kv_token_s)
@@ -162,7 +162,7 @@ def test_a_relative_profile_path_is_relative_to_the_scenario_file(
 ) -> None:
     import yaml
 
-    from slosched.scenario import load_scenario
+    from slosched.scenario.config import load_scenario
 
     folder = tmp_path / "scenarios"
     folder.mkdir()

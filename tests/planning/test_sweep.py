@@ -12,7 +12,7 @@ from slosched.core.errors import ConfigError
 from slosched.planning.sizing import min_passing, size
 from slosched.planning.sweep import Mix, SweepSettings, Workload, capacity_by_policy, sweep
 from slosched.planning.workload import ScenarioJobs, instances_with_counts, unit_rate
-from slosched.scenario import Scenario, parse_scenario
+from slosched.scenario.config import Scenario, parse_scenario
 
 SMALL = {
     "name": "small",

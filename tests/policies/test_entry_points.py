@@ -16,7 +16,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from slosched.cli import app
+from slosched.cli.main import app
 from slosched.core.errors import ConfigError
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.policies import registry
@@ -28,7 +28,7 @@ from slosched.policies.spec import PolicyParams, PolicySpec
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, simulate
 from tests.conftest import make_cluster, make_jobs
-from tests.test_scenario import BASE
+from tests.scenario.test_config import BASE
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "third_party_policy"
 _REGISTRIES = (ROUTERS, ORDERINGS, ADMISSIONS, BATCHINGS, ENGINE_PRESETS, JOB_POLICIES)

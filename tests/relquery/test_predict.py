@@ -8,7 +8,7 @@ from slosched.core.errors import ConfigError
 from slosched.relquery.plan import RelQueryPlan
 from slosched.relquery.predict import predict_latency
 from slosched.relquery.template import PromptTemplate
-from slosched.scenario import Scenario, parse_scenario
+from slosched.scenario.config import Scenario, parse_scenario
 from slosched.sim.runner import PolicyPair
 
 

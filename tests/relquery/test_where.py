@@ -130,7 +130,7 @@ def test_duckdb_runs_locked_even_for_sql_that_bypassed_the_parser(csv_file: Path
 
 
 def test_the_cli_answers_a_bad_where_with_one_error_line(csv_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from slosched.cli import run
+    from slosched.cli.main import run
 
     code = run(
         ["relquery", "--table", str(csv_file), "--template", "T: {title}", "--max-tokens", "4",

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slosched.cli import run
+from slosched.cli.main import run
 from slosched.core.errors import ConfigError
 from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec, step_name, unique_stage_names, validate_job
 from slosched.sim.deadlines import stage_kind
 from slosched.workloads.trace_io import job_from_line, load_jobs, save_jobs
-from tests.test_scenario import BASE
+from tests.scenario.test_config import BASE
 
 
 def _stage(name: str, after: list[str] | None = None) -> dict[str, object]:

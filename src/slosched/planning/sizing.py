@@ -19,7 +19,7 @@ from slosched.core.errors import ConfigError
 from slosched.planning.executor import run_sweep_tasks
 from slosched.planning.sweep import SweepSettings
 from slosched.planning.workload import candidates_of, instances_with_counts, workbench_of
-from slosched.scenario import Scenario
+from slosched.scenario.config import Scenario
 
 MAX_COUNT = 256
 

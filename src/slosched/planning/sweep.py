@@ -17,7 +17,7 @@ from slosched.bench.workbench import Candidate, Workbench
 from slosched.core.instance import InstanceSpec
 from slosched.planning.executor import run_sweep_tasks
 from slosched.planning.workload import candidates_of, instances_with_counts, workbench_of
-from slosched.scenario import Scenario
+from slosched.scenario.config import Scenario
 
 TARGETS = (0.90, 0.95)
 

@@ -19,7 +19,7 @@ from slosched.bench.workbench import Candidate, Workbench
 from slosched.core.errors import ConfigError
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
-from slosched.scenario import Scenario
+from slosched.scenario.config import Scenario
 from slosched.workloads.arrivals import ArrivalSpec
 from slosched.workloads.generators import generate_jobs
 from slosched.workloads.trace_io import load_jobs

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from slosched.core.request import Outcome
 from slosched.metrics.breakdown import job_breakdown
 from slosched.relquery.plan import RelQueryPlan
-from slosched.scenario import Scenario
+from slosched.scenario.config import Scenario
 from slosched.sim.runner import PolicyPair, simulate
 
 

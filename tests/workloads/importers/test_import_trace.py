@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from slosched.cli import run
+from slosched.cli.main import run
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.workloads.importers import IMPORTERS, format_names, import_trace
 from slosched.workloads.trace_io import load_jobs

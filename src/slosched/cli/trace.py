@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from slosched.cli_common import ScenarioArg, SetOpt, input_file, out, output_file
+from slosched.cli.common import ScenarioArg, SetOpt, input_file, out, output_file
 
 HardwareOpt = Annotated[
     list[Path] | None,
@@ -55,7 +55,7 @@ def dump(
     hardware: HardwareOpt = None,
 ) -> None:
     """Write the scenario's generated jobs as a JSONL trace (for replay with --trace)."""
-    from slosched.cli_sim import load
+    from slosched.cli.simulate import load
     from slosched.workloads.trace_io import save_jobs
 
     apply_hardware(hardware)

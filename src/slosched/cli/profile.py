@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from slosched.cli_common import JsonOpt, err, out, output_file
+from slosched.cli.common import JsonOpt, err, out, output_file
 from slosched.core.errors import ConfigError
 
 _PROBE_TIMEOUT_S = 10.0

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from slosched.core.errors import ConfigError
-from slosched.scenario import load_scenario, parse_scenario
+from slosched.scenario.config import load_scenario, parse_scenario
 
 BASE: dict[str, Any] = {
     "name": "t",
@@ -84,7 +84,7 @@ def test_load_scenario_reports_missing_files_and_bad_yaml(tmp_path: Path) -> Non
 
 
 def test_examples_load() -> None:
-    examples = sorted(Path(__file__).resolve().parents[1].joinpath("examples").glob("*.yaml"))
+    examples = sorted(Path(__file__).resolve().parents[2].joinpath("examples").glob("*.yaml"))
     assert examples, "examples/ should hold scenario files"
     for path in examples:
         load_scenario(path)

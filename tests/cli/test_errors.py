@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slosched.cli import run
-from tests.test_scenario import BASE
+from slosched.cli.main import run
+from tests.scenario.test_config import BASE
 
 
 @pytest.fixture

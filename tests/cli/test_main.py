@@ -8,8 +8,8 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from slosched.cli import app
-from tests.test_scenario import BASE
+from slosched.cli.main import app
+from tests.scenario.test_config import BASE
 
 runner = CliRunner()
 

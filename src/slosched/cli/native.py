@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from slosched.cli_common import JsonOpt, out
+from slosched.cli.common import JsonOpt, out
 
 native_app = typer.Typer(
     no_args_is_help=True,

@@ -30,8 +30,8 @@ from slosched.perf.hardware import gpu_facts, model_facts, use_hardware
 from slosched.perf.profile_fit import MeasuredProfile
 from slosched.perf.roofline import CALIBRATION
 from slosched.policies.job.base import JOB_POLICIES
-from slosched.scenario_overrides import apply_overrides
-from slosched.scenario_validation import Problem, ScenarioError, policy_param_problems, problems_of, unknown_message
+from slosched.scenario.overrides import apply_overrides
+from slosched.scenario.validation import Problem, ScenarioError, policy_param_problems, problems_of, unknown_message
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, PolicyParams
 from slosched.workloads.arrivals import ArrivalProcess, ArrivalSpec

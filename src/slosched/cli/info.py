@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from slosched.cli_common import JsonOpt, out, output_file
+from slosched.cli.common import JsonOpt, out, output_file
 from slosched.core.errors import ConfigError
 
 _TITLES = {
@@ -53,7 +53,7 @@ def schema(
     out_path: Annotated[Path | None, typer.Option("--out", help="write the schema here instead of stdout")] = None,
 ) -> None:
     """Print the JSON Schema of scenario files (for editor completion, e.g. yaml-language-server)."""
-    from slosched.scenario_schema import schema_text
+    from slosched.scenario.schema import schema_text
 
     text = schema_text()
     if out_path is None:

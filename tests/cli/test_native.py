@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slosched.cli import run
+from slosched.cli.main import run
 from slosched.native import build as native_build
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from slosched import __version__
-from slosched.cli import run
+from slosched.cli.main import run
 
-SCHEMA_FILE = Path(__file__).resolve().parents[1] / "docs" / "scenario.schema.json"
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / "docs" / "scenario.schema.json"
 
 
 def test_committed_schema_matches_the_command(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,8 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from slosched.cli_common import SetOpt
-from slosched.cli_sim import load
+from slosched.cli.common import SetOpt
+from slosched.cli.simulate import load
 from slosched.core.errors import ConfigError
 from slosched.planning.output import sweep_json, write_outputs
 from slosched.planning.sizing import SizingRow, size

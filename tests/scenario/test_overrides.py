@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slosched.core.errors import ConfigError
-from slosched.scenario import load_scenario
-from slosched.scenario_overrides import apply_overrides, parse_override
-from tests.test_scenario import BASE
+from slosched.scenario.config import load_scenario
+from slosched.scenario.overrides import apply_overrides, parse_override
+from tests.scenario.test_config import BASE
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from slosched.policies.catalog import catalog, param_names
-from slosched.scenario import load_scenario, parse_scenario
-from slosched.scenario_validation import ScenarioError
-from tests.test_scenario import BASE
+from slosched.scenario.config import load_scenario, parse_scenario
+from slosched.scenario.validation import ScenarioError
+from tests.scenario.test_config import BASE
 
 
 def _problems(data: dict[str, Any]) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """``slosched simulate | compare | demo``: run policy pairs on a scenario, print the table, write a report.
 
-Inputs and outputs are checked before the first simulated step (``cli_common``), so a bad ``--report``
+Inputs and outputs are checked before the first simulated step (``cli.common``), so a bad ``--report``
 folder or ``--trace`` file is one ``error:`` line, not a traceback after minutes of simulation.
 """
 
@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from slosched.cli_common import (
+from slosched.cli.common import (
     JsonOpt,
     ReportOpt,
     ScenarioArg,
@@ -29,7 +29,7 @@ from slosched.cli_common import (
 )
 from slosched.core.errors import ConfigError
 from slosched.core.records import RunResult
-from slosched.scenario import Scenario, load_scenario
+from slosched.scenario.config import Scenario, load_scenario
 from slosched.sim.runner import PolicyPair
 
 

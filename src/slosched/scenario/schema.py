@@ -14,7 +14,7 @@ from typing import Any
 
 from slosched.policies.catalog import param_names, registries
 from slosched.policies.engine.spec import PARTS
-from slosched.scenario import Scenario
+from slosched.scenario.config import Scenario
 from slosched.workloads.arrivals import ArrivalSpec
 
 SCHEMA_ID = "https://slosched.dev/scenario.schema.json"

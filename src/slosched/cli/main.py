@@ -1,6 +1,6 @@
 """Command line: simulate, compare, demo, bench, policies, schema, trace, profile, relquery, serve, up.
 
-Commands live here or in ``cli_*`` modules (registered at the bottom). ``main`` is the entry point: every
+Commands live here or in the other ``cli`` modules (registered at the bottom). ``main`` is the entry point: every
 failure there is one ``error:`` line per problem on stderr and exit code 2, never a traceback.
 """
 
@@ -15,12 +15,12 @@ from typing import Annotated
 
 import typer
 
-from slosched.cli_common import JsonOpt, SetOpt, err, out
-from slosched.cli_info import policies, schema, version_callback
-from slosched.cli_native import native_app
-from slosched.cli_profile import profile
-from slosched.cli_sim import compare, demo, load, simulate
-from slosched.cli_trace import register as register_trace_commands
+from slosched.cli.common import JsonOpt, SetOpt, err, out
+from slosched.cli.info import policies, schema, version_callback
+from slosched.cli.native import native_app
+from slosched.cli.profile import profile
+from slosched.cli.simulate import compare, demo, load, simulate
+from slosched.cli.trace import register as register_trace_commands
 from slosched.core.errors import SloschedError
 from slosched.sim.runner import PolicyPair
 
@@ -145,8 +145,8 @@ def up(
     )
 
 
-# Capacity planning lives in its own module (cli_sweep.py): registered here so `slosched sweep` exists.
-from slosched.cli_sweep import sweep_command  # noqa: E402
+# Capacity planning lives in its own module (cli/sweep.py): registered here so `slosched sweep` exists.
+from slosched.cli.sweep import sweep_command  # noqa: E402
 
 app.command("sweep")(sweep_command)
 
@@ -159,7 +159,7 @@ app.command("policies")(policies)
 app.command("schema")(schema)
 app.command("profile")(profile)
 app.add_typer(native_app, name="native")
-# `trace` (dump, import) and `hardware` live in cli_trace.py.
+# `trace` (dump, import) and `hardware` live in cli/trace.py.
 register_trace_commands(app)
 
 
@@ -204,7 +204,3 @@ def _error(text: str) -> None:
 
     for line in text.splitlines() or [""]:
         err.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True, highlight=False)
-
-
-if __name__ == "__main__":
-    main()
