@@ -39,9 +39,16 @@ HEADER_AUTHORIZATION: Final = "authorization"
 HEADER_REQUEST_ID: Final = "x-request-id"
 
 SLO_HEADERS: Final = frozenset(
-    (HEADER_TENANT, HEADER_PRIORITY, HEADER_DEADLINE_MS, HEADER_TTFT_MS, HEADER_TPOT_MS, HEADER_JOB_ID,
-     HEADER_JOB_STAGE)
-)  # fmt: skip
+    (
+        HEADER_TENANT,
+        HEADER_PRIORITY,
+        HEADER_DEADLINE_MS,
+        HEADER_TTFT_MS,
+        HEADER_TPOT_MS,
+        HEADER_JOB_ID,
+        HEADER_JOB_STAGE,
+    )
+)
 
 # --- extra arguments: gateway (or any client) -> plugin --------------------------------------------------
 XARG_PREFIX: Final = "slosched_"

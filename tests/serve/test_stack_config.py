@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from slosched.core.errors import ConfigError
-from slosched.devtools.stack import gateway_policies
+from slosched.devtools.bring_up import gateway_policies
 from slosched.serve.config import PolicyConfig
 from tests.serve.helpers import harness
 

@@ -72,7 +72,7 @@ def make_seq(name: str, prompt: int, output: int, arrival: float = 0.0) -> Seq:
 
 def test_chunked_step_takes_waiting_requests_in_order_within_the_token_budget() -> None:
     instance, _ = make_instance()
-    former = StepFormer(instance, instance.queue)
+    former = StepFormer(instance, instance, instance.queue)
     for order, (name, prompt) in enumerate((("a", 40), ("b", 40), ("c", 8))):
         seq = make_seq(name, prompt, 4)
         seq.order = order  # what enqueue() would number it

@@ -136,7 +136,7 @@ def up(
     ] = None,
 ) -> None:
     """Start N local vLLM CPU servers (tiny generated models), print the gateway config, stop on Ctrl-C."""
-    from slosched.devtools.stack import run_up
+    from slosched.devtools.bring_up import run_up
     from slosched.devtools.up import parse_layers
 
     depths = parse_layers(layers, count)

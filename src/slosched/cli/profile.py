@@ -66,9 +66,12 @@ def profile(
     from slosched.tuning.openai_client import OpenAIClient
 
     design = SweepDesign(
-        _ints("--prompt-lengths", prompt_lengths), _ints("--concurrency", concurrency),
-        _ints("--output-lengths", output_lengths), repeats, max_batched_tokens,
-    )  # fmt: skip
+        _ints("--prompt-lengths", prompt_lengths),
+        _ints("--concurrency", concurrency),
+        _ints("--output-lengths", output_lengths),
+        repeats,
+        max_batched_tokens,
+    )
     output_file(out_path, "--out")
     served = _models(url, api_key)
     if model is None:

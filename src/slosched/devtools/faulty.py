@@ -116,8 +116,13 @@ class FaultyBackend:
 
     def state(self) -> dict[str, Any]:
         fault = self.fault
-        return {"mode": fault.mode, "delay_s": fault.delay_s, "faults": list(fault.faults), "calls": self.calls,
-                "disconnected": self.disconnected}  # fmt: skip
+        return {
+            "mode": fault.mode,
+            "delay_s": fault.delay_s,
+            "faults": list(fault.faults),
+            "calls": self.calls,
+            "disconnected": self.disconnected,
+        }
 
     async def _control(self, request: Request) -> Response:
         if request.method == "POST":

@@ -135,8 +135,9 @@ async def serve_app(
 ) -> AsyncIterator[str]:
     """Run an ASGI app on 127.0.0.1 in this event loop; yields its base URL; stops it on exit."""
     port = port or free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan=lifespan,
-                            timeout_graceful_shutdown=1)  # fmt: skip
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="error", lifespan=lifespan, timeout_graceful_shutdown=1
+    )
     server = _QuietServer(config)
     task = asyncio.create_task(server.serve())
     for _ in range(500):

@@ -117,17 +117,32 @@ class Text2SQLResult:
     def as_dict(self) -> dict[str, Any]:
         """JSON-able summary (rows as lists, per-candidate attempts)."""
         return {
-            "question": self.question, "status": self.status, "reason": self.reason, "sql": self.sql,
-            "columns": list(self.columns), "rows": [list(row) for row in self.rows], "votes": self.votes,
-            "chosen": self.chosen, "llm_calls": self.llm_calls, "job_id": self.job_id,
-            "job_status": self.job_status, "latency_s": self.latency_s, "job_latency_s": self.job_latency_s,
-            "slo_s": self.slo_s, "slo_met": self.slo_met,
+            "question": self.question,
+            "status": self.status,
+            "reason": self.reason,
+            "sql": self.sql,
+            "columns": list(self.columns),
+            "rows": [list(row) for row in self.rows],
+            "votes": self.votes,
+            "chosen": self.chosen,
+            "llm_calls": self.llm_calls,
+            "job_id": self.job_id,
+            "job_status": self.job_status,
+            "latency_s": self.latency_s,
+            "job_latency_s": self.job_latency_s,
+            "slo_s": self.slo_s,
+            "slo_met": self.slo_met,
             "candidates": [
-                {"index": c.index, "sql": c.sql, "passed": c.passed, "failures": c.failures,
-                 "attempts": [vars_of(a) for a in c.attempts]}
+                {
+                    "index": c.index,
+                    "sql": c.sql,
+                    "passed": c.passed,
+                    "failures": c.failures,
+                    "attempts": [vars_of(a) for a in c.attempts],
+                }
                 for c in self.candidates
             ],
-        }  # fmt: skip
+        }
 
     def to_job_spec(self, job_id: str | None = None, arrival_s: float = 0.0) -> JobSpec:
         """This run as a workflow trace (recorded token counts; SQLite time as tool steps), the input of
@@ -139,13 +154,25 @@ class Text2SQLResult:
                 stages.append(StageSpec(f"{trace.name}-sqlite", tool_duration_s=trace.tool_s))
         if not stages:
             raise ConfigError("to_job_spec", "the run recorded no stage (it was rejected before any call)")
-        return JobSpec(job_id or self.job_id or "text2sql", JobKind.WORKFLOW, arrival_s, tuple(stages),
-                       slo_s=self.slo_s, template="text2sql")  # fmt: skip
+        return JobSpec(
+            job_id or self.job_id or "text2sql",
+            JobKind.WORKFLOW,
+            arrival_s,
+            tuple(stages),
+            slo_s=self.slo_s,
+            template="text2sql",
+        )
 
 
 def vars_of(attempt: Attempt) -> dict[str, Any]:
-    return {"stage": attempt.stage, "text": attempt.text, "sql": attempt.sql, "error": attempt.error,
-            "rows": attempt.rows, "exec_s": attempt.exec_s}  # fmt: skip
+    return {
+        "stage": attempt.stage,
+        "text": attempt.text,
+        "sql": attempt.sql,
+        "error": attempt.error,
+        "rows": attempt.rows,
+        "exec_s": attempt.exec_s,
+    }
 
 
 class _JobEnded(Exception):
@@ -164,11 +191,26 @@ class Text2SQLRunner:
     the caller's checks), ``sql_timeout_s`` / ``max_rows`` bound each execution.
     """
 
-    def __init__(self, client: AsyncClient, db_path: str | Path, candidates: int = 3, max_revisions: int = 2, *,
-                 llm_tests: bool = True, max_tokens: int = 256, temperature: float = 0.7,
-                 sql_timeout_s: float = 2.0, max_rows: int = 1000, model: str | None = None) -> None:  # fmt: skip
-        for name, value, low in (("candidates", candidates, 1), ("max_revisions", max_revisions, 0),
-                                 ("max_tokens", max_tokens, 1), ("max_rows", max_rows, 1)):  # fmt: skip
+    def __init__(
+        self,
+        client: AsyncClient,
+        db_path: str | Path,
+        candidates: int = 3,
+        max_revisions: int = 2,
+        *,
+        llm_tests: bool = True,
+        max_tokens: int = 256,
+        temperature: float = 0.7,
+        sql_timeout_s: float = 2.0,
+        max_rows: int = 1000,
+        model: str | None = None,
+    ) -> None:
+        for name, value, low in (
+            ("candidates", candidates, 1),
+            ("max_revisions", max_revisions, 0),
+            ("max_tokens", max_tokens, 1),
+            ("max_rows", max_rows, 1),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(name, f"expected an integer >= {low}, got {value!r}")
         if not sql_timeout_s > 0:
@@ -182,13 +224,20 @@ class Text2SQLRunner:
         self.sql_timeout_s, self.max_rows = sql_timeout_s, max_rows
         self.schema = describe_schema(self.db_path)
 
-    async def run(self, question: str, reference_sql: str | None = None, slo_s: float | None = None,
-                  checks: Checks | None = None, tenant: str = "default") -> Text2SQLResult:  # fmt: skip
+    async def run(
+        self,
+        question: str,
+        reference_sql: str | None = None,
+        slo_s: float | None = None,
+        checks: Checks | None = None,
+        tenant: str = "default",
+    ) -> Text2SQLResult:
         """Answer ``question``; ``reference_sql`` (its result must be matched) and ``checks`` are the unit
         tests the caller supplies. Raises ConfigError only for a reference query that does not run."""
         if reference_sql is not None:
-            checks = await asyncio.to_thread(reference_checks, self.db_path, reference_sql, self.sql_timeout_s,
-                                             self.max_rows, checks)  # fmt: skip
+            checks = await asyncio.to_thread(
+                reference_checks, self.db_path, reference_sql, self.sql_timeout_s, self.max_rows, checks
+            )
         result = Text2SQLResult(question, status="running", slo_s=slo_s)
         begin = time.monotonic()
         try:
@@ -217,8 +266,10 @@ class Text2SQLRunner:
             if result.slo_s is not None and time.monotonic() - begin > result.slo_s:
                 _note(result, f"revisions stopped after round {round_index - 1}: the SLO has passed")
                 break
-            bodies = [self._body(self._revise_messages(question, c), seed=c.index + round_index * self.candidates)
-                      for c in failing]  # fmt: skip
+            bodies = [
+                self._body(self._revise_messages(question, c), seed=c.index + round_index * self.candidates)
+                for c in failing
+            ]
             await self._attempt_stage(result, f"revise-{round_index}", failing, bodies)
         runnable = [c for c in result.candidates if c.result is not None]
         if not runnable:
@@ -237,10 +288,13 @@ class Text2SQLRunner:
         """Post one stage (a call per candidate), then run every extracted query in parallel threads."""
         texts = await self._stage(result, name, bodies)
         sqls = [extract_sql(text) for text in texts]
-        executions = await asyncio.gather(*(
-            asyncio.to_thread(execute_sql, self.db_path, sql, self.sql_timeout_s, self.max_rows)
-            for sql in sqls if sql is not None
-        ))  # fmt: skip
+        executions = await asyncio.gather(
+            *(
+                asyncio.to_thread(execute_sql, self.db_path, sql, self.sql_timeout_s, self.max_rows)
+                for sql in sqls
+                if sql is not None
+            )
+        )
         by_sql = iter(executions)
         for candidate, text, sql in zip(candidates, texts, sqls, strict=True):
             if sql is None:
@@ -260,8 +314,9 @@ class Text2SQLRunner:
         except (GatewayError, httpx.HTTPError) as error:
             raise _JobEnded("failed", f"stage {name!r}: {error}") from error
         calls = answer["results"]
-        result.stages.append(StageTrace(name, [(int(c.get("prompt_tokens") or 1), int(c.get("output_tokens") or 1))
-                                               for c in calls]))  # fmt: skip
+        result.stages.append(
+            StageTrace(name, [(int(c.get("prompt_tokens") or 1), int(c.get("output_tokens") or 1)) for c in calls])
+        )
         if answer["job"]["status"] != "running":
             raise _JobEnded("failed", answer["job"]["reason"] or f"stage {name!r} failed")
         return [call.get("text") for call in calls]
@@ -310,8 +365,12 @@ class Text2SQLRunner:
         result.slo_met = None if met is None else bool(met)
 
     def _body(self, messages: list[dict[str, str]], seed: int) -> dict[str, Any]:
-        body: dict[str, Any] = {"messages": messages, "max_tokens": self.max_tokens,
-                                "temperature": self.temperature, "seed": seed}  # fmt: skip
+        body: dict[str, Any] = {
+            "messages": messages,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "seed": seed,
+        }
         if self.model is not None:
             body["model"] = self.model
         return body

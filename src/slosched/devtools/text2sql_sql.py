@@ -163,8 +163,9 @@ def _open_read_only(
     db_path: str | Path, timeout_s: float, deadline: float, max_value_bytes: int, printf: _PrintfGuard
 ) -> sqlite3.Connection:
     _limit_heap()
-    connection = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True, timeout=timeout_s,
-                                 check_same_thread=False)  # fmt: skip
+    connection = sqlite3.connect(
+        f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True, timeout=timeout_s, check_same_thread=False
+    )
     # One value (randomblob, printf('%.*c'), zeroblob, a doubling recursive string) is a single VM step the
     # progress handler cannot interrupt: cap its size instead, so it fails at once.
     connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
@@ -294,8 +295,13 @@ def reference_checks(
         raise ConfigError("reference_sql", f"the reference query must run: {reason}")
     base = base or Checks()
     ordered = re.search(r"\border\s+by\b", reference_sql, re.IGNORECASE) is not None
-    return Checks(base.columns if base.columns is not None else len(result.columns), base.non_empty, base.max_rows,
-                  result.rows, ordered)  # fmt: skip
+    return Checks(
+        base.columns if base.columns is not None else len(result.columns),
+        base.non_empty,
+        base.max_rows,
+        result.rows,
+        ordered,
+    )
 
 
 def parse_llm_checks(text: str | None) -> Checks | None:

@@ -84,11 +84,24 @@ class VllmServer:
 
 def _server_command(python: Path, model_dir: Path, port: int, priority: bool) -> list[str]:
     command = [
-        str(python), "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir), "--served-model-name", SERVED_MODEL_NAME,
-        "--host", "127.0.0.1", "--port", str(port),
-        "--max-model-len", "2048", "--dtype", "bfloat16", "--gpu-memory-utilization", "0.3",
-    ]  # fmt: skip
+        str(python),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        SERVED_MODEL_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        "2048",
+        "--dtype",
+        "bfloat16",
+        "--gpu-memory-utilization",
+        "0.3",
+    ]
     if priority:
         command += ["--scheduling-policy", "priority"]
     return command

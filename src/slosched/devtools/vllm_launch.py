@@ -43,8 +43,9 @@ class PluginServer:
         return self.server.name
 
 
-def plugin_config(work_dir: Path, engine_policy: str | None, extra: Mapping[str, Any] | None = None,
-                  step_log: bool = False) -> dict[str, Any]:  # fmt: skip
+def plugin_config(
+    work_dir: Path, engine_policy: str | None, extra: Mapping[str, Any] | None = None, step_log: bool = False
+) -> dict[str, Any]:
     """The ``$SLOSCHED_ENGINE_CONFIG`` document; ``engine_policy`` is a preset name (None: FCFS, chunked)."""
     if engine_policy is not None and engine_policy not in ENGINE_PRESETS:
         raise ConfigError("--engine-policy", f"unknown preset {engine_policy!r}; known: {ENGINE_PRESETS.names()}")
@@ -83,9 +84,16 @@ def start_plugin_servers(
         return {CONFIG_ENV: json.dumps(configs[index])}
 
     servers = start_servers(
-        layers, work_dir, python, priority=True, extra_args=["--scheduler-cls", SCHEDULER_CLASS, *server_args],
-        server_env=server_env, name="plugin", own_dirs=True, first_cpu=first_cpu,
-    )  # fmt: skip
+        layers,
+        work_dir,
+        python,
+        priority=True,
+        extra_args=["--scheduler-cls", SCHEDULER_CLASS, *server_args],
+        server_env=server_env,
+        name="plugin",
+        own_dirs=True,
+        first_cpu=first_cpu,
+    )
     started: list[PluginServer] = []
     for index, server in enumerate(servers):
         config = configs[index]

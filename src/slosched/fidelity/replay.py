@@ -47,13 +47,27 @@ class _Replay:
 
     async def call(self, http: httpx.AsyncClient, job: JobSpec, stage: str, call: CallSpec) -> bool:
         self.counter += 1
-        record = RequestRecord(f"{job.id}/{stage}/{self.counter}", job.id, stage, "engine", self.now(),
-                               call.input_tokens, 0, Outcome.FAILED)  # fmt: skip
+        record = RequestRecord(
+            f"{job.id}/{stage}/{self.counter}",
+            job.id,
+            stage,
+            "engine",
+            self.now(),
+            call.input_tokens,
+            0,
+            Outcome.FAILED,
+        )
         self.requests.append(record)
         prompt = prompt_ids(call.input_tokens, self.salt + self.counter, call.prefix_key, call.prefix_tokens)
-        body = {"model": self.model, "prompt": prompt, "max_tokens": call.output_tokens, "ignore_eos": True,
-                "stream": True, "temperature": 0.0,
-                "stream_options": {"include_usage": True, "continuous_usage_stats": True}}  # fmt: skip
+        body = {
+            "model": self.model,
+            "prompt": prompt,
+            "max_tokens": call.output_tokens,
+            "ignore_eos": True,
+            "stream": True,
+            "temperature": 0.0,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        }
         chunks, reported = 0, None
         try:
             async with http.stream("POST", "/v1/completions", json=body) as response:

@@ -68,10 +68,26 @@ def request_table(results: Mapping[str, RunResult]) -> Columns:
             job = jobs.get(r.job_id)
             met = r.outcome is Outcome.COMPLETED and r.finish_s <= r.deadline_s * (1 + 1e-12) and r.token_slos_met
             row = (
-                policy, r.id, r.job_id, r.stage, job.template if job else "", job.tenant if job else "",
-                r.instance, r.arrival_s, r.first_scheduled_s, r.first_token_s, r.finish_s, r.prompt_tokens,
-                r.output_tokens, r.cached_tokens, r.num_preemptions, r.outcome.value, r.reason, r.deadline_s, met,
-            )  # fmt: skip
+                policy,
+                r.id,
+                r.job_id,
+                r.stage,
+                job.template if job else "",
+                job.tenant if job else "",
+                r.instance,
+                r.arrival_s,
+                r.first_scheduled_s,
+                r.first_token_s,
+                r.finish_s,
+                r.prompt_tokens,
+                r.output_tokens,
+                r.cached_tokens,
+                r.num_preemptions,
+                r.outcome.value,
+                r.reason,
+                r.deadline_s,
+                met,
+            )
             for name, value in zip(REQUEST_COLUMNS, row, strict=True):
                 table[name].append(value)
     return table
@@ -85,9 +101,21 @@ def job_table(results: Mapping[str, RunResult]) -> Columns:
         for j in result.jobs:
             met = j.deadline_met and j.id not in missed_tokens
             row = (
-                policy, j.id, j.kind.value, j.template, j.tenant, j.arrival_s, j.finish_s, j.latency_s, j.slo_s,
-                j.no_contention_s, j.num_requests, j.outcome.value, j.reason, met,
-            )  # fmt: skip
+                policy,
+                j.id,
+                j.kind.value,
+                j.template,
+                j.tenant,
+                j.arrival_s,
+                j.finish_s,
+                j.latency_s,
+                j.slo_s,
+                j.no_contention_s,
+                j.num_requests,
+                j.outcome.value,
+                j.reason,
+                met,
+            )
             for name, value in zip(JOB_COLUMNS, row, strict=True):
                 table[name].append(value)
     return table

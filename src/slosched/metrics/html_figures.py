@@ -104,8 +104,13 @@ def miss_axis(heights: Sequence[float], title: str = MISS_AXIS_TITLE) -> dict[st
     decades = range(math.floor(math.log10(low)) + 1, 1)
     ticks = [10.0**k for k in decades]
     labels = [f"{tick:g} ({1 - tick:.{max(-k - 2, 0)}%})" for k, tick in zip(decades, ticks, strict=True)]
-    return {"type": "log", "range": [math.log10(low), math.log10(high)], "tickvals": ticks, "ticktext": labels,
-            "title": title}  # fmt: skip
+    return {
+        "type": "log",
+        "range": [math.log10(low), math.log10(high)],
+        "tickvals": ticks,
+        "ticktext": labels,
+        "title": title,
+    }
 
 
 def attainment_figure(counts: Mapping[str, tuple[int, int]], styles: Mapping[str, PolicyStyle]) -> go.Figure:
@@ -117,10 +122,19 @@ def attainment_figure(counts: Mapping[str, tuple[int, int]], styles: Mapping[str
         height, label = miss_share(met, total)
         heights.append(height)
         figure.add_trace(
-            go.Bar(y=[name], x=[height], text=[label], textposition="outside", orientation="h", name=name,
-                   legendgroup=name, showlegend=False, cliponaxis=False,
-                   marker={"color": styles[name].colour, "pattern": {"shape": _pattern(styles, name)}})
-        )  # fmt: skip
+            go.Bar(
+                y=[name],
+                x=[height],
+                text=[label],
+                textposition="outside",
+                orientation="h",
+                name=name,
+                legendgroup=name,
+                showlegend=False,
+                cliponaxis=False,
+                marker={"color": styles[name].colour, "pattern": {"shape": _pattern(styles, name)}},
+            )
+        )
     axis = miss_axis(heights, "missed share (attainment), log scale")
     axis["range"] = [axis["range"][0], axis["range"][1] + 1.0]  # type: ignore[index]  # room for the labels
     figure.update_xaxes(**axis)
@@ -143,11 +157,17 @@ def group_figure(per_policy: Mapping[str, list[GroupStats]], styles: Mapping[str
         by_name = {stats.group: stats for stats in groups}
         rows = [by_name.get(name) for name in names]
         misses = [miss_share(s.deadline_met, s.jobs) if s else (math.nan, "") for s in rows]
-        common = {"name": policy, "legendgroup": policy, "marker_color": styles[policy].colour,
-                  "marker_pattern_shape": _pattern(styles, policy)}  # fmt: skip
+        common = {
+            "name": policy,
+            "legendgroup": policy,
+            "marker_color": styles[policy].colour,
+            "marker_pattern_shape": _pattern(styles, policy),
+        }
         figure.add_trace(go.Bar(x=names, y=[m[0] for m in misses], hovertext=[m[1] for m in misses], **common), 1, 1)
-        for col, values in ((2, [s.p50_latency_s if s else math.nan for s in rows]),
-                            (3, [s.p99_latency_s if s else math.nan for s in rows])):  # fmt: skip
+        for col, values in (
+            (2, [s.p50_latency_s if s else math.nan for s in rows]),
+            (3, [s.p99_latency_s if s else math.nan for s in rows]),
+        ):
             figure.add_trace(go.Bar(x=names, y=values, showlegend=False, **common), 1, col)
     figure.update_yaxes(**miss_axis([m for p in per_policy.values() for m in _misses(p)], "missed share"), row=1, col=1)
     figure.update_layout(barmode="group")
@@ -159,9 +179,11 @@ def _misses(groups: Sequence[GroupStats]) -> list[float]:
 
 
 def load_figure(
-    loads: Sequence[float], attainment: Mapping[str, Sequence[float]], goodput: Mapping[str, Sequence[float]],
+    loads: Sequence[float],
+    attainment: Mapping[str, Sequence[float]],
+    goodput: Mapping[str, Sequence[float]],
     styles: Mapping[str, PolicyStyle],
-) -> go.Figure:  # fmt: skip
+) -> go.Figure:
     """Attainment (as misses, log) and goodput against the offered load, one line per policy."""
     figure = make_subplots(rows=1, cols=2, subplot_titles=(MISS_AXIS_TITLE, "goodput (SLO-meeting jobs/s)"))
     for name in attainment:
@@ -203,10 +225,18 @@ def series_figure(
                 seen.append(instance)
             colour = COLOURS[seen.index(instance) % len(COLOURS)]
             figure.add_trace(
-                go.Scatter(x=times, y=values, name=instance, legendgroup=instance, showlegend=row == 1,
-                             mode="lines", line={"color": colour, "width": 1.5}),
-                row, 1,
-            )  # fmt: skip
+                go.Scatter(
+                    x=times,
+                    y=values,
+                    name=instance,
+                    legendgroup=instance,
+                    showlegend=row == 1,
+                    mode="lines",
+                    line={"color": colour, "width": 1.5},
+                ),
+                row,
+                1,
+            )
         figure.update_yaxes(title_text=ylabel, row=row, col=1)
     figure.update_xaxes(title_text="simulated time (s)", row=len(policies), col=1)
     return _layout(figure, title, height=120 + 190 * len(policies))

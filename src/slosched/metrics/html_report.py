@@ -53,9 +53,11 @@ def write_html_report(
     parts += ["<h2>Summary</h2>", _summary_table(summaries)]
     counts = {name: (s.deadline_met, s.jobs) for name, s in summaries.items()}
     parts += [_figure(figs.attainment_figure(counts, styles), "attainment")]
-    parts += ["<p class='note'>Bars show the share of jobs that missed their SLO on a log axis (each decade is"
-              " one more nine of attainment); the label gives the attainment. A policy with no misses is drawn"
-              " at half a job's share.</p>"]  # fmt: skip
+    parts += [
+        "<p class='note'>Bars show the share of jobs that missed their SLO on a log axis (each decade is"
+        " one more nine of attainment); the label gives the attainment. A policy with no misses is drawn"
+        " at half a job's share.</p>"
+    ]
     scales = default_scales()
     curves = {name: attainment_at(slowdown_ratios(r.jobs), scales) for name, r in results.items()}
     parts += ["<h2>SLO scale</h2>", _figure(figs.slo_scale_figure(scales, curves, styles, (0.95, 0.99)), "slo-scale")]
@@ -116,8 +118,10 @@ def _load_section(by_load: ByLoad | None, results: Mapping[str, RunResult], styl
     if not by_load or len(by_load) < 2:
         rates = [_offered_rate(r) for r in results.values()]
         rate = f"{rates[0]:.3g} jobs/s" if rates and np.isfinite(rates[0]) else "one load"
-        return (f"<p class='note'>Not shown: every run here is at a single offered load ({_e(rate)}). Attainment"
-                " and goodput vs load need runs at several loads (a load sweep).</p>")  # fmt: skip
+        return (
+            f"<p class='note'>Not shown: every run here is at a single offered load ({_e(rate)}). Attainment"
+            " and goodput vs load need runs at several loads (a load sweep).</p>"
+        )
     loads = sorted(by_load)
     names = list(next(iter(by_load.values())))
     load_styles = policy_styles(names)
@@ -188,8 +192,10 @@ def _series_section(results: Mapping[str, RunResult]) -> list[str]:
     for metric, title, ylabel in metrics:
         rows = {name: [(s.name, *_series_values(s, metric)) for s in r.series] for name, r in results.items()}
         parts.append(_figure(figs.series_figure(rows, title, ylabel), f"series-{metric}"))
-    parts.append("<p class='note'>Sampled every few seconds of simulated time (the interval doubles on long runs"
-                 " to keep at most 1000 points per instance).</p>")  # fmt: skip
+    parts.append(
+        "<p class='note'>Sampled every few seconds of simulated time (the interval doubles on long runs"
+        " to keep at most 1000 points per instance).</p>"
+    )
     return parts
 
 

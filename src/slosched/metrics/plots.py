@@ -144,8 +144,10 @@ def plot_attainment_bars(counts: Mapping[str, tuple[int, int]], path: Path) -> P
         axes.set_xticks(
             [10.0**k for k in decades], [f"{10.0**k:g}\n({1 - 10.0**k:.{max(-k - 2, 0)}%})" for k in decades]
         )
-    axes.set(title="SLO misses (shorter is better; rejected and failed count as missed)",
-             xlabel="missed share (attainment), log scale")  # fmt: skip
+    axes.set(
+        title="SLO misses (shorter is better; rejected and failed count as missed)",
+        xlabel="missed share (attainment), log scale",
+    )
     axes.grid(True, axis="x", which="both", alpha=0.3)
     return _save(figure, path)
 

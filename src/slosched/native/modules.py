@@ -19,6 +19,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "slosched.sim.cluster",
     "slosched.sim.cohort",
     "slosched.sim.deadlines",
+    "slosched.sim.engine_state",
     "slosched.sim.instance",
     "slosched.sim.jobs",
     "slosched.sim.kernel",

@@ -164,9 +164,17 @@ class MeasuredProfile:
     def step_model(self) -> MeasuredStepModel:
         fixed, prefill_token, prefill_pair, decode_seq, kv_token = (max(0.0, value) for value in self.estimates)
         return MeasuredStepModel(
-            fixed, prefill_token, prefill_pair, decode_seq, kv_token, self.num_gpu_blocks, self.block_size,
-            max(0.0, self.request_overhead_s), max(0.0, self.request_latency_s), max(0.0, self.token_overhead_s),
-        )  # fmt: skip
+            fixed,
+            prefill_token,
+            prefill_pair,
+            decode_seq,
+            kv_token,
+            self.num_gpu_blocks,
+            self.block_size,
+            max(0.0, self.request_overhead_s),
+            max(0.0, self.request_latency_s),
+            max(0.0, self.token_overhead_s),
+        )
 
     def to_json_dict(self) -> dict[str, Any]:
         data = asdict(self)

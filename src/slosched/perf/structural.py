@@ -72,9 +72,16 @@ class StructuralParams:
         peak = self.pmax if pmax is None else pmax
         c = [float(v) for v in coef]
         return replace(
-            self, tau0_s=c[0], w0=c[1] * peak, ws=c[2] * peak, tau_b_s=c[3], tau_s_s=c[4],
-            tau_c_s=c[5], tau_a_s=c[6], pmax=peak,
-        )  # fmt: skip
+            self,
+            tau0_s=c[0],
+            w0=c[1] * peak,
+            ws=c[2] * peak,
+            tau_b_s=c[3],
+            tau_s_s=c[4],
+            tau_c_s=c[5],
+            tau_a_s=c[6],
+            pmax=peak,
+        )
 
     @property
     def peak_tokens_per_s(self) -> float:
@@ -84,9 +91,17 @@ class StructuralParams:
 
 # Deliberately bad (zero-config): ~1000 tokens/s peak, 50 ms per step; about 20x too slow on an H100.
 BAD_GUESS = StructuralParams(
-    tau0_s=0.05, w0=0.0, ws=1.0, tau_b_s=1e-3, tau_s_s=1e-4, tau_c_s=0.0, tau_a_s=0.0,
-    pmax=1000.0, k_b=1.0, k_s=1.0,
-)  # fmt: skip
+    tau0_s=0.05,
+    w0=0.0,
+    ws=1.0,
+    tau_b_s=1e-3,
+    tau_s_s=1e-4,
+    tau_c_s=0.0,
+    tau_a_s=0.0,
+    pmax=1000.0,
+    k_b=1.0,
+    k_s=1.0,
+)
 
 
 def predict(params: StructuralParams, b: float, s: float, c: float = 0.0, a: float = 0.0) -> float:

@@ -20,9 +20,8 @@ from slosched.core.request import Request
 from slosched.policies.engine.base import EnginePolicy
 from slosched.policies.engine.queue import DEFAULT_WAKE_S, PolicyQueue
 from slosched.sim.belief import BeliefFeed
-from slosched.sim.cohort import DecodeCohort
+from slosched.sim.engine_state import EngineState
 from slosched.sim.kernel import EventKernel
-from slosched.sim.kv import KVCache
 from slosched.sim.noise import NoiseStream
 from slosched.sim.run import DecodeRun
 from slosched.sim.seq import Seq
@@ -31,7 +30,7 @@ from slosched.sim.step import StepFormer, StepWork
 FinishCallback = Callable[[Seq, int, float], None]
 
 
-class SimInstance:
+class SimInstance(EngineState):
     """Implements ``core.views.EngineView`` for its engine policy."""
 
     def __init__(
@@ -47,26 +46,19 @@ class SimInstance:
         on_finish: FinishCallback,
         max_run_steps: int,
     ) -> None:
+        super().__init__(spec, num_kv_blocks, kernel)
         self.index = index
-        self.spec = spec
-        self.kv = KVCache(num_kv_blocks, spec.block_size, spec.prefix_caching)
-        self.cohort = DecodeCohort(spec.block_size)
         self.truth = truth
         self.noise = noise
         self.engine = engine
         self._batching = engine.batching  # read on every step
         self.belief = belief
-        self.kernel = kernel
         self.on_finish = on_finish
         self.max_run_steps = max_run_steps
-        self.running: dict[int, Seq] = {}  # admission order; the last one is the preemption victim
-        self.prefilling: list[Seq] = []  # running requests whose prefill is not complete
         self.queue: PolicyQueue[Seq] = PolicyQueue(engine)
         self.waiting = self.queue.waiting  # the same list object for the instance's lifetime
-        self._former = StepFormer(self, self.queue)
-        self.stats = InstanceStats(name=spec.name)
+        self._former = StepFormer(self, self, self.queue)
         self._outstanding = 0.0
-        self.waiting_prefill_tokens = 0
         self._busy = False
         self._run: DecodeRun | None = None
         # The prefill step in progress (start, end); start is NaN between steps. Read only by ``sample``.
@@ -132,14 +124,11 @@ class SimInstance:
         self.sync()
         return self.kv.cached_prefix_blocks(request.prefix) * self.kv.block_size
 
-    def last_running(self) -> Seq:
-        return self.running[next(reversed(self.running))]
-
     # ---- queues ----------------------------------------------------------------------------------------
     def enqueue(self, seq: Seq) -> None:
         self._enqueued += 1
         seq.order = self._enqueued
-        self._add_waiting(seq)
+        self.wait_again(seq)
         predicted = seq.request.predicted_output_tokens
         self._outstanding += predicted if predicted > 1.0 else 1.0
         if not self._busy:
@@ -147,37 +136,9 @@ class SimInstance:
         elif self._run is not None:
             self._cut_run()
 
-    def _add_waiting(self, seq: Seq) -> None:
+    def wait_again(self, seq: Seq) -> None:
         self.waiting_prefill_tokens += seq.num_prompt_tokens - seq.num_computed_tokens
         self.queue.push(seq, self)
-
-    def start_running(self, admitted: list[Seq]) -> None:
-        """Requests an admission pass took (already out of waiting) join the running set, prefill pending."""
-        for seq in admitted:
-            self.running[seq.order] = seq
-            self.prefilling.append(seq)
-
-    def on_admitted(self, seq: Seq, cached_tokens: int) -> None:
-        self.waiting_prefill_tokens -= seq.num_prompt_tokens
-        if seq.first_scheduled_s is None:
-            seq.first_scheduled_s = self.kernel.now_s
-            seq.num_cached_tokens = cached_tokens
-            self.stats.prefix_query_tokens += seq.num_prompt_tokens
-            self.stats.prefix_hit_tokens += cached_tokens
-
-    def preempt(self, seq: Seq) -> None:
-        """Preemption by recompute: drop its KV; it re-prefills prompt plus the tokens generated so far."""
-        del self.running[seq.order]
-        if seq.finish_clock >= 0:
-            self.cohort.leave(seq)
-        else:
-            self.prefilling.remove(seq)
-        self.kv.release(seq)
-        seq.num_prompt_tokens = seq.request.prompt_tokens + seq.num_output_tokens
-        seq.num_computed_tokens = 0
-        seq.num_preemptions += 1
-        self.stats.num_preemptions += 1
-        self._add_waiting(seq)
 
     # ---- steps -----------------------------------------------------------------------------------------
     def _start_step(self) -> None:

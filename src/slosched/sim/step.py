@@ -13,14 +13,12 @@ prefill but never splits the decode batch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from slosched.core.views import StepMode, StepPlan
+from slosched.core.views import EngineView, StepMode, StepPlan
 from slosched.policies.engine.queue import PolicyQueue
+from slosched.sim.engine_state import EngineState
 from slosched.sim.seq import Seq
-
-if TYPE_CHECKING:
-    from slosched.sim.instance import SimInstance
 
 
 @dataclass(slots=True)
@@ -36,16 +34,18 @@ class StepWork:
 
 
 class StepFormer:
-    """Builds the instance's next step; owned by one ``SimInstance`` (it shares the instance's queues and KV).
+    """Builds the instance's next step over its ``EngineState``; owned by one ``SimInstance``, which is also the
+    ``view`` its engine policy reads while ordering and admitting.
 
     Invariant: between two calls of ``form`` every request is in exactly one of the queue's waiting list,
-    ``instance.prefilling`` (running, prefill incomplete) or the decode cohort (running), or finished.
+    ``state.prefilling`` (running, prefill incomplete) or the decode cohort (running), or finished.
     """
 
-    __slots__ = ("_chunked", "_limits", "_limits_of", "_work", "instance", "queue")
+    __slots__ = ("_chunked", "_limits", "_limits_of", "_work", "queue", "state", "view")
 
-    def __init__(self, instance: SimInstance, queue: PolicyQueue[Seq]) -> None:
-        self.instance = instance
+    def __init__(self, state: EngineState, view: EngineView, queue: PolicyQueue[Seq]) -> None:
+        self.state = state
+        self.view = view
         self.queue = queue
         self._work = StepWork()  # the step being formed (scratch for ``_charge``)
         self._chunked = False
@@ -60,7 +60,7 @@ class StepFormer:
         frozen, so the values of the last plan are reused while a policy hands out the same one."""
         if plan is self._limits_of:
             return self._limits
-        spec = self.instance.spec
+        spec = self.state.spec
         shape: Any = plan
         budget = min(int(shape.token_budget), spec.max_batched_tokens)
         max_running = min(int(shape.max_running), spec.max_running)
@@ -69,12 +69,12 @@ class StepFormer:
         return self._limits
 
     def form(self, plan: StepPlan) -> StepWork:
-        instance = self.instance
+        state = self.state
         work = StepWork()
         budget, max_running, chunked = self._plain_limits(plan)
         mode = plan.mode
         if mode is StepMode.PREFILL_FIRST:
-            if instance.prefilling:
+            if state.prefilling:
                 budget = self._schedule_prefilling(work, budget, chunked=False)
             if self.queue.waiting:
                 self._admit_waiting(work, budget, max_running, chunked=False)
@@ -84,21 +84,21 @@ class StepFormer:
         if mode is not StepMode.PREFILL_ONLY:
             budget -= self._schedule_cohort(work)
         if mode is not StepMode.DECODE_ONLY:
-            if instance.prefilling:
+            if state.prefilling:
                 budget = self._schedule_prefilling(work, budget, chunked=chunked)
             if self.queue.waiting and not work.preempted:
                 self._admit_waiting(work, budget, max_running, chunked=chunked)
         return work
 
     def _schedule_cohort(self, work: StepWork) -> int:
-        instance = self.instance
-        cohort = instance.cohort
+        state = self.state
+        cohort = state.cohort
         if not cohort.members:
             return 0
-        kv = instance.kv
+        kv = state.kv
         needed = cohort.next_step_blocks()
         while needed > kv.num_free and cohort.members:
-            instance.preempt(instance.last_running())
+            state.preempt(state.last_running())
             work.preempted = True
             needed = cohort.next_step_blocks()
         if not cohort.members:
@@ -110,13 +110,13 @@ class StepFormer:
 
     def _schedule_prefilling(self, work: StepWork, budget: int, chunked: bool) -> int:
         """Continue partially prefilled running requests (chunked prefill), in admission order."""
-        instance = self.instance
-        kv = instance.kv
+        state = self.state
+        kv = state.kv
         block_size = kv.block_size
-        for seq in list(instance.prefilling):
+        for seq in list(state.prefilling):
             if budget <= 0:
                 break
-            if seq.finish_clock >= 0 or seq.order not in instance.running:
+            if seq.finish_clock >= 0 or seq.order not in state.running:
                 continue  # preempted by an earlier allocation in this loop
             remaining = seq.num_prompt_tokens - seq.num_computed_tokens
             tokens = min(remaining, budget) if chunked else remaining
@@ -125,8 +125,8 @@ class StepFormer:
             needed = -(-(seq.num_computed_tokens + tokens) // block_size) - seq.num_blocks
             scheduled = True
             while not kv.allocate(seq, needed):
-                victim = instance.last_running()
-                instance.preempt(victim)
+                victim = state.last_running()
+                state.preempt(victim)
                 work.preempted = True
                 if victim is seq:
                     scheduled = False
@@ -139,20 +139,20 @@ class StepFormer:
         return budget
 
     def _admit_waiting(self, work: StepWork, budget: int, max_running: int, chunked: bool) -> None:
-        instance = self.instance
+        state = self.state
         queue = self.queue
-        queue.order(instance)
+        queue.order(self.view)
         self._work, self._chunked = work, chunked
-        admitted = queue.admission_pass(instance, max_running - len(instance.running), budget, self._charge)
+        admitted = queue.admission_pass(self.view, max_running - len(state.running), budget, self._charge)
         if admitted:
             queue.remove(admitted)
-            instance.start_running(admitted)
+            state.start_running(admitted)
 
     def _charge(self, seq: Seq, budget: int) -> int | None:
         """Allocate KV for an admitted request and schedule its first prefill chunk; the tokens it takes from
         the budget, or None when it cannot run now (KV, or an unchunked prompt over the budget)."""
-        instance, work = self.instance, self._work
-        kv = instance.kv
+        state, work = self.state, self._work
+        kv = state.kv
         block_size = kv.block_size
         prefix = seq.request.prefix
         hit_blocks = min(kv.cached_prefix_blocks(prefix), (seq.num_prompt_tokens - 1) // block_size)
@@ -168,7 +168,7 @@ class StepFormer:
         kv.acquire_prefix(seq, hit_blocks)
         kv.allocate(seq, needed)
         seq.num_computed_tokens = cached_tokens
-        instance.on_admitted(seq, cached_tokens)
+        state.on_admitted(seq, cached_tokens)
         work.prefills.append((seq, tokens))
         work.num_prefill_tokens += tokens
         work.prefill_context_tokens += cached_tokens

@@ -157,8 +157,11 @@ async def _stream_once(http: httpx.AsyncClient, client: OpenAIClient, call: Prof
     unique to ``salt``: exact length, no prefix-cache hits."""
     times: list[float] = []
     counts: list[int] = []
-    body = {**client.request_body(call), "prompt": prompt_ids(call.input_tokens, salt),
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}  # fmt: skip
+    body = {
+        **client.request_body(call),
+        "prompt": prompt_ids(call.input_tokens, salt),
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
     start = time.perf_counter()
     async with http.stream("POST", "/v1/completions", json=body) as response:
         if response.status_code != 200:

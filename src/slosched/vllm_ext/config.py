@@ -47,9 +47,19 @@ CONFIG_ENV = "SLOSCHED_ENGINE_CONFIG"
 POLICY_ENV = "SLOSCHED_ENGINE_POLICY"
 POLICY_KEYS = MAPPING_KEYS
 _KEYS = {
-    *POLICY_KEYS, "bypass", "drain", "mode_override", "state_file", "export_interval_s", "control_file",
-    "control_poll_s", "step_log_file", "observe_interval_s", "seed", "version",
-}  # fmt: skip
+    *POLICY_KEYS,
+    "bypass",
+    "drain",
+    "mode_override",
+    "state_file",
+    "export_interval_s",
+    "control_file",
+    "control_poll_s",
+    "step_log_file",
+    "observe_interval_s",
+    "seed",
+    "version",
+}
 
 
 # The plugin's name for the engine half of a PolicySpec (kept: saber_speed and the engine use it).

@@ -48,8 +48,10 @@ def calibrated_parts(choice: PolicyChoice) -> tuple[str, ...]:
     """Which of the policy's parts (``ordering``, ``admission``) are SABER parts with no speed model."""
     if choice.preset is not None:
         return ("ordering", "admission") if choice.preset == SABER and _lacks_speed(choice.params) else ()
-    parts = (("ordering", choice.ordering, choice.ordering_params),
-             ("admission", choice.admission, choice.admission_params))  # fmt: skip
+    parts = (
+        ("ordering", choice.ordering, choice.ordering_params),
+        ("admission", choice.admission, choice.admission_params),
+    )
     return tuple(part for part, name, params in parts if name == SABER and _lacks_speed(params))
 
 
@@ -93,5 +95,9 @@ class SaberCalibration:
         self.num_refreshes += 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {**speed_dict(self.model), "parts": list(self.parts), "context_tokens": self.context_tokens,
-                "num_refreshes": self.num_refreshes}  # fmt: skip
+        return {
+            **speed_dict(self.model),
+            "parts": list(self.parts),
+            "context_tokens": self.context_tokens,
+            "num_refreshes": self.num_refreshes,
+        }

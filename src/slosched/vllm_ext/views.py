@@ -108,8 +108,18 @@ class SeqCache:
 class VllmEngineView:
     """The ``EngineView`` of one step; ``refresh`` re-points it at the scheduler's current state."""
 
-    __slots__ = ("_cache", "_lookup", "_raw_by_id", "now_s", "num_free_kv_blocks", "num_kv_blocks", "running_seqs",
-                 "spec", "step_predictor", "waiting")  # fmt: skip
+    __slots__ = (
+        "_cache",
+        "_lookup",
+        "_raw_by_id",
+        "now_s",
+        "num_free_kv_blocks",
+        "num_kv_blocks",
+        "running_seqs",
+        "spec",
+        "step_predictor",
+        "waiting",
+    )
 
     def __init__(self, spec: InstanceSpec, predictor: StepPredictor, lookup: Callable[[Any], int]) -> None:
         self.spec = spec

@@ -1,4 +1,4 @@
-"""``devtools.stack.run_up`` with start/wait/stop faked (no real servers): it prints the ready gateway config,
+"""``devtools.bring_up.run_up`` with start/wait/stop faked (no real servers): it prints the ready gateway config,
 writes it when asked, blocks until SIGINT/SIGTERM or a server dies, always stops the servers it started
 and restores the previous signal handlers."""
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from slosched.devtools import stack
+from slosched.devtools import bring_up
 
 
 class FakeProcess:
@@ -52,13 +52,13 @@ class Fakes:
             assert self.ticks < 50, "run_up did not stop"
             on_sleep(self)
 
-        monkeypatch.setattr(stack, "start_servers", start_servers)
-        monkeypatch.setattr(stack, "start_plugin_servers", start_plugin_servers)
-        monkeypatch.setattr(stack, "wait_ready", lambda servers: self.waited.append([s.name for s in servers]))
+        monkeypatch.setattr(bring_up, "start_servers", start_servers)
+        monkeypatch.setattr(bring_up, "start_plugin_servers", start_plugin_servers)
+        monkeypatch.setattr(bring_up, "wait_ready", lambda servers: self.waited.append([s.name for s in servers]))
         monkeypatch.setattr(
-            stack, "stop_servers", lambda servers: self.stopped.append([s.process.pid for s in servers])
+            bring_up, "stop_servers", lambda servers: self.stopped.append([s.process.pid for s in servers])
         )
-        monkeypatch.setattr(stack, "time", SimpleNamespace(sleep=sleep))
+        monkeypatch.setattr(bring_up, "time", SimpleNamespace(sleep=sleep))
 
 
 def signal_after(ticks: int, sig: signal.Signals) -> Any:
@@ -76,7 +76,7 @@ def test_a_signal_stops_the_servers_by_pid(
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     fakes = Fakes(monkeypatch, signal_after(3, sig))
     config_out = tmp_path / "gateway.yaml"
-    assert stack.run_up([2, 8], tmp_path, config_out, gateway_port=9100) == 0
+    assert bring_up.run_up([2, 8], tmp_path, config_out, gateway_port=9100) == 0
     assert fakes.started == [("plain", [2, 8], True)]
     assert fakes.waited == [["vllm-0", "vllm-1"]]
     assert fakes.stopped == [[101, 102]] and fakes.ticks == 3
@@ -100,7 +100,7 @@ def test_a_dying_server_stops_the_others(
             fakes.servers[1].process.returncode = -9
 
     fakes = Fakes(monkeypatch, on_sleep)
-    assert stack.run_up([4], tmp_path, None, gateway_port=8080, engine_policy="saber") == 1
+    assert bring_up.run_up([4], tmp_path, None, gateway_port=8080, engine_policy="saber") == 1
     assert fakes.started == [("plugin", [4], "saber")]
     assert fakes.stopped == [[101, 102]]
     out, err = capsys.readouterr()
@@ -114,10 +114,10 @@ def test_servers_are_stopped_when_start_up_fails(monkeypatch: pytest.MonkeyPatch
     def wait_ready(servers: Sequence[Any]) -> None:
         raise RuntimeError("vllm-0 did not become ready")
 
-    monkeypatch.setattr(stack, "wait_ready", wait_ready)
+    monkeypatch.setattr(bring_up, "wait_ready", wait_ready)
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(RuntimeError, match="did not become ready"):
-        stack.run_up([2], tmp_path, None, gateway_port=8080, priority=False)
+        bring_up.run_up([2], tmp_path, None, gateway_port=8080, priority=False)
     assert fakes.started == [("plain", [2], False)]
     assert fakes.stopped == [[101, 102]]
     assert signal.getsignal(signal.SIGINT) == before
