@@ -119,5 +119,5 @@ def test_relative_imports_are_resolved(tmp_path: Path) -> None:
     (package / "__init__.py").write_text("")
     (package / "kv.py").write_text("")
     (package / "run.py").write_text("from . import kv\nfrom ..core.request import Request\nimport numpy\n")
-    found = _imports(package / "run.py", "slosched.sim.run", tmp_path)
+    found = _imports(package / "run.py", "slosched.sim.decode_run", tmp_path)
     assert found == {"slosched", "slosched.sim", "slosched.sim.kv", "slosched.core", "slosched.core.request"}

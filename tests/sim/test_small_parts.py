@@ -14,9 +14,9 @@ from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
 from slosched.core.records import JobRecord
 from slosched.core.request import Outcome
 from slosched.sim.belief import BeliefFeed
+from slosched.sim.decode_run import DecodeRun
 from slosched.sim.jobs import JobState
 from slosched.sim.noise import NoiseStream
-from slosched.sim.run import DecodeRun
 
 
 @settings(max_examples=40, deadline=None)

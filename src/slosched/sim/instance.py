@@ -20,10 +20,10 @@ from slosched.core.request import Request
 from slosched.policies.engine.base import EnginePolicy
 from slosched.policies.engine.queue import DEFAULT_WAKE_S, PolicyQueue
 from slosched.sim.belief import BeliefFeed
+from slosched.sim.decode_run import DecodeRun
 from slosched.sim.engine_state import EngineState
 from slosched.sim.kernel import EventKernel
 from slosched.sim.noise import NoiseStream
-from slosched.sim.run import DecodeRun
 from slosched.sim.seq import Seq
 from slosched.sim.step import StepFormer, StepWork
 
