@@ -32,7 +32,9 @@ def test_policy_pairs_must_have_both_parts() -> None:
 
 
 def test_unknown_and_bad_parameters_are_named() -> None:
-    with pytest.raises(ConfigError, match="unknown \\['budget'\\]; allowed: \\['token_budget'\\]"):
+    with pytest.raises(
+        ConfigError, match="unknown parameter 'budget' \\(did you mean 'token_budget'\\?\\); allowed: token_budget"
+    ):
         ENGINE_PRESETS.build("chunked-fcfs", {"budget": 5}, _context())
     with pytest.raises(ConfigError, match="token_budget"):
         ENGINE_PRESETS.build("chunked-fcfs", {"token_budget": "lots"}, _context())
