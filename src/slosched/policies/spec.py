@@ -131,8 +131,8 @@ class PolicySpec:
             stack = STACKS[pair.stack]
             router_params, engine_params, job_params = stack.split_params(params.stack.get(stack.name))
             return cls.of(stack.router, stack.engine, stack.job, router_params, engine_params, job_params)
-        router_params, engine_params = params.router.get(pair.router), params.engine.get(pair.engine)
-        return cls.of(pair.router, pair.engine, job, router_params, engine_params, params.job.get(job))
+        given_router, given_engine = params.router.get(pair.router), params.engine.get(pair.engine)
+        return cls.of(pair.router, pair.engine, job, given_router, given_engine, params.job.get(job))
 
     @classmethod
     def of(

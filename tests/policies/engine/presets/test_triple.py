@@ -1,5 +1,5 @@
-"""``policies.engine.presets`` (``triple.py`` and one file per preset): every triple preset is registered and built from exactly its three parts;
-parameters go to the batching part."""
+"""``policies.engine.presets`` (``triple.py`` and one file per preset): every triple preset is registered
+and built from exactly its three parts; parameters go to the batching part."""
 
 from __future__ import annotations
 

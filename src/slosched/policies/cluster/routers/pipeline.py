@@ -87,14 +87,14 @@ def build_scorers(entries: Any, context: PolicyContext) -> list[WeightedScorer]:
 
 def build_profile(params: PipelineParams | Mapping[str, Any], context: PolicyContext) -> Profile:
     """The ``Profile`` a ``pipeline`` router's parameters describe (see the module docstring)."""
-    params = ROUTERS.parse("pipeline", params)
+    parsed: PipelineParams = ROUTERS.parse("pipeline", params)
     filters: list[Filter] = []
-    for position, value in enumerate(_list(params.filters, "pipeline.filters")):
+    for position, value in enumerate(_list(parsed.filters, "pipeline.filters")):
         field = f"pipeline.filters[{position}]"
         name, stage_params, _ = _entry(value, field, _STAGE_KEYS)
         filters.append(_build(FILTERS, name, stage_params, field, context))
-    scorers = build_scorers(params.scorers, context)
-    name, picker_params, _ = _entry(params.picker, "pipeline.picker", _STAGE_KEYS)
+    scorers = build_scorers(parsed.scorers, context)
+    name, picker_params, _ = _entry(parsed.picker, "pipeline.picker", _STAGE_KEYS)
     picker: Picker = _build(PICKERS, name, picker_params, "pipeline.picker", context)
     names = [item.name for item in scorers]
     relax = getattr(picker, "relax", ())

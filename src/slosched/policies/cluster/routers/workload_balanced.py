@@ -70,9 +70,9 @@ class WorkloadBalancedRouter(Profile):
 
 @dataclass(frozen=True, slots=True)
 class WorkloadBalancedParams:
-    alpha: float = setting(0.0, "weight of the instance's queued work (t_queue) in the score")
-    beta: float = setting(100.0, "weight of the call's own cost (t_comp) in the score")
-    min_queue_s: float = setting(1.0, "floor of the queued work, in seconds")
+    alpha: float = setting(0.0, "in [0, 1]: 0 sends each call to the least loaded instance, 1 to its fastest")
+    beta: float = setting(100.0, "scale (s^2) of the balance term against the call's t_comp (> 0)")
+    min_queue_s: float = setting(1.0, "floor (s) of an instance's queued work, so an empty one scores finite (> 0)")
 
 
 @SCORERS.register("workload-balanced", params=WorkloadBalancedParams)
