@@ -30,7 +30,7 @@ from slosched.perf.linear import LinearStepPredictor
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.policies.cluster.base import ROUTERS
 from slosched.policies.engine.base import ENGINE_PRESETS, EnginePolicy
-from slosched.policies.engine.relserve_arranger import SingleJobAdmission
+from slosched.policies.engine.batching.relserve_arranger import SingleJobAdmission
 from slosched.policies.registry import PolicyContext
 from slosched.serve.queues import InstanceQueue
 from slosched.sim.belief import BeliefFeed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -33,19 +34,45 @@ def test_schema_enumerates_registry_names(capsys: pytest.CaptureFixture[str], tm
 def test_policies_json_lists_every_section_with_parameters(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["policies", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert set(payload) == {
-        "routers", "engine_presets", "orderings", "admissions", "batchings", "job_policies", "stacks"
-    }  # fmt: skip
-    jobs = {entry["name"]: entry["params"] for entry in payload["job_policies"]}
-    assert jobs["deadline"] == [] and jobs["slosched"] == [{"name": "triage_factor"}]
-    assert {"name": "token_budget"} in next(e["params"] for e in payload["batchings"] if e["name"] == "chunked")
+    sections = {"routers", "engine_presets", "orderings", "admissions", "batchings", "job_policies", "stacks"}
+    assert set(payload) == sections | {"filters", "scorers", "pickers"}
+    jobs = {entry["name"]: entry for entry in payload["job_policies"]}
+    assert jobs["deadline"]["params"] == []
+    assert jobs["critical-path"]["aliases"] == ["slosched"]
+    (factor,) = jobs["critical-path"]["params"]
+    assert factor["name"] == "triage_factor" and factor["type"] == "float" and factor["default"] == 1.0
+    assert factor["doc"]
+    chunked = next(e for e in payload["batchings"] if e["name"] == "chunked")
+    budget = chunked["params"][0]
+    assert (budget["name"], budget["type"], budget["default"]) == ("token_budget", "int | None", None)
     assert [entry["name"] for entry in payload["stacks"]] == ["slosched"]
+    stack_keys = {param["name"] for param in payload["stacks"][0]["params"]}
+    assert {"balance_rel", "token_budget", "triage_factor"} <= stack_keys
 
 
-def test_policies_text_shows_job_policies_and_stacks(capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_registered_policy_declares_documented_defaults() -> None:
+    """Every router, engine part, preset, job policy and pipeline stage has a params dataclass whose every
+    field has a default and a doc; every alias names a registered policy."""
+    from slosched.policies.catalog import pipeline_registries, registries
+
+    for section, registry in {**registries(), **pipeline_registries()}.items():
+        for alias, name in registry.aliases.items():
+            assert name in registry.registered(), f"{section}: alias {alias!r} -> unregistered {name!r}"
+        for name in registry.registered():
+            params = registry.params_of(name)
+            assert dataclasses.is_dataclass(params), f"{section} {name}"
+            for field in dataclasses.fields(params):
+                where = f"{section} {name}.{field.name}"
+                assert field.default is not dataclasses.MISSING, f"{where}: no default"
+                assert field.metadata.get("doc"), f"{where}: no doc"
+
+
+def test_policies_text_shows_job_policies_aliases_and_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["policies"]) == 0
     text = capsys.readouterr().out
-    assert "job policies" in text and "stage-budget" in text and "stacks" in text and "token_budget" in text
+    assert "job policies" in text and "stage-budget" in text and "stacks" in text
+    assert "token_budget: int | None = null" in text and "triage_factor: float = 1.0" in text
+    assert "critical-path  (alias: slosched)" in text and "pipeline scorers" in text
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

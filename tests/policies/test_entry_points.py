@@ -55,14 +55,14 @@ def entry_points(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[importlib.met
         return points if kwargs.get("group") == ENTRY_POINT_GROUP else []
 
     ROUTERS.names()  # the built-in policies first, so the snapshot below holds them
-    before = [set(r._factories) for r in _REGISTRIES]
+    before = [set(r._entries) for r in _REGISTRIES]
     modules = set(sys.modules)
     monkeypatch.setattr(importlib.metadata, "entry_points", fake)
     registry._load_all_policies.cache_clear()
     yield points
     for reg, names in zip(_REGISTRIES, before, strict=True):
-        for name in set(reg._factories) - names:
-            del reg._factories[name]
+        for name in set(reg._entries) - names:
+            del reg._entries[name]
     for name in set(sys.modules) - modules:
         if not name.startswith("slosched."):
             del sys.modules[name]

@@ -10,11 +10,11 @@ import pytest
 from slosched.core.request import Request
 from slosched.core.views import JobView
 from slosched.perf.linear import LinearStepCoefficients, LinearStepPredictor
-from slosched.policies.cluster.workload_balanced import WorkloadBalancedRouter
+from slosched.policies.cluster.routers.workload_balanced import WorkloadBalancedRouter
 from slosched.policies.cost import t_comp_s, t_queue_s
-from slosched.policies.engine.urgency_order import UrgencyOrdering, urgency
-from slosched.policies.job import hexgen_budget
-from slosched.policies.job.hexgen_budget import StageBudget
+from slosched.policies.engine.ordering.urgency import UrgencyOrdering, urgency
+from slosched.policies.job import stage_budget
+from slosched.policies.job.stage_budget import StageBudget
 from slosched.policies.job.workflow_templates import TemplateStage, WorkflowTemplate, workflow_template
 
 # 10 ms per step, 0.1 ms per prefill token, nothing else: t_comp(p, o) = 0.01 + 1e-4 p + 0.01 (o - 1).
@@ -79,7 +79,7 @@ def _job(stage: str, finished: tuple[str, ...], deadline: float = 100.0) -> JobV
 
 
 def test_budgets_sum_to_the_remaining_slo_and_shrink(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hexgen_budget, "workflow_template", lambda name: CHAIN)
+    monkeypatch.setattr(stage_budget, "workflow_template", lambda name: CHAIN)
     policy = StageBudget([_predictor(), _predictor(SLOW)])
     costs = [policy.mean_cost_s(s.input_tokens, s.output_tokens) for s in CHAIN.stages]
     budgets = []

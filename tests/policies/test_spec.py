@@ -43,7 +43,7 @@ def test_parts_take_per_part_parameters() -> None:
     assert spec.build(_context()).batching.token_budget == 256  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match=r"unknown keys \['token_budget'\]; allowed: \['ordering', 'admission'"):
         EngineSpec.parse("fcfs/always/chunked", {"token_budget": 256})
-    with pytest.raises(ConfigError, match=r"chunked parameters: unknown \['budget'\]"):
+    with pytest.raises(ConfigError, match=r"chunked parameters: unknown parameter 'budget'"):
         EngineSpec.parse("fcfs/always/chunked", {"batching": {"budget": 1}}).build(_context())
 
 

@@ -106,7 +106,8 @@ def test_valid_policy_params_pass() -> None:
 def test_every_builtin_policy_exposes_its_parameter_names() -> None:
     sections = catalog()
     assert set(sections) == {
-        "routers", "engine_presets", "orderings", "admissions", "batchings", "job_policies", "stacks"
+        "routers", "engine_presets", "orderings", "admissions", "batchings", "job_policies", "stacks",
+        "filters", "scorers", "pickers",
     }  # fmt: skip
     for section, entries in sections.items():
         assert entries, section

@@ -17,7 +17,7 @@ from tests.serve.helpers import harness
 
 def test_the_stack_sets_every_layer_from_one_block() -> None:
     spec = PolicyConfig(stack="slosched", stack_params={"token_budget": 512}).spec()
-    assert (spec.router, spec.engine.name, spec.job) == ("slosched", "slosched", "slosched")
+    assert (spec.router, spec.engine.name, spec.job) == ("deadline-completion", "deadline-triage", "critical-path")
     assert spec.engine.params == {"token_budget": 512}
 
 

@@ -10,9 +10,9 @@ from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
 from slosched.core.views import EngineView, SeqView, StepMode, StepPlan
 from slosched.perf.linear import LinearStepPredictor
-from slosched.policies.engine.always_admit import AlwaysAdmit
+from slosched.policies.engine.admission.always import AlwaysAdmit
 from slosched.policies.engine.base import EnginePolicy
-from slosched.policies.engine.fcfs_order import FcfsOrdering
+from slosched.policies.engine.ordering.fcfs import FcfsOrdering
 from slosched.policies.engine.queue import DEFAULT_WAKE_S
 from slosched.sim.belief import BeliefFeed
 from slosched.sim.cohort import DecodeCohort

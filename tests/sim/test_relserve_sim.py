@@ -8,7 +8,7 @@ import pytest
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Outcome
 from slosched.metrics.breakdown import relquery_breakdown
-from slosched.policies.engine.relserve_overhead import OverheadMeter
+from slosched.policies.engine.ordering.relserve_overhead import OverheadMeter
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, PolicyParams, simulate
 from slosched.workloads import make_workload

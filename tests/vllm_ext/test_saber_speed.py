@@ -13,8 +13,8 @@ from slosched.core.errors import ConfigError
 from slosched.core.views import StepObservation
 from slosched.perf.linear import LinearStepCoefficients
 from slosched.perf.speed_models import UslSpeedModel
-from slosched.policies.engine.saber_admission import SaberAdmission
-from slosched.policies.engine.saber_order import SaberOrdering
+from slosched.policies.engine.admission.saber_speed import SaberAdmission
+from slosched.policies.engine.ordering.saber_tiers import SaberOrdering
 from slosched.vllm_ext.config import build_policy, config_from_mapping
 from slosched.vllm_ext.control import write_control
 from slosched.vllm_ext.engine import SloschedEngine

@@ -176,10 +176,10 @@ def run(model_dir: str, seed: int, steps: int, async_scheduling: bool) -> dict[s
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
 
     from slosched.core.views import StepMode
-    from slosched.policies.engine.always_admit import AlwaysAdmit
+    from slosched.policies.engine.admission.always import AlwaysAdmit
     from slosched.policies.engine.base import EnginePolicy
-    from slosched.policies.engine.chunked import StaticBatching
-    from slosched.policies.engine.fcfs_order import FcfsOrdering
+    from slosched.policies.engine.batching.chunked import StaticBatching
+    from slosched.policies.engine.ordering.fcfs import FcfsOrdering
 
     rng = random.Random(seed)
     init_none_hash(sha256)

@@ -23,7 +23,7 @@ from slosched.bench.workbench import Candidate, Workbench
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.core.records import RunResult
-from slosched.policies.engine.urgency_order import urgency
+from slosched.policies.engine.ordering.urgency import urgency
 from slosched.sim import runner
 from slosched.sim.cluster import ClusterSim
 from slosched.sim.options import SimOptions

@@ -27,7 +27,7 @@ from slosched.perf.roofline import RooflineModel
 from slosched.perf.structural import StructuralParams, observation_rows, predict, r_squared
 from slosched.policies.cluster.base import ROUTERS
 from slosched.policies.engine.base import ENGINE_PRESETS, EnginePolicy
-from slosched.policies.engine.lens_batching import LensBatching
+from slosched.policies.engine.batching.lens import LensBatching
 from slosched.policies.job.base import JOB_POLICIES
 from slosched.policies.registry import PolicyContext
 from slosched.sim.cluster import ClusterSim

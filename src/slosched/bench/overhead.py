@@ -32,7 +32,7 @@ from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.perf.roofline import RooflineModel
 from slosched.policies.cluster.base import ROUTERS, Router
 from slosched.policies.engine.base import ENGINE_PRESETS, EnginePolicy
-from slosched.policies.engine.lens_batching import LensBatching
+from slosched.policies.engine.batching.lens import LensBatching
 from slosched.policies.registry import PolicyContext
 from slosched.sim.views import InstanceSnapshot
 

@@ -37,7 +37,7 @@ from slosched.bench.workbench import WARMUP_PREFIX, Candidate, Workbench
 from slosched.core.records import RunResult
 from slosched.metrics.breakdown import relquery_breakdown
 from slosched.metrics.summary import json_safe
-from slosched.policies.engine.relserve_overhead import OverheadMeter
+from slosched.policies.engine.ordering.relserve_overhead import OverheadMeter
 from slosched.sim.runner import PolicyParams
 
 RESULTS_DIR = Path("docs/results")

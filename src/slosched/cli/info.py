@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from slosched.cli.common import JsonOpt, out, output_file
 from slosched.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from slosched.policies.catalog import PolicyEntry
 
 _TITLES = {
     "routers": "routers",
@@ -18,35 +22,51 @@ _TITLES = {
     "admissions": "engine admissions",
     "batchings": "engine batchings",
     "job_policies": "job policies",
+    "filters": "pipeline filters",
+    "scorers": "pipeline scorers",
+    "pickers": "pipeline pickers",
     "stacks": "stacks",
 }
 
 
 def policies(as_json: JsonOpt = False) -> None:
-    """List routers, engine presets and parts, job policies and stacks with their parameter names
-    (built-in and from installed packages' ``slosched.policies`` entry points)."""
+    """List routers, engine presets and parts, job policies, the pipeline's stages and stacks, with each
+    parameter's type, default and doc and each policy's aliases (built-in and from installed packages'
+    ``slosched.policies`` entry points)."""
     from slosched.policies.catalog import catalog
 
     sections = catalog()
     if as_json:
-        payload = {
-            section: [{"name": entry.name, "params": _params_json(entry.params)} for entry in entries]
-            for section, entries in sections.items()
-        }
+        payload = {section: [_entry_json(entry) for entry in entries] for section, entries in sections.items()}
         print(json.dumps(payload, sort_keys=True))
         return
     for section, entries in sections.items():
         out.print(f"[bold]{_TITLES[section]}[/bold]")
         for entry in entries:
-            params = "?" if entry.params is None else (", ".join(entry.params) or "-")
-            out.print(f"  {entry.name}  [dim]params: {params}[/dim]", highlight=False)
+            aliases = f"  [dim](alias: {', '.join(entry.aliases)})[/dim]" if entry.aliases else ""
+            out.print(f"  {entry.name}{aliases}", highlight=False)
+            for info in entry.params:
+                default = json.dumps(_jsonable(info.default))
+                line = f"      {info.name}: {escape(info.type)} = {escape(default)}  [dim]{escape(info.doc)}[/dim]"
+                out.print(line, highlight=False)
     out.print("an engine is a preset or ORDERING/ADMISSION/BATCHING, e.g. round-robin+urgency/always/chunked")
-    out.print("parameters go under policy_params.{router,engine,job,stack}.NAME in a scenario")
+    out.print("parameters go under policy_params.{router,engine,job,stack}.NAME in a scenario; aliases are old names")
 
 
-def _params_json(params: tuple[str, ...] | None) -> list[dict[str, object]] | None:
-    # Defaults live inside each factory and are not exposed by the registries, so only names are listed.
-    return None if params is None else [{"name": name} for name in params]
+def _entry_json(entry: PolicyEntry) -> dict[str, object]:
+    params = [
+        {"name": info.name, "type": info.type, "default": _jsonable(info.default), "doc": info.doc}
+        for info in entry.params
+    ]
+    return {"name": entry.name, "aliases": list(entry.aliases), "params": params}
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, tuple | list):
+        return [_jsonable(item) for item in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return repr(value)
 
 
 def schema(

@@ -1,40 +1,29 @@
-"""What the policy registries hold, with each policy's parameter names, for validation and ``slosched policies``.
+"""What the policy registries hold, with each policy's declared parameters, for validation, the scenario
+schema and ``slosched policies``.
 
-Registries store factories, not parameter declarations; every built-in factory rejects unknown parameters
-through ``registry.reject_unknown_params``, whose error lists the allowed ones. So a policy's parameter
-names are read by building it once with a probe key on a one-instance context and reading that list
-(cached per process). A factory that accepts the probe (a third-party policy that checks nothing) or fails
-otherwise has unknown parameters: ``None``, and nothing is checked against it. Defaults are not exposed
-by the registries and so are not listed.
+Every policy is registered with a params dataclass (``registry.Registry.register``), so a policy's
+parameters (name, type, default, doc) are read from it, never by building the policy.
 """
 
 from __future__ import annotations
 
-import ast
-import functools
 from dataclasses import dataclass
 
-import numpy as np
-
-from slosched.core.errors import ConfigError
-from slosched.core.instance import InstanceSpec
-from slosched.policies.registry import PolicyContext, Registry
-
-_PROBE = "__slosched_probe__"
-_ALLOWED = "; allowed: "
+from slosched.policies.registry import ParamInfo, Registry, param_infos
 
 
 @dataclass(slots=True, frozen=True)
 class PolicyEntry:
-    """One registered policy; ``params`` None when its factory does not say which it takes."""
+    """One registered policy: its declared parameters and the old names (aliases) that stand for it."""
 
     kind: str
     name: str
-    params: tuple[str, ...] | None
+    params: tuple[ParamInfo, ...]
+    aliases: tuple[str, ...] = ()
 
 
 def registries() -> dict[str, Registry[object]]:
-    """Section name -> registry, in the order ``slosched policies`` lists them."""
+    """Section name -> registry of what a scenario names, in the order ``slosched policies`` lists them."""
     from slosched.policies.cluster.base import ROUTERS
     from slosched.policies.engine.base import ADMISSIONS, BATCHINGS, ENGINE_PRESETS, ORDERINGS
     from slosched.policies.job.base import JOB_POLICIES
@@ -50,46 +39,37 @@ def registries() -> dict[str, Registry[object]]:
     return named
 
 
-def _probe_context() -> PolicyContext:
-    from slosched.perf.output_length import HistoryOutputPredictor
+def pipeline_registries() -> dict[str, Registry[object]]:
+    """Section name -> registry of the stages a ``pipeline`` router's profile names."""
+    from slosched.policies.cluster.pipeline import FILTERS, PICKERS, SCORERS
 
-    instance = InstanceSpec(name="probe", gpu="A100-80G", model="Llama-3-8B")
-    return PolicyContext((instance,), np.random.default_rng(0), HistoryOutputPredictor())
+    named: dict[str, Registry[object]] = {
+        "filters": FILTERS,  # type: ignore[dict-item]
+        "scorers": SCORERS,  # type: ignore[dict-item]
+        "pickers": PICKERS,  # type: ignore[dict-item]
+    }
+    return named
 
 
-@functools.cache
 def param_names(section: str, name: str) -> tuple[str, ...] | None:
-    """The parameter names policy ``name`` of ``section`` (a ``registries()`` key) accepts, sorted."""
-    registry = registries()[section]
-    try:
-        registry.build(name, {_PROBE: None}, _probe_context())
-    except ConfigError as error:
-        text = str(error)
-        if _PROBE not in text or _ALLOWED not in text:
-            return None
-        listed = text.rsplit(_ALLOWED, 1)[1].strip()
-        if listed == "(none)":
-            return ()
-        try:
-            names = ast.literal_eval(listed)
-        except (ValueError, SyntaxError):
-            return None
-        return tuple(sorted(str(item) for item in names))
-    except Exception:  # a foreign factory failing on the probe context: its parameters stay unknown
-        return None
-    return None
+    """The parameter names policy ``name`` (or an alias) of ``section`` (a ``registries()`` key) accepts,
+    sorted. Never None now that every policy declares its parameters; the type says None for callers that
+    still handle it."""
+    registry = {**registries(), **pipeline_registries()}[section]
+    return tuple(sorted(info.name for info in param_infos(registry.params_of(name))))
 
 
 def catalog() -> dict[str, list[PolicyEntry]]:
-    """Every registered policy per section, plus the stacks (their parameter keys from ``StackSpec``)."""
-    from slosched.policies.stack import STACKS
+    """Every registered policy per section, the pipeline's stages, then the stacks (their keys: the
+    params of their router, engine preset and job policy)."""
+    from slosched.policies.stacks.base import STACKS
 
     sections = {
-        section: [PolicyEntry(registry.kind, name, param_names(section, name)) for name in registry.names()]
-        for section, registry in registries().items()
+        section: [
+            PolicyEntry(registry.kind, name, param_infos(registry.params_of(name)), tuple(registry.aliases_of(name)))
+            for name in registry.registered()
+        ]
+        for section, registry in {**registries(), **pipeline_registries()}.items()
     }
-    sections["stacks"] = [
-        PolicyEntry("stack", stack.name, tuple(sorted(stack.router_keys | stack.engine_keys | stack.job_keys)))
-        for stack in STACKS.values()
-    ]
+    sections["stacks"] = [PolicyEntry("stack", stack.name, stack.params()) for stack in STACKS.values()]
     return sections

@@ -24,7 +24,7 @@ from slosched.policies.engine.base import ENGINE_PRESETS, EnginePolicy
 from slosched.policies.engine.spec import EngineSpec
 from slosched.policies.job.base import JOB_POLICIES, JobPolicy
 from slosched.policies.registry import PolicyContext
-from slosched.policies.stack import STACKS, stack_names
+from slosched.policies.stacks.base import STACKS, stack_names
 
 DEFAULT_JOB_POLICY = "deadline"
 
@@ -42,7 +42,7 @@ class PolicyParams:
 @dataclass(slots=True, frozen=True)
 class PolicyPair:
     """The names of ``ROUTER+ENGINE`` (the unit scenarios and benchmarks compare); no parameters. A stack
-    name (``slosched``, ``policies/stack.py``) stands for its router and engine, and ``stack`` keeps it."""
+    name (``slosched``, ``policies/stacks/``) stands for its router and engine, and ``stack`` keeps it."""
 
     router: str
     engine: str
@@ -131,8 +131,8 @@ class PolicySpec:
             stack = STACKS[pair.stack]
             router_params, engine_params, job_params = stack.split_params(params.stack.get(stack.name))
             return cls.of(stack.router, stack.engine, stack.job, router_params, engine_params, job_params)
-        return cls.of(pair.router, pair.engine, job, params.router.get(pair.router), params.engine.get(pair.engine),
-                      params.job.get(job))  # fmt: skip
+        given_router, given_engine = params.router.get(pair.router), params.engine.get(pair.engine)
+        return cls.of(pair.router, pair.engine, job, given_router, given_engine, params.job.get(job))
 
     @classmethod
     def of(
@@ -145,8 +145,8 @@ class PolicySpec:
         job_params: Mapping[str, Any] | None = None,
     ) -> PolicySpec:
         """A validated spec from names and per-name parameters (the gateway's ``policies`` section)."""
-        spec = cls(EngineSpec.parse(engine, engine_params), router, job, dict(router_params or {}),
-                   dict(job_params or {}))  # fmt: skip
+        engine_spec = EngineSpec.parse(engine, engine_params)
+        spec = cls(engine_spec, router, job, dict(router_params or {}), dict(job_params or {}))
         spec.validate()
         return spec
 

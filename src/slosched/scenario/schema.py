@@ -46,7 +46,7 @@ def _alternatives(values: list[str]) -> str:
 
 
 def _policy_text(names: dict[str, list[str]]) -> dict[str, Any]:
-    from slosched.policies.stack import stack_names
+    from slosched.policies.stacks.base import stack_names
 
     pairs = [f"{router}+{engine}" for router in names["routers"] for engine in names["engine_presets"]]
     parts = "/".join(f"({_alternatives(names[f'{part}s'])})" for part in PARTS)
@@ -65,7 +65,7 @@ def _params_of(section: str, name: str) -> dict[str, Any]:
 
 
 def _policy_params(names: dict[str, list[str]]) -> dict[str, Any]:
-    from slosched.policies.stack import STACKS
+    from slosched.policies.stacks.base import STACKS
 
     def block(section: str) -> dict[str, Any]:
         properties = {name: _params_of(section, name) for name in names[section]}

@@ -120,7 +120,7 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 
 def policy_param_problems(data: Mapping[str, Any]) -> list[Problem]:
     """Unknown policy names and parameter names in ``policy_params`` (shapes are pydantic's to check)."""
-    from slosched.policies.stack import STACKS
+    from slosched.policies.stacks.base import STACKS
 
     params = data.get("policy_params")
     if not isinstance(params, Mapping):

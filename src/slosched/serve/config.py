@@ -70,7 +70,7 @@ class PolicyConfig(BaseModel):
     def _known_names(self) -> PolicyConfig:
         from slosched.policies.cluster.base import ROUTERS
         from slosched.policies.job.base import JOB_POLICIES
-        from slosched.policies.stack import STACKS
+        from slosched.policies.stacks.base import STACKS
 
         if self.stack is not None:
             if self.stack not in STACKS:

@@ -12,14 +12,14 @@ point declared in this package's pyproject.toml.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from slosched.core.errors import ConfigError
 from slosched.core.request import Request
 from slosched.core.views import InstanceView
 from slosched.policies.cluster.base import ROUTERS
-from slosched.policies.registry import PolicyContext, param, reject_unknown_params
+from slosched.policies.registry import PolicyContext, setting
 
 NAME = "my-router"
 
@@ -38,10 +38,18 @@ class LeastQueuedTokensRouter:
         return works.index(min(works))  # first minimum: the lowest index wins ties
 
 
-@ROUTERS.register(NAME)
-def build(params: Mapping[str, Any], context: PolicyContext) -> LeastQueuedTokensRouter:
-    reject_unknown_params(NAME, params, {"decode_weight"})
-    decode_weight = param(params, "decode_weight", 1.0)
-    if decode_weight < 0:
-        raise ConfigError(f"{NAME}.decode_weight", f"expected a number >= 0, got {decode_weight!r}")
-    return LeastQueuedTokensRouter(decode_weight)
+@dataclass(frozen=True, slots=True)
+class MyRouterParams:
+    """The parameters, declared: the registry checks names and types against them, ``slosched policies``
+    lists them with their defaults and docs; range checks are the class's own."""
+
+    decode_weight: float = setting(1.0, "weight of a predicted decode token against a prompt token (>= 0)")
+
+    def __post_init__(self) -> None:
+        if self.decode_weight < 0:
+            raise ConfigError(f"{NAME}.decode_weight", f"expected a number >= 0, got {self.decode_weight!r}")
+
+
+@ROUTERS.register("my-router", params=MyRouterParams)
+def build(params: MyRouterParams, context: PolicyContext) -> LeastQueuedTokensRouter:
+    return LeastQueuedTokensRouter(params.decode_weight)

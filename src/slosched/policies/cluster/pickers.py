@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from slosched.core.errors import ConfigError
 from slosched.policies.cluster.pipeline import PICKERS, Key, KeyPick, ScoreTable, first_min
-from slosched.policies.registry import PolicyContext, param, reject_unknown_params
+from slosched.policies.registry import NoParams, PolicyContext, setting
 
 COMBINES = ("sum", "product")
 
@@ -137,31 +137,39 @@ class SamplePicker:
         return best
 
 
-def _combine_param(params: Mapping[str, Any], picker: str) -> str:
-    how = str(params.get("combine", "sum"))
+@dataclass(frozen=True, slots=True)
+class MaxParams:
+    combine: str = setting("sum", f"how scores combine: one of {', '.join(COMBINES)}")
+    relax: tuple[str, ...] = setting((), "scorers dropped (in order) when no candidate scores above zero")
+
+    def __post_init__(self) -> None:
+        check_combine(self.combine, "max")
+
+
+@dataclass(frozen=True, slots=True)
+class SampleParams:
+    choices: int = setting(2, "candidates drawn per decision")
+    combine: str = setting("sum", f"how scores combine: one of {', '.join(COMBINES)}")
+
+    def __post_init__(self) -> None:
+        check_combine(self.combine, "sample")
+
+
+def check_combine(how: str, picker: str) -> None:
     if how not in COMBINES:
         raise ConfigError(f"picker {picker}.combine", f"expected one of {COMBINES}, got {how!r}")
-    return how
 
 
-@PICKERS.register("max")
-def build_max(params: Mapping[str, Any], context: PolicyContext) -> MaxPicker:
-    reject_unknown_params("picker max", params, {"combine", "relax"})
-    relax = params.get("relax", [])
-    if isinstance(relax, str) or not isinstance(relax, Sequence):
-        raise ConfigError("picker max.relax", f"expected a list of scorer names, got {relax!r}")
-    return MaxPicker(_combine_param(params, "max"), [str(name) for name in relax])
+@PICKERS.register("max", params=MaxParams)
+def build_max(params: MaxParams, context: PolicyContext) -> MaxPicker:
+    return MaxPicker(params.combine, list(params.relax))
 
 
-@PICKERS.register("random")
-def build_random(params: Mapping[str, Any], context: PolicyContext) -> RandomPicker:
-    reject_unknown_params("picker random", params, set())
+@PICKERS.register("random", params=NoParams)
+def build_random(params: NoParams, context: PolicyContext) -> RandomPicker:
     return RandomPicker(np.random.default_rng(context.rng.integers(2**63)))
 
 
-@PICKERS.register("sample")
-def build_sample(params: Mapping[str, Any], context: PolicyContext) -> SamplePicker:
-    reject_unknown_params("picker sample", params, {"choices", "combine"})
-    choices = param(params, "choices", 2, int)
-    how = _combine_param(params, "sample")
-    return SamplePicker(int(context.rng.integers(2**63)), choices, how)
+@PICKERS.register("sample", params=SampleParams)
+def build_sample(params: SampleParams, context: PolicyContext) -> SamplePicker:
+    return SamplePicker(int(context.rng.integers(2**63)), params.choices, params.combine)

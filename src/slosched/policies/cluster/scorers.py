@@ -13,13 +13,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from slosched.core.errors import ConfigError
 from slosched.core.views import InstanceView
 from slosched.policies.cluster.pipeline import FILTERS, SCORERS, Cycle, Key, RankedScorer, keep_or_all
-from slosched.policies.registry import PolicyContext, param, reject_unknown_params
+from slosched.policies.registry import NoParams, PolicyContext, setting
 
 TIE_BREAKS = ("none", "tokens")
 
@@ -91,25 +91,35 @@ class KvFitsFilter:
         return keep_or_all(kept, len(views))
 
 
-@SCORERS.register("least-tokens")
-def build_least_tokens(params: Mapping[str, Any], context: PolicyContext) -> LeastTokensScorer:
-    reject_unknown_params("scorer least-tokens", params, set())
+@dataclass(frozen=True, slots=True)
+class LeastLoadedParams:
+    tie_break: str = setting("none", "equal loads: none, or tokens (ordered by outstanding tokens)")
+
+    def __post_init__(self) -> None:
+        if self.tie_break not in TIE_BREAKS:
+            raise ConfigError("scorer least-loaded.tie_break", f"expected one of {TIE_BREAKS}, got {self.tie_break!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionAffinityParams:
+    miss_score: float = setting(0.0, "score of instances that are not the session's home")
+
+
+@SCORERS.register("least-tokens", params=NoParams)
+def build_least_tokens(params: NoParams, context: PolicyContext) -> LeastTokensScorer:
     return LeastTokensScorer()
 
 
-@SCORERS.register("least-loaded")
-def build_least_loaded(params: Mapping[str, Any], context: PolicyContext) -> LeastLoadedScorer:
-    reject_unknown_params("scorer least-loaded", params, {"tie_break"})
-    return LeastLoadedScorer(str(params.get("tie_break", "none")))
+@SCORERS.register("least-loaded", params=LeastLoadedParams)
+def build_least_loaded(params: LeastLoadedParams, context: PolicyContext) -> LeastLoadedScorer:
+    return LeastLoadedScorer(params.tie_break)
 
 
-@SCORERS.register("session-affinity")
-def build_session_affinity(params: Mapping[str, Any], context: PolicyContext) -> SessionAffinityScorer:
-    reject_unknown_params("scorer session-affinity", params, {"miss_score"})
-    return SessionAffinityScorer(param(params, "miss_score", 0.0, float))
+@SCORERS.register("session-affinity", params=SessionAffinityParams)
+def build_session_affinity(params: SessionAffinityParams, context: PolicyContext) -> SessionAffinityScorer:
+    return SessionAffinityScorer(params.miss_score)
 
 
-@FILTERS.register("kv-fits")
-def build_kv_fits(params: Mapping[str, Any], context: PolicyContext) -> KvFitsFilter:
-    reject_unknown_params("filter kv-fits", params, set())
+@FILTERS.register("kv-fits", params=NoParams)
+def build_kv_fits(params: NoParams, context: PolicyContext) -> KvFitsFilter:
     return KvFitsFilter()

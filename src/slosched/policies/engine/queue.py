@@ -35,9 +35,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from slosched.core.views import EngineView, SeqView
-from slosched.policies.engine.always_admit import AlwaysAdmit
+from slosched.policies.engine.admission.always import AlwaysAdmit
 from slosched.policies.engine.base import AdmissionPolicy, EnginePolicy, OrderingPolicy
-from slosched.policies.engine.fcfs_order import FcfsOrdering
+from slosched.policies.engine.ordering.fcfs import FcfsOrdering
 
 DEFAULT_WAKE_S = 0.01
 """A time-dependent part that cannot say when its decision changes is asked again this much later (the

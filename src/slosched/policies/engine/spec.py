@@ -11,9 +11,9 @@ Two spellings, one meaning:
   params: {...}}`` (``params`` goes to the batching part; missing parts default to ``fcfs``/``always``/
   ``chunked``). ``preset`` wins when both are given.
 
-Preset files (``presets.py`` for the vLLM baselines and ``<design>_presets.py`` for each paper's design)
-only name combinations that need shared state between parts or fixed parameters; any other combination
-is written with parts.
+Presets (``presets/<name>.py``, one file each) name combinations worth a name: the vLLM baselines, each
+paper's design, the stack's engine; any other combination is written with parts. Names may be aliases
+(``registry.ALIASES``).
 """
 
 from __future__ import annotations
@@ -141,7 +141,9 @@ class EngineSpec:
     def build(self, context: PolicyContext) -> EnginePolicy:
         """Fresh policy objects for one engine; bad parameters raise ConfigError naming the part."""
         if self.preset is not None:
-            return ENGINE_PRESETS.build(self.preset, self.params, context)
+            policy = ENGINE_PRESETS.build(self.preset, self.params, context)
+            policy.name = self.preset  # an alias keeps the name it was asked by
+            return policy
         return EnginePolicy(
             name=self.name,
             ordering=ORDERINGS.build(self.ordering, self.ordering_params, context),

@@ -1,4 +1,5 @@
-"""Job policy ``slosched``: the stack's job layer, a deadline per job apportioned to its calls, and triage.
+"""Job policy ``critical-path`` (alias ``slosched``): the slosched stack's job layer, a deadline per job
+apportioned to its calls, and triage.
 
 Budgets: single calls and relQueries may use the whole time their job has left (all rows of a relQuery share
 one deadline, so a deadline-first engine keeps a relQuery's rows together). Workflows: the remaining time is
@@ -16,8 +17,8 @@ every call that can still count. Costs are belief: prompt lengths known, outputs
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from slosched.core.belief import StepPredictor
 from slosched.core.errors import ConfigError
@@ -25,11 +26,20 @@ from slosched.core.request import Request
 from slosched.core.views import JobView, StageDecision
 from slosched.policies.cost import t_comp_s
 from slosched.policies.job.base import JOB_POLICIES
-from slosched.policies.job.hexgen_budget import StageBudget, profiled_predictors
+from slosched.policies.job.stage_budget import StageBudget, profiled_predictors
 from slosched.policies.job.workflow_templates import workflow_template
-from slosched.policies.registry import PolicyContext, param, reject_unknown_params
+from slosched.policies.registry import PolicyContext, setting
 
-JOB_PARAMS = frozenset({"triage_factor"})
+
+@dataclass(frozen=True, slots=True)
+class CriticalPathParams:
+    triage_factor: float = setting(
+        1.0, "demote a job when its time left < this x the least time it needs (1: only the hopeless; >= 0)"
+    )
+
+    def __post_init__(self) -> None:
+        if not self.triage_factor >= 0:
+            raise ConfigError("critical-path.triage_factor", f"must be >= 0, got {self.triage_factor}")
 
 
 class CriticalPathBudget(StageBudget):
@@ -64,11 +74,8 @@ class CriticalPathBudget(StageBudget):
         return StageDecision(budget_s=budget.budget_s, best_effort=hopeless)
 
 
-@JOB_POLICIES.register("slosched")
-def build(params: Mapping[str, Any], context: PolicyContext) -> CriticalPathBudget:
-    reject_unknown_params("slosched job policy", params, set(JOB_PARAMS))
-    factor = param(params, "triage_factor", 1.0, float)
-    if not factor >= 0:
-        raise ConfigError("slosched.triage_factor", f"must be >= 0, got {factor}")
+@JOB_POLICIES.register("critical-path", params=CriticalPathParams)
+def build(params: CriticalPathParams, context: PolicyContext) -> CriticalPathBudget:
     shared = context.extras.get("step_predictors")
-    return CriticalPathBudget(list(shared) if shared else profiled_predictors(context.instances), factor)
+    predictors = list(shared) if shared else profiled_predictors(context.instances)
+    return CriticalPathBudget(predictors, params.triage_factor)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from slosched.core.request import Request
 from slosched.core.views import JobView, StageDecision
 from slosched.policies.job.base import JOB_POLICIES
-from slosched.policies.registry import PolicyContext, reject_unknown_params
+from slosched.policies.registry import NoParams, PolicyContext
 
 
 class DeadlineBudget:
@@ -16,7 +15,6 @@ class DeadlineBudget:
         return StageDecision(budget_s=job.deadline_s - now_s)
 
 
-@JOB_POLICIES.register("deadline")
-def build(params: Mapping[str, Any], context: PolicyContext) -> DeadlineBudget:
-    reject_unknown_params("deadline", params, set())
+@JOB_POLICIES.register("deadline", params=NoParams)
+def build(params: NoParams, context: PolicyContext) -> DeadlineBudget:
     return DeadlineBudget()

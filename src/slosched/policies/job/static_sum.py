@@ -10,14 +10,13 @@ relQueries go first. Budgets are set as ``deadline`` sets them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from slosched.core.request import Request
 from slosched.core.views import JobView, StageDecision
 from slosched.perf.linear import LinearStepPredictor
 from slosched.policies.job.base import JOB_POLICIES
-from slosched.policies.registry import PolicyContext, reject_unknown_params
+from slosched.policies.registry import NoParams, PolicyContext
 
 
 class StaticSumPriority:
@@ -35,7 +34,6 @@ class StaticSumPriority:
         return StageDecision(budget_s=job.deadline_s - now_s, priority=total)
 
 
-@JOB_POLICIES.register("static-sum")
-def build(params: Mapping[str, Any], context: PolicyContext) -> StaticSumPriority:
-    reject_unknown_params("static-sum", params, set())
+@JOB_POLICIES.register("static-sum", params=NoParams)
+def build(params: NoParams, context: PolicyContext) -> StaticSumPriority:
     return StaticSumPriority()

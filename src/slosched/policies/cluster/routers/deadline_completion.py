@@ -1,0 +1,164 @@
+"""Router ``deadline-completion`` (alias ``slosched``): the slosched stack's cluster layer, PRISM's
+forward-looking scores driven by each call's deadline, with prefix affinity that holds under load.
+
+One decision, as a pipeline profile:
+
+1. **kv-fits**: instances with room for the call's prompt and predicted output (all when none has).
+2. **prefix affinity** (``AffinityFilter``): the instances holding the longest prefix of the call (what the
+   engine's cache holds now, or what this router sent there recently: ``cache-aware``'s prefix trees) are
+   kept while the call is predicted to meet its target there, or while their pending work stays within
+   ``balance_rel`` x the least loaded candidate's plus ``balance_abs_s`` (seconds of pending work at each
+   instance's own peak throughput, so a slow GPU is not held to a fast GPU's share). Prefix hits save work
+   for everyone, so under load the cluster's capacity depends on them; a filter that let go of affinity as
+   soon as deadlines were at risk collapsed under overload (CHESS calls of one database share a long schema
+   prompt).
+3. **scores** (product, as PRISM): ``completion`` (below) for calls with a deadline and no token SLOs,
+   PRISM's latency factor for calls with TTFT/TPOT SLOs, PRISM's load and KV factors, session affinity.
+
+Scorer ``predicted-completion``: ``1 / (1 + x^4)`` with ``x`` = the call's predicted latency on the
+instance over the time left to its target (``call_target_s``: its apportioned budget, capped by its job's
+deadline): near 1 while the call fits its budget with room, 1/2 at the budget, falling fast beyond it. The
+predicted latency is the prefill pending there plus the call's own uncached prompt at the instance's peak
+prefill rate, then its decode, one step of ``B + 1`` sequences per token from the instance's belief
+step-time model. Calls with token SLOs or without any deadline score PRISM's latency factor instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from slosched.core.errors import ConfigError
+from slosched.core.request import Request
+from slosched.core.views import InstanceView
+from slosched.policies.cluster.base import ROUTERS
+from slosched.policies.cluster.pickers import MaxPicker
+from slosched.policies.cluster.pipeline import SCORERS, Cycle, Filter, Profile, WeightedScorer
+from slosched.policies.cluster.routers.cache_aware import CacheAffinityFilter
+from slosched.policies.cluster.routers.prism import PrismFactorScorer, PrismModel, State
+from slosched.policies.cluster.scorers import KvFitsFilter, SessionAffinityScorer
+from slosched.policies.engine.ordering.least_slack import call_target_s
+from slosched.policies.registry import NoParams, PolicyContext, setting
+
+DECODE_REF_CONTEXT = 512  # tokens of context per decoding sequence assumed when costing a decode step
+LATENCY, LOAD, KV = 0, 1, 2  # PrismModel's factor columns
+
+
+def pending_s(state: State, request_tokens: float) -> float:
+    """PRISM's rho: seconds of pending work at the engine's peak throughput."""
+    _, prefill, pending, _, peak = state
+    return (prefill + request_tokens * pending) / peak
+
+
+class PredictedCompletion:
+    """The call's predicted latency per instance, and the prefix trees that say where its prefix is."""
+
+    def __init__(self, model: PrismModel) -> None:
+        self.model = model
+        self.prefixes = CacheAffinityFilter()  # owns the trees; its own filter rule is not used
+
+    def states(self, cycle: Cycle, views: Sequence[InstanceView]) -> list[State]:
+        """PRISM's engine states of the candidates, computed once per decision."""
+        key = (self, "states")
+        states: list[State] | None = cycle.scratch.get(key)
+        if states is None or len(states) != len(views):
+            states = cycle.scratch[key] = self.model.states(views)
+        return states
+
+    def latency_s(self, request: Request, view: InstanceView, state: State) -> float:
+        _, prefill, _, _, peak = state
+        uncached = request.prompt_tokens - self.prefixes.match_tokens(request, view)
+        batch = view.num_running + 1
+        decode_step = view.step_predictor.predict_s(0, 0, batch, batch * DECODE_REF_CONTEXT)
+        return (prefill + uncached) / peak + max(request.predicted_output_tokens, 1.0) * decode_step
+
+    def score(self, cycle: Cycle, views: Sequence[InstanceView]) -> list[float]:
+        request = cycle.request
+        room = call_target_s(request) - cycle.now_s
+        if request.ttft_slo_s is not None or request.tpot_slo_s is not None or not math.isfinite(room):
+            return self.model.columns(cycle, views)[LATENCY]
+        if room <= 0:
+            return [1.0] * len(views)  # late everywhere: the load factors decide
+        scores = []
+        for view, state in zip(views, self.states(cycle, views), strict=True):
+            x = self.latency_s(request, view, state) / room
+            x2 = x * x
+            scores.append(1.0 / (1.0 + x2 * x2))
+        return scores
+
+    def on_routed(self, cycle: Cycle, view: InstanceView) -> None:
+        self.prefixes.on_routed(cycle, view)
+
+
+class AffinityFilter:
+    """Step 2 of the module doc."""
+
+    def __init__(
+        self, completion: PredictedCompletion, min_match: float, balance_rel: float, balance_abs_s: float
+    ) -> None:
+        self.completion = completion
+        self.min_match = min_match
+        self.balance_rel = balance_rel
+        self.balance_abs_s = balance_abs_s
+
+    def filter(self, cycle: Cycle, views: Sequence[InstanceView]) -> list[int]:
+        request = cycle.request
+        everyone = list(range(len(views)))
+        matches = [self.completion.prefixes.match_tokens(request, view) for view in views]
+        best = max(matches)
+        if best <= 0 or best < self.min_match * request.prompt_tokens:
+            return everyone
+        states = self.completion.states(cycle, views)
+        tokens = self.completion.model.request_tokens
+        loads = [pending_s(state, tokens) for state in states]
+        bound = self.balance_rel * min(loads) + self.balance_abs_s
+        room = call_target_s(request) - cycle.now_s
+
+        def keep(i: int) -> bool:
+            if matches[i] != best:
+                return False
+            if loads[i] <= bound:
+                return True
+            return math.isfinite(room) and self.completion.latency_s(request, views[i], states[i]) <= room
+
+        return [i for i in everyone if keep(i)] or everyone
+
+
+class DeadlineCompletionRouter(Profile):
+    """The module doc's profile."""
+
+    def __init__(self, min_match: float = 0.3, balance_rel: float = 4.0, balance_abs_s: float = 30.0) -> None:
+        self.model = PrismModel()
+        self.completion = PredictedCompletion(self.model)
+        filters: list[Filter] = [KvFitsFilter(), AffinityFilter(self.completion, min_match, balance_rel, balance_abs_s)]
+        scorers = [
+            WeightedScorer("predicted-completion", self.completion),
+            WeightedScorer("prism-load", PrismFactorScorer(self.model, LOAD)),
+            WeightedScorer("prism-kv", PrismFactorScorer(self.model, KV)),
+            WeightedScorer("session-affinity", SessionAffinityScorer(miss_score=0.5)),
+        ]
+        super().__init__(filters, scorers, MaxPicker("product", relax=("prism-kv",)))
+
+
+@SCORERS.register("predicted-completion", params=NoParams)
+def build_scorer(params: NoParams, context: PolicyContext) -> PredictedCompletion:
+    return PredictedCompletion(PrismModel())
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlineCompletionParams:
+    min_match: float = setting(0.3, "least matched fraction of the prompt for prefix affinity to apply (>= 0)")
+    balance_rel: float = setting(4.0, "prefix holders stay while their pending work <= balance_rel x the least (>= 0)")
+    balance_abs_s: float = setting(30.0, "... plus this many seconds of pending work (>= 0)")
+
+    def __post_init__(self) -> None:
+        for name in ("min_match", "balance_rel", "balance_abs_s"):
+            value = getattr(self, name)
+            if not value >= 0:
+                raise ConfigError(f"deadline-completion.{name}", f"must be >= 0, got {value}")
+
+
+@ROUTERS.register("deadline-completion", params=DeadlineCompletionParams)
+def build(params: DeadlineCompletionParams, context: PolicyContext) -> DeadlineCompletionRouter:
+    return DeadlineCompletionRouter(params.min_match, params.balance_rel, params.balance_abs_s)

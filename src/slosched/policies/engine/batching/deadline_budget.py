@@ -1,0 +1,97 @@
+"""Batching ``deadline-budget``: chunked prefill whose per-step token budget is sized to the tightest
+running call, from the instance's own belief step-time model (the slosched stack's engine, DESIGN 4.5).
+
+Each step must advance every running call fast enough for it: a call with a TPOT SLO needs a step no
+longer than that SLO; a call with a deadline needs ``slack / predicted remaining tokens`` per step (its
+share of the time left; ``lens_deadline.step_bound_s``); a late call or one without either bounds nothing.
+The budget is the largest number of tokens (decodes plus prefill chunks) whose predicted step time stays
+within ``margin`` x the tightest bound, never below ``min_budget`` (prefill must progress) nor above the
+instance's max batched tokens nor ``token_budget``; with no bound at all it is that ceiling. An idle engine gets
+the ceiling at once; otherwise every step reads the running calls (O(batch): a running call may still be
+prefilling in chunks, which the view does not say cheaply) and bisects the budget (about ten predictions).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from slosched.core.errors import ConfigError
+from slosched.core.views import EngineView, SeqView, StepMode, StepPlan
+from slosched.policies.engine.base import BATCHINGS
+from slosched.policies.engine.batching.lens_deadline import call_deadline_s, remaining_steps
+from slosched.policies.registry import PolicyContext, setting
+
+DECODE_REF_CONTEXT = 512
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlineBudgetParams:
+    token_budget: int = setting(512, "the most tokens a step may carry (capped by the instance's max batched tokens)")
+    min_budget: int = setting(128, "the fewest tokens a step is given, so prefill always progresses")
+    margin: float = setting(0.8, "fraction of the tightest running call's step bound the predicted step may use")
+
+    def __post_init__(self) -> None:
+        if self.token_budget < 1 or self.min_budget < 1:
+            raise ConfigError("deadline-budget.token_budget / min_budget", "must be >= 1")
+        if not self.margin > 0:
+            raise ConfigError("deadline-budget.margin", f"must be > 0, got {self.margin}")
+
+
+def tightest_step_s(running: Sequence[SeqView], now_s: float) -> float:
+    """The shortest step any running call needs (inf when none needs one)."""
+    bound = math.inf
+    for seq in running:
+        request = seq.request
+        if request.tpot_slo_s is not None:
+            bound = min(bound, request.tpot_slo_s)
+            continue
+        slack = call_deadline_s(request) - now_s
+        if 0.0 < slack < math.inf:
+            bound = min(bound, slack / remaining_steps(request, seq.num_output_tokens))
+    return bound
+
+
+class DeadlineBudgetBatching:
+    time_invariant = False
+
+    def __init__(self, token_budget: int, min_budget: int, margin: float) -> None:
+        self.token_budget = token_budget
+        self.min_budget = min_budget
+        self.margin = margin
+        self.last_budget = token_budget
+
+    def plan(self, engine: EngineView) -> StepPlan:
+        spec = engine.spec
+        ceiling = min(self.token_budget, spec.max_batched_tokens)
+        if not engine.waiting and not engine.num_running:
+            return StepPlan(StepMode.MIXED, ceiling, spec.max_running, True)
+        bound = tightest_step_s(engine.running_seqs, engine.now_s)
+        budget = ceiling if math.isinf(bound) else self.sized(engine, bound, ceiling)
+        self.last_budget = budget
+        return StepPlan(StepMode.MIXED, budget, spec.max_running, True)
+
+    def sized(self, engine: EngineView, bound_s: float, ceiling: int) -> int:
+        """Largest budget in [min_budget, ceiling] whose predicted step fits ``margin * bound_s``."""
+        predictor = engine.step_predictor
+        decoding = engine.num_running
+        context = decoding * DECODE_REF_CONTEXT
+        limit = self.margin * bound_s
+        low, high = min(self.min_budget, ceiling), ceiling
+        if predictor.predict_s(max(high - decoding, 0), 0, decoding, context) <= limit:
+            return high
+        for _ in range(10):
+            if high - low <= 16:
+                break
+            middle = (low + high) // 2
+            if predictor.predict_s(max(middle - decoding, 0), 0, decoding, context) <= limit:
+                low = middle
+            else:
+                high = middle
+        return low
+
+
+@BATCHINGS.register("deadline-budget", params=DeadlineBudgetParams)
+def build(params: DeadlineBudgetParams, context: PolicyContext) -> DeadlineBudgetBatching:
+    return DeadlineBudgetBatching(params.token_budget, params.min_budget, params.margin)

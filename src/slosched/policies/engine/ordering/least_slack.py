@@ -1,0 +1,117 @@
+"""Ordering ``least-slack``: the slosched stack's queue discipline, deadline-first with triage.
+
+Two tiers, as SABER's demotion generalised from a request's speed to a job's deadline:
+
+- **feasible**: the call can still finish before its *job's* deadline if it started now on this engine
+  (``now + t_comp <= deadline_s``; ``t_comp`` from this engine's belief step-time model and the predicted
+  output length, ``policies/cost.py``), and, while it has no first token, still prefill within its TTFT SLO.
+  Ordered by the call's own target (``order = "deadline"``, default: EDF on ``arrival_s + budget_s``, the
+  share of the job's time a job policy such as the stack's apportioned to it, capped by the job deadline
+  and the first token's due time), or by the slack left to that target (``order = "slack"``:
+  ``target - now - t_comp``, least slack first).
+- **best effort**: a call past saving on this engine (``flip_s``), or whose job the job layer demoted
+  (``best_effort``: the stack's ``slosched`` job policy found it hopeless). Served, never dropped, after
+  every feasible call, first come first served: under overload the capacity goes to work that can still
+  count (chat under 2x load: calls that already missed their TTFT no longer delay the fresh ones).
+
+Ties: arrival, then id. A call without any deadline or TTFT SLO is feasible with an infinite target (after
+every call with one). The target is fixed while a call waits, and the tier only flips from feasible to best
+effort, at ``flip_s``; so the order changes with time only at those instants, which ``next_change_s``
+reports (the runtime needs no polling). ``t_comp`` moves with the refitted belief, so keys are recomputed
+at every ordering pass (``static_keys = False``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from slosched.core.errors import ConfigError
+from slosched.core.request import Request
+from slosched.core.views import EngineView, SeqView
+from slosched.policies.cost import request_t_comp_s
+from slosched.policies.engine.base import ORDERINGS
+from slosched.policies.registry import PolicyContext, setting
+
+FEASIBLE, BEST_EFFORT = 0, 1
+ORDERS = ("deadline", "slack")
+
+
+@dataclass(frozen=True, slots=True)
+class LeastSlackParams:
+    order: str = setting("deadline", "feasible calls by target (deadline: EDF) or by the slack left to it (slack)")
+    triage: bool = setting(True, "demote calls past saving (or demoted by the job layer) behind every feasible one")
+
+    def __post_init__(self) -> None:
+        if self.order not in ORDERS:
+            raise ConfigError("least-slack.order", f"got {self.order!r}; allowed: {list(ORDERS)}")
+
+
+def call_target_s(request: Request) -> float:
+    """The call's own deadline: its release plus its budget, never after its job's deadline."""
+    if request.budget_s is None:
+        return request.deadline_s
+    return min(request.arrival_s + request.budget_s, request.deadline_s)
+
+
+def first_token_due_s(seq: SeqView) -> float:
+    """When the call's first token is due (its TTFT SLO after its arrival); inf once it has one, or none."""
+    request = seq.request
+    if request.ttft_slo_s is None or seq.first_token_s is not None:
+        return math.inf
+    return request.arrival_s + request.ttft_slo_s
+
+
+def flip_s(seq: SeqView, engine: EngineView) -> float:
+    """The instant the call turns hopeless on this engine: past it, it cannot finish before its job's
+    deadline, or produce its first token within its TTFT SLO (a prefill alone takes ``t_comp`` of no output)."""
+    request = seq.request
+    predictor = engine.step_predictor
+    flip = request.deadline_s - request_t_comp_s(request, predictor)
+    due = first_token_due_s(seq)
+    if math.isfinite(due):
+        flip = min(flip, due - predictor.predict_s(max(request.prompt_tokens, 1), 0, 0, 0))
+    return flip
+
+
+def is_best_effort(seq: SeqView, engine: EngineView) -> bool:
+    """Demoted by the job layer, or past saving on this engine (``flip_s``)."""
+    return seq.request.best_effort or engine.now_s > flip_s(seq, engine)
+
+
+class LeastSlackOrdering:
+    """Implements ``OrderingPolicy`` and ``WakeHint`` (module doc)."""
+
+    static_keys = False
+    time_invariant = False
+
+    def __init__(self, order: str = "deadline", triage: bool = True) -> None:
+        self.by_slack = order == "slack"
+        self.triage = triage
+
+    def key(self, seq: SeqView, engine: EngineView) -> Any:
+        request = seq.request
+        now = engine.now_s
+        if self.triage and is_best_effort(seq, engine):
+            return (BEST_EFFORT, request.arrival_s, request.arrival_s, request.id)
+        target = min(call_target_s(request), first_token_due_s(seq))
+        first = target - now - request_t_comp_s(request, engine.step_predictor) if self.by_slack else target
+        return (FEASIBLE, first, request.arrival_s, request.id)
+
+    def next_change_s(self, engine: EngineView) -> float | None:
+        """The earliest instant a waiting call turns best effort (None: no flip ahead)."""
+        if not self.triage:
+            return None
+        now = engine.now_s
+        earliest = math.inf
+        for seq in engine.waiting:
+            flip = flip_s(seq, engine)
+            if now < flip < earliest:
+                earliest = flip
+        return earliest if math.isfinite(earliest) else None
+
+
+@ORDERINGS.register("least-slack", params=LeastSlackParams)
+def build(params: LeastSlackParams, context: PolicyContext) -> LeastSlackOrdering:
+    return LeastSlackOrdering(params.order, params.triage)

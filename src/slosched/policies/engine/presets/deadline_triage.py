@@ -1,0 +1,69 @@
+"""Engine preset ``deadline-triage`` (alias ``slosched``): the slosched stack's engine layer (DESIGN 4.5).
+
+- ordering ``least-slack``: deadline-first on each call's apportioned target; calls that can no longer
+  meet their job's deadline (or whose job the job layer demoted) go to a best-effort tier behind them;
+- admission ``triage``: feasible calls join the batch eagerly, best-effort ones only within
+  ``best_effort_share`` of the running slots;
+- batching ``deadline-budget`` (default): chunked prefill whose per-step token budget is sized to the
+  tightest running call (TPOT SLO, or slack per remaining token) from the instance's step-time belief,
+  up to ``token_budget``. ``batching: chunked`` (static ``token_budget``) and ``batching: lens``
+  (NexusSched's LENS) are the alternatives the stack bench measured it against.
+
+Defaults are the ones ``slosched bench stack`` was run with (docs/results/stack.md), chosen on its quick
+workloads before the full run, never per workload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slosched.core.errors import ConfigError
+from slosched.policies.engine.admission.triage import TriageParams
+from slosched.policies.engine.base import ADMISSIONS, BATCHINGS, ENGINE_PRESETS, ORDERINGS, BatchPolicy, EnginePolicy
+from slosched.policies.engine.batching.chunked import TokenBudgetParams
+from slosched.policies.engine.batching.deadline_budget import DeadlineBudgetParams
+from slosched.policies.engine.batching.lens import LensParams
+from slosched.policies.engine.ordering.least_slack import LeastSlackParams
+from slosched.policies.registry import PolicyContext, setting
+
+NAME = "deadline-triage"
+DEFAULT_TOKEN_BUDGET = 2048
+BATCHING_CHOICES = ("deadline-budget", "chunked", "lens")
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlineTriageParams:
+    order: str = setting("deadline", "least-slack's order of feasible calls: deadline (EDF) or slack")
+    triage: bool = setting(True, "demote hopeless calls behind feasible ones and hold them to best_effort_share")
+    best_effort_share: float = setting(0.25, "share of the max running requests best-effort calls may hold")
+    batching: str = setting("deadline-budget", "the batching part: deadline-budget, chunked or lens")
+    token_budget: int | None = setting(
+        None, f"most tokens per step; none: {DEFAULT_TOKEN_BUDGET} (lens: the instance's max batched tokens)"
+    )
+    min_budget: int = setting(128, "deadline-budget only: the fewest tokens a step is given")
+    margin: float = setting(0.8, "deadline-budget only: fraction of the tightest step bound a step may use")
+
+    def __post_init__(self) -> None:
+        if self.batching not in BATCHING_CHOICES:
+            raise ConfigError(f"{NAME}.batching", f"got {self.batching!r}; allowed: {list(BATCHING_CHOICES)}")
+
+
+def _batching(params: DeadlineTriageParams, context: PolicyContext) -> BatchPolicy:
+    budget = params.token_budget
+    if params.batching == "lens":
+        return BATCHINGS.build("lens", LensParams(token_budget=budget), context)
+    budget = DEFAULT_TOKEN_BUDGET if budget is None else budget
+    if params.batching == "chunked":
+        return BATCHINGS.build("chunked", TokenBudgetParams(budget), context)
+    return BATCHINGS.build("deadline-budget", DeadlineBudgetParams(budget, params.min_budget, params.margin), context)
+
+
+@ENGINE_PRESETS.register("deadline-triage", params=DeadlineTriageParams)
+def build(params: DeadlineTriageParams, context: PolicyContext) -> EnginePolicy:
+    triage = ADMISSIONS.build("triage", TriageParams(params.best_effort_share), context) if params.triage else None
+    return EnginePolicy(
+        name=NAME,
+        ordering=ORDERINGS.build("least-slack", LeastSlackParams(params.order, params.triage), context),
+        admission=triage if triage is not None else ADMISSIONS.build("always", {}, context),
+        batching=_batching(params, context),
+    )

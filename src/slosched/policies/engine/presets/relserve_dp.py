@@ -1,0 +1,13 @@
+"""Engine preset ``relserve-dp``: ``relserve`` with the ABA's tail case fixed to always decode (an ablation of
+its latency-delta rule); parameters as ``relserve``'s."""
+
+from __future__ import annotations
+
+from slosched.policies.engine.base import ENGINE_PRESETS, EnginePolicy
+from slosched.policies.engine.presets.relserve import RelserveParams, build_relserve
+from slosched.policies.registry import PolicyContext
+
+
+@ENGINE_PRESETS.register("relserve-dp", params=RelserveParams)
+def relserve_dp(params: RelserveParams, context: PolicyContext) -> EnginePolicy:
+    return build_relserve("relserve-dp", "decode", params)

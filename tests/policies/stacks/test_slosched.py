@@ -1,0 +1,275 @@
+"""The slosched stack (issue 15): its name, its one parameter block, and each of its parts on hand-built
+views (ordering tiers and wake-ups, triage admission, deadline-sized budgets, the router's affinity and
+completion factor, the job layer's triage), then a whole simulated run."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slosched.core.errors import ConfigError
+from slosched.core.instance import InstanceSpec
+from slosched.core.request import PrefixId, Request
+from slosched.core.views import JobView
+from slosched.perf.linear import LinearStepPredictor
+from slosched.perf.output_length import HistoryOutputPredictor
+from slosched.policies.cluster.pipeline import Cycle
+from slosched.policies.cluster.routers.deadline_completion import (
+    AffinityFilter,
+    DeadlineCompletionRouter,
+    PredictedCompletion,
+)
+from slosched.policies.cluster.routers.prism import PrismModel
+from slosched.policies.engine.admission.triage import TriageAdmission
+from slosched.policies.engine.batching.deadline_budget import DeadlineBudgetBatching, tightest_step_s
+from slosched.policies.engine.ordering.least_slack import BEST_EFFORT, FEASIBLE, LeastSlackOrdering, call_target_s
+from slosched.policies.job.critical_path import CriticalPathBudget
+from slosched.policies.job.stage_budget import StageBudget, profiled_predictors
+from slosched.policies.registry import PolicyContext
+from slosched.policies.spec import PolicyPair, PolicyParams, PolicySpec
+from slosched.sim.options import SimOptions
+from slosched.sim.runner import simulate
+from slosched.sim.views import InstanceSnapshot
+from tests.conftest import make_cluster, make_instance, make_jobs
+
+SPEC = InstanceSpec(name="i", gpu="A100-80G", model="Llama-3-8B", max_running=8, max_batched_tokens=4096)
+
+
+@dataclass
+class FakeSeq:
+    request: Request
+    num_output_tokens: int = 0
+    enqueue_s: float = 0.0
+    first_token_s: float | None = None
+
+
+@dataclass
+class FakeEngine:
+    now_s: float
+    waiting: list[FakeSeq] = field(default_factory=list)
+    running: list[FakeSeq] = field(default_factory=list)
+    spec: InstanceSpec = SPEC
+    step_predictor: LinearStepPredictor = field(default_factory=LinearStepPredictor)
+
+    @property
+    def num_running(self) -> int:
+        return len(self.running)
+
+    @property
+    def running_seqs(self) -> list[FakeSeq]:
+        return self.running
+
+
+def call(name: str, deadline_s: float = math.inf, budget_s: float | None = None, arrival_s: float = 0.0,
+         prompt: int = 100, predicted: float = 50.0, tpot: float | None = None) -> Request:  # fmt: skip
+    return Request(
+        name, f"job-{name}", "s", "t", prompt, 256, arrival_s, arrival_s, deadline_s=deadline_s, budget_s=budget_s,
+        predicted_output_tokens=predicted, tpot_slo_s=tpot,
+    )  # fmt: skip
+
+
+# ---- the name and the parameter block ---------------------------------------------------------------------
+def test_one_name_sets_router_engine_and_job_policy() -> None:
+    pair = PolicyPair.parse("slosched")
+    assert (pair.router, pair.engine, pair.name) == ("deadline-completion", "deadline-triage", "slosched")
+    spec = PolicySpec.from_pair(pair, job="deadline")  # a stack's own job policy wins
+    assert (spec.router, spec.engine.name, spec.job) == ("deadline-completion", "deadline-triage", "critical-path")
+
+
+def test_the_parts_old_names_are_aliases_of_the_same_policies() -> None:
+    context = PolicyContext((SPEC,), np.random.default_rng(0), HistoryOutputPredictor())
+    old = PolicySpec.of("slosched", "slosched", "slosched").build(context)
+    new = PolicySpec.of("deadline-completion", "deadline-triage", "critical-path").build(context)
+    assert type(old.router) is type(new.router) and type(old.job) is type(new.job)
+    old_engine, new_engine = old.new_engine(), new.new_engine()
+    assert old_engine.name == "slosched" and new_engine.name == "deadline-triage"  # the name asked by
+    for part in ("ordering", "admission", "batching"):
+        assert type(getattr(old_engine, part)) is type(getattr(new_engine, part))
+
+
+def test_the_stack_block_splits_per_layer_and_rejects_unknown_keys() -> None:
+    params = PolicyParams(stack={"slosched": {"balance_rel": 2.0, "token_budget": 512, "triage_factor": 1.5}})
+    spec = PolicySpec.from_pair(PolicyPair.parse("slosched"), params)
+    assert spec.router_params == {"balance_rel": 2.0}
+    assert spec.engine.params == {"token_budget": 512}
+    assert spec.job_params == {"triage_factor": 1.5}
+    with pytest.raises(ConfigError, match=r"policy_params\.stack\.slosched.*unknown \['alpha'\].*allowed"):
+        PolicySpec.from_pair(PolicyPair.parse("slosched"), PolicyParams(stack={"slosched": {"alpha": 1}}))
+    with pytest.raises(ConfigError, match=r"deadline-triage\.batching.*allowed"):
+        bad = PolicyParams(stack={"slosched": {"batching": "sliced"}})
+        context = PolicyContext((SPEC,), np.random.default_rng(0), HistoryOutputPredictor())
+        PolicySpec.from_pair(PolicyPair.parse("slosched"), bad).build(context).new_engine()
+
+
+def test_router_parameters_must_be_non_negative() -> None:
+    context = PolicyContext((SPEC,), np.random.default_rng(0), HistoryOutputPredictor())
+    bad = PolicyParams(stack={"slosched": {"balance_rel": -1}})
+    with pytest.raises(ConfigError, match=r"deadline-completion\.balance_rel.*>= 0"):
+        PolicySpec.from_pair(PolicyPair.parse("slosched"), bad).build(context)
+
+
+def test_an_unknown_single_name_lists_the_stacks() -> None:
+    with pytest.raises(ConfigError, match="nor a stack \\(slosched\\)"):
+        PolicyPair.parse("slosch")
+
+
+# ---- ordering ---------------------------------------------------------------------------------------------
+def test_feasible_calls_go_first_by_their_own_target() -> None:
+    order = LeastSlackOrdering()
+    engine = FakeEngine(now_s=1.0)
+    early_target = FakeSeq(call("a", deadline_s=100.0, budget_s=5.0))  # target 5
+    late_target = FakeSeq(call("b", deadline_s=50.0))  # target 50
+    hopeless = FakeSeq(call("c", deadline_s=1.001))  # cannot finish in a millisecond
+    demoted = FakeSeq(call("d", deadline_s=100.0))
+    demoted.request.best_effort = True
+    keys = {seq.request.id: order.key(seq, engine) for seq in (early_target, late_target, hopeless, demoted)}
+    assert keys["a"][0] == keys["b"][0] == FEASIBLE and keys["c"][0] == keys["d"][0] == BEST_EFFORT
+    assert sorted(keys, key=keys.__getitem__) == ["a", "b", "c", "d"]
+    assert call_target_s(call("x", deadline_s=10.0, budget_s=50.0)) == 10.0  # capped by the job deadline
+
+
+def test_a_call_past_its_ttft_is_best_effort_until_it_has_a_first_token() -> None:
+    order = LeastSlackOrdering()
+    fresh = FakeSeq(call("fresh", arrival_s=9.0))
+    stale = FakeSeq(call("stale", arrival_s=0.0))
+    for seq in (fresh, stale):
+        seq.request.ttft_slo_s = 1.0
+    engine = FakeEngine(now_s=9.5, waiting=[stale, fresh])
+    assert order.key(fresh, engine)[0] == FEASIBLE and order.key(stale, engine)[0] == BEST_EFFORT
+    stale.first_token_s = 0.5  # preempted after its first token: the TTFT no longer binds
+    assert order.key(stale, engine)[0] == FEASIBLE
+    flip = order.next_change_s(FakeEngine(now_s=9.0, waiting=[fresh]))
+    assert flip is not None and 9.0 < flip < 10.0
+
+
+def test_slack_order_puts_the_longer_call_first_at_equal_targets() -> None:
+    order = LeastSlackOrdering("slack")
+    engine = FakeEngine(now_s=0.0)
+    short = FakeSeq(call("short", deadline_s=60.0, predicted=10.0))
+    long = FakeSeq(call("long", deadline_s=60.0, predicted=500.0))
+    assert order.key(long, engine) < order.key(short, engine)
+
+
+def test_next_change_is_the_earliest_flip_to_best_effort() -> None:
+    order = LeastSlackOrdering()
+    engine = FakeEngine(now_s=0.0)
+    first, second = FakeSeq(call("a", deadline_s=20.0)), FakeSeq(call("b", deadline_s=10.0))
+    engine.waiting = [first, second, FakeSeq(call("c"))]
+    flip = order.next_change_s(engine)
+    assert flip is not None and 0.0 < flip < 10.0
+    assert order.key(second, FakeEngine(now_s=flip - 1e-6))[0] == FEASIBLE
+    assert order.key(second, FakeEngine(now_s=flip + 1e-6))[0] == BEST_EFFORT
+    assert order.next_change_s(FakeEngine(now_s=0.0, waiting=[FakeSeq(call("c"))])) is None
+
+
+# ---- admission --------------------------------------------------------------------------------------------
+def test_triage_admits_feasible_calls_and_holds_best_effort_to_its_share() -> None:
+    admission = TriageAdmission(best_effort_share=0.25)  # 2 of SPEC's 8 slots
+    late = [FakeSeq(call(f"late{i}", deadline_s=0.5)) for i in range(4)]
+    engine = FakeEngine(now_s=1.0, waiting=late)
+    assert [admission.admit(seq, engine) for seq in late] == [True, True, False, False]
+    engine = FakeEngine(now_s=1.0, running=[FakeSeq(call(f"r{i}")) for i in range(6)])
+    feasible = FakeSeq(call("ok", deadline_s=100.0))
+    engine.waiting = [feasible, late[0]]
+    assert admission.admit(feasible, engine) and not admission.admit(late[0], engine)
+
+
+# ---- batching ---------------------------------------------------------------------------------------------
+def test_tightest_step_reads_tpot_slos_and_deadline_slack() -> None:
+    running = [
+        FakeSeq(call("tpot", tpot=0.03)),
+        FakeSeq(call("slack", deadline_s=11.0, predicted=101.0), num_output_tokens=1),  # 10 s / 100 tokens
+        FakeSeq(call("late", deadline_s=0.5)),  # its slack is gone: no bound
+        FakeSeq(call("free")),
+    ]
+    assert tightest_step_s(running, 1.0) == pytest.approx(0.03)
+    assert tightest_step_s(running[1:], 1.0) == pytest.approx(0.1)
+    assert tightest_step_s(running[2:], 1.0) == math.inf
+
+
+@settings(max_examples=40, deadline=None)
+@given(bound=st.floats(1e-4, 10.0), tighter=st.floats(0.01, 1.0), decoding=st.integers(1, 8))
+def test_budget_fits_the_bound_and_shrinks_with_it(bound: float, tighter: float, decoding: int) -> None:
+    batching = DeadlineBudgetBatching(token_budget=2048, min_budget=64, margin=1.0)
+    engine = FakeEngine(now_s=0.0, running=[FakeSeq(call(f"r{i}")) for i in range(decoding)])
+    loose, tight = batching.sized(engine, bound, 2048), batching.sized(engine, bound * tighter, 2048)
+    assert 64 <= tight <= loose <= 2048
+    predict = engine.step_predictor.predict_s
+    if loose > 64:  # above the floor, the predicted step fits the bound
+        assert predict(max(loose - decoding, 0), 0, decoding, decoding * 512) <= bound + 1e-12
+
+
+def test_plan_without_bounds_is_the_ceiling() -> None:
+    batching = DeadlineBudgetBatching(token_budget=1024, min_budget=64, margin=0.8)
+    engine = FakeEngine(now_s=0.0, waiting=[FakeSeq(call("w"))], running=[FakeSeq(call("r"))])
+    assert batching.plan(engine).token_budget == 1024
+    engine.running = [FakeSeq(call("r", tpot=1e-6))]  # unreachable: the floor keeps prefill moving
+    assert batching.plan(engine).token_budget == 64
+
+
+# ---- router -----------------------------------------------------------------------------------------------
+def _view(index: int, running: int = 0, prefill: int = 0, pending: int = 0) -> InstanceSnapshot:
+    return InstanceSnapshot(
+        index=index, spec=SPEC, snapshot_s=0.0, num_running=running, num_waiting=pending,
+        waiting_prefill_tokens=prefill, outstanding_decode_tokens=0.0, num_free_kv_blocks=5000,
+        num_kv_blocks=5000, step_predictor=LinearStepPredictor(),
+    )  # fmt: skip
+
+
+def _prefixed(name: str, deadline_s: float = math.inf) -> Request:
+    request = call(name, deadline_s=deadline_s, prompt=2048)
+    request.prefix = PrefixId(7, 100, 1, 28)  # 1,600 of 2,048 prompt tokens shared with template 7
+    return request
+
+
+def test_affinity_holds_home_while_balanced_and_lets_go_past_the_bound() -> None:
+    completion = PredictedCompletion(PrismModel())
+    affinity = AffinityFilter(completion, min_match=0.3, balance_rel=2.0, balance_abs_s=0.0)
+    views = [_view(0), _view(1)]
+    completion.on_routed(Cycle(_prefixed("a"), 0.0), views[1])  # the template now lives on instance 1
+    assert affinity.filter(Cycle(_prefixed("b"), 0.0), views) == [1]
+    busy = [_view(0, pending=1), _view(1, prefill=200_000, pending=50)]
+    assert affinity.filter(Cycle(_prefixed("c"), 0.0), busy) == [0, 1]  # home far past the bound
+    assert affinity.filter(Cycle(_prefixed("d", deadline_s=1e6), 0.0), busy) == [1]  # ... yet meets the target
+
+
+def test_completion_factor_is_in_unit_interval_and_prefers_the_faster_path() -> None:
+    completion = PredictedCompletion(PrismModel())
+    views = [_view(0, prefill=50_000, pending=20), _view(1)]
+    scores = completion.score(Cycle(call("x", deadline_s=5.0), 0.0), views)
+    assert all(0.0 <= s <= 1.0 for s in scores) and scores[1] > scores[0]
+    assert completion.score(Cycle(call("y", deadline_s=5.0), 10.0), views) == [1.0, 1.0]  # late everywhere
+    assert DeadlineCompletionRouter().route(call("z", deadline_s=5.0), views, 0.0) == 1
+
+
+# ---- job layer --------------------------------------------------------------------------------------------
+def _job(deadline_s: float, template: str = "text2sql-chess", stage: str = "IR1") -> JobView:
+    return JobView("j", "workflow", template, 0.0, deadline_s, deadline_s, stage, ())
+
+
+def test_job_layer_budgets_as_stage_budget_and_marks_hopeless_jobs() -> None:
+    predictors = profiled_predictors(make_cluster(1, 1))
+    stack, hexgen = CriticalPathBudget(predictors), StageBudget(predictors)
+    ours, theirs = [call("a", predicted=80.0)], [call("a", predicted=80.0)]
+    stack.decide(_job(600.0), ours, 0.0).apply(ours)
+    hexgen.decide(_job(600.0), theirs, 0.0).apply(theirs)
+    assert ours[0].budget_s == theirs[0].budget_s and not ours[0].best_effort
+    late = [call("b", predicted=80.0)]
+    stack.decide(_job(0.01), late, 0.0).apply(late)
+    assert late[0].best_effort
+
+
+# ---- a whole run ------------------------------------------------------------------------------------------
+def test_a_simulated_run_ends_every_job_once_and_is_deterministic() -> None:
+    instances = (make_instance("a100-0"), make_instance("a6000-0", gpu="A6000"))
+    jobs = make_jobs(60, rate=6.0, seed=3)
+    options = SimOptions(slo_scale=4.0)
+    first = simulate(instances, jobs, PolicyPair.parse("slosched"), 5, options)
+    second = simulate(instances, jobs, PolicyPair.parse("slosched"), 5, options)
+    assert first.policy == "slosched" and len(first.jobs) == len(jobs)
+    assert [(j.id, j.outcome, j.finish_s) for j in first.jobs] == [(j.id, j.outcome, j.finish_s) for j in second.jobs]
