@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class SloschedError(Exception):
     """Base class of every error slosched raises on purpose."""
@@ -23,3 +26,9 @@ class UnknownNameError(ConfigError):
         super().__init__(field, f"unknown name {name!r}; known names: {known_list}")
         self.name = name
         self.known = sorted(known)
+
+
+def did_you_mean(name: object, known: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest known name, or ``""``: one wording for every check."""
+    close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -27,7 +27,6 @@ policies through a registry, so all three see the same set.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import importlib
 import importlib.metadata
@@ -42,7 +41,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from slosched.core.belief import OutputLengthPredictor
-from slosched.core.errors import ConfigError, UnknownNameError
+from slosched.core.errors import ConfigError, UnknownNameError, did_you_mean
 from slosched.core.instance import InstanceSpec
 
 PolicyT = TypeVar("PolicyT")
@@ -120,11 +119,6 @@ def type_name(hint: Any) -> str:
     return getattr(hint, "__name__", str(hint))
 
 
-def _did_you_mean(name: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 class _WrongType(Exception):
     pass
 
@@ -193,7 +187,7 @@ def parse_params(params: type, given: Mapping[str, Any] | Any, owner: str, prefi
             listed = ", ".join(sorted(allowed)) or "(none)"
             raise ConfigError(
                 f"{owner} parameters",
-                f"unknown parameter {key!r}{_did_you_mean(str(key), allowed)}; allowed: {listed}",
+                f"unknown parameter {key!r}{did_you_mean(str(key), allowed)}; allowed: {listed}",
             )
     values = {}
     for key, value in given.items():

@@ -9,7 +9,6 @@ that policy accepts (``policies/catalog.py``).
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from slosched.core.errors import ConfigError, UnknownNameError
+from slosched.core.errors import ConfigError, UnknownNameError, did_you_mean
 
 _MAX_SHOWN = 64  # characters of a user's value echoed back
 
@@ -37,12 +36,6 @@ class ScenarioError(ConfigError):
         first, rest = problems[0], problems[1:]
         super().__init__(first.field, first.message + "".join(f"\n{p.field}: {p.message}" for p in rest))
         self.problems = list(problems)
-
-
-def did_you_mean(name: object, known: Iterable[str]) -> str:
-    """``" (did you mean 'x'?)"`` for the closest known name, or ``""``."""
-    close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def unknown_message(what: str, name: object, known: Iterable[str], label: str = "allowed") -> str:
