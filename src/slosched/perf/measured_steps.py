@@ -52,7 +52,9 @@ class MeasuredStep:
         return (self.num_prefill_tokens, self.prefill_context_tokens, self.num_decode_seqs, self.decode_context_tokens)
 
 
-def _step(gpu_model: tuple[str, str], prefill: int, prefill_ctx: int, seqs: int, ctx: int, seconds: float) -> MeasuredStep:
+def _step(
+    gpu_model: tuple[str, str], prefill: int, prefill_ctx: int, seqs: int, ctx: int, seconds: float
+) -> MeasuredStep:
     """A step of ``seqs`` decodes at ``ctx`` cached tokens each beside a ``prefill``-token chunk at ``prefill_ctx``."""
     if prefill and seqs:
         group, label = "mixed", f"P={prefill} Cp={prefill_ctx} + B={seqs} C={ctx}"

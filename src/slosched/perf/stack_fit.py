@@ -11,9 +11,11 @@ the floor. ``BAND`` is what every measured point must satisfy: ``measured / trut
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
@@ -146,10 +148,30 @@ def format_checks(rows: Sequence[StepCheck], stack: str = CURRENT_ENGINE_STACK) 
     for r in rows:
         refs = "".join(f" {r.reference[name]:10.2f}" for name in REFERENCE_STACKS)
         flag = "ok" if r.in_band else "OUT"
-        lines.append(
-            f"{r.step.group:8} {r.step.label:34} {r.step.measured_s * 1e3:9.2f} {r.stack_ms:9.2f} {r.ratio:6.3f}{refs}  {flag}"
-        )
+        point = f"{r.step.group:8} {r.step.label:34} {r.step.measured_s * 1e3:9.2f}"
+        lines.append(f"{point} {r.stack_ms:9.2f} {r.ratio:6.3f}{refs}  {flag}")
     lines.append(f"ratio = measured / {stack}; band [{BAND[0]:.2f}, {BAND[1]:.2f}]")
     for group, (low, high) in group_summary(rows).items():
         lines.append(f"  {group:8} min {low:.3f}  max {high:.3f}")
     return "\n".join(lines)
+
+
+def write_stack_fit(path: Path, steps: Sequence[MeasuredStep]) -> Path:
+    """``vllm-v1`` refitted to ``steps`` and both stacks' bands, as JSON (``gpu_profile``'s fit step). The
+    refitted constants go into ``stacks.CALIBRATION``; ``calibrate --measured`` rechecks the profile."""
+    fit = fit_stack(steps)
+    refit = check_steps(steps, CURRENT_ENGINE_STACK, with_stack(fit.stack))
+    shipped = check_steps(steps)
+    payload = {
+        "stack": CURRENT_ENGINE_STACK,
+        "target": f"measured / {FLOOR_OVER_ENGINE}",
+        "band": list(BAND),
+        "fitted": fit.params,
+        "rms_log_error": fit.rms_log_error,
+        "refit_ratio_by_group": group_summary(refit),
+        "shipped_ratio_by_group": group_summary(shipped),
+        "shipped_in_band": sum(r.in_band for r in shipped),
+        "points": len(shipped),
+    }
+    path.write_text(json.dumps(payload, indent=1) + "\n")
+    return path

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from slosched.core.errors import UnknownNameError
 from slosched.perf.hardware import GpuFacts
 
+
 @dataclass(slots=True, frozen=True)
 class GpuEfficiency:
     """Achievable fractions of a GPU's peaks, and its all-reduce link.
