@@ -11,7 +11,12 @@ roofline's model), random init, bf16 on CUDA (no download), and times single for
 It writes ``DIR/gpu_profile.json`` (every run), ``DIR/gpu_profile.md`` (tables against slosched's roofline
 truth and the ``hardware.json`` anchors) and ``DIR/gpu_profile_fit.json`` (slosched's measured step model
 fitted to the points: a ``profile:`` for scenarios). ``--render`` rebuilds the two reports from a JSON file.
-torch and transformers are imported lazily: the rest of slosched does not need them.
+``--engine graph`` measures instead a plain PyTorch forward (:mod:`slosched.perf.gpu_graph`, the forward of the
+project's H100 measurements) captured in one CUDA graph per shape (eager on CPU), adds mixed chunked-prefill
+steps, and writes ``DIR/stack_fit.json``: the ``vllm-v1`` stack refitted to the points (constants to paste into
+``stacks.CALIBRATION``); ``python -m slosched.perf.calibrate --measured DIR/gpu_profile.json [--refit]`` checks
+the shipped (or refitted) stack against every point. ``--model NAME`` builds any ``hardware.json`` model.
+torch (and transformers, for the default engine) is imported lazily: the rest of slosched does not need them.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from slosched.core.errors import ConfigError
+from slosched.perf import gpu_graph
 from slosched.perf.gpu_profile_report import (
     Grid,
     ProfilePoint,
@@ -39,7 +45,9 @@ from slosched.perf.gpu_profile_report import (
     render_markdown,
 )
 from slosched.perf.hardware import model_facts
+from slosched.perf.measured_steps import parse_measured
 from slosched.perf.profile_fit import MeasuredProfile
+from slosched.perf.stack_fit import write_stack_fit
 
 MODEL = "Llama-3-8B"
 TINY_DIMS = {"hidden": 256, "intermediate": 688, "layers": 4, "heads": 4, "kv_heads": 2, "vocab": 2000}
@@ -47,13 +55,13 @@ BLOCK_SIZE = 16  # vLLM's default KV block, for the profile's capacity estimate
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 
 
-def model_dims(tiny: bool) -> dict[str, Any]:
-    """Shape of the model to build: Llama-3-8B's from hardware.json, or a tiny one for CPU tests."""
+def model_dims(tiny: bool, model: str = MODEL) -> dict[str, Any]:
+    """Shape of the model to build: ``model``'s from hardware.json, or a tiny one for CPU tests."""
     if tiny:
         return {"name": "tiny-llama", **TINY_DIMS}
-    f = model_facts(MODEL)
+    f = model_facts(model)
     dims = {"hidden": f.hidden, "intermediate": f.intermediate, "layers": f.layers, "heads": f.heads}
-    return {"name": f"{MODEL}-shaped", **dims, "kv_heads": f.kv_heads, "vocab": f.vocab}
+    return {"name": f"{model}-shaped", **dims, "kv_heads": f.kv_heads, "vocab": f.vocab}
 
 
 def _lib(name: str) -> Any:
@@ -220,31 +228,54 @@ def measure_grid(
     return points
 
 
-def run_profile(device: str, dtype: str, tiny: bool, quick: bool, gpu: str, budget_gib: float | None) -> ProfileResult:
+def _graph_points(dims: dict[str, Any], grid: Grid, device: str, dtype: Any, kv: int, budget: int, quick: bool) -> Any:
+    """``(weight bytes, points)`` of the plain forward, one CUDA graph per shape (eager on CPU)."""
+    torch = _lib("torch")
+    mixed = gpu_graph.mixed_grid(dims["name"] == "tiny-llama", quick)
+    positions = max(grid.max_positions, *(p + cp + 1 for p, cp, _, c in mixed), *(c + 1 for *_, c in mixed))
+    with torch.inference_mode():
+        model = gpu_graph.PlainModel(torch, dims, device, dtype, positions)
+        plan = plan_decode(grid, kv, dims["layers"], budget)
+        points = gpu_graph.graph_points(torch, model, grid, mixed, _measure_safely, plan)
+    return model.weight_bytes(), points
+
+
+def run_profile(
+    device: str, dtype: str, tiny: bool, quick: bool, gpu: str, budget_gib: float | None, engine: str = "transformers",
+    model_name: str = MODEL,
+) -> ProfileResult:  # fmt: skip
     """Build the model and measure the grid (with a KV capacity estimate on CUDA)."""
-    torch, transformers = _lib("torch"), _lib("transformers")
+    torch = _lib("torch")
     torch.manual_seed(0)
     torch_dtype, dtype_name = _resolve_device_dtype(device, dtype)
-    grid, dims = grid_for(tiny, quick), model_dims(tiny)
-    model = build_model(dims, grid.max_positions, device, torch_dtype)
+    grid, dims = grid_for(tiny, quick), model_dims(tiny, model_name)
     cuda = device.startswith("cuda")
-    sync: Callable[[], None] = torch.cuda.synchronize if cuda else (lambda: None)
-    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     kv_per_token = 2 * dims["layers"] * dims["kv_heads"] * (dims["hidden"] // dims["heads"]) * torch_dtype.itemsize
     budget = int(budget_gib * 2**30) if budget_gib else memory_budget_bytes(device, 0.85)
+    if engine == "graph":
+        weight_bytes, points = _graph_points(dims, grid, device, torch_dtype, kv_per_token, budget, quick)
+        version = f"none: plain PyTorch forward, {'CUDA graph per shape' if cuda else 'eager on CPU'}"
+    else:
+        model = build_model(dims, grid.max_positions, device, torch_dtype)
+        sync: Callable[[], None] = torch.cuda.synchronize if cuda else (lambda: None)
+        weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        points = measure_grid(model, grid, device, sync, kv_per_token, budget)
+        version = str(_lib("transformers").__version__)
     result = ProfileResult(
         device=torch.cuda.get_device_name(device) if cuda else f"CPU ({os.cpu_count()} cores)",
         torch_version=str(torch.__version__),
-        transformers_version=str(transformers.__version__),
+        transformers_version=version,
         dtype=dtype_name,
         model={**dims, "weight_bytes": weight_bytes, "kv_bytes_per_token": kv_per_token},
         warmup=grid.warmup,
         repeats=grid.repeats,
         memory_budget_bytes=budget,
-        points=measure_grid(model, grid, device, sync, kv_per_token, budget),
+        points=points,
         roofline_gpu=None if tiny else gpu,
-        roofline_model=None if tiny else MODEL,
+        roofline_model=None if tiny else model_name,
     )
+    if engine == "graph" and cuda:
+        result.timing = "CUDA events around one replay"
     if cuda:
         total = torch.cuda.get_device_properties(device).total_memory
         result.kv_blocks_estimate = kv_blocks_estimate(total, weight_bytes, kv_per_token, BLOCK_SIZE)
@@ -273,6 +304,8 @@ def write_reports(out: Path, result: ProfileResult) -> list[Path]:
         fit_error = str(error)
     written.append(out / "gpu_profile.md")
     written[-1].write_text(render_markdown(result, fit, fit_error))
+    if result.roofline_gpu is not None and result.roofline_model is not None:
+        written.append(write_stack_fit(out / "stack_fit.json", parse_measured(result.to_json_dict())))
     return written
 
 
@@ -286,6 +319,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu", default="H100", help="hardware.json GPU for the roofline comparison (default H100)")
     parser.add_argument("--memory-budget-gib", type=float, default=None, help="cap on a decode point's KV memory")
     parser.add_argument("--render", type=Path, default=None, help="re-render reports from this gpu_profile.json")
+    parser.add_argument(
+        "--engine", default="transformers", choices=("transformers", "graph"), help="graph: plain forward, CUDA graphs"
+    )
+    parser.add_argument("--model", default=MODEL, help=f"hardware.json model to build (default {MODEL})")
     return parser
 
 
@@ -295,7 +332,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.render is not None:
             result = ProfileResult.from_json_dict(json.loads(args.render.read_text()))
         else:
-            result = run_profile(args.device, args.dtype, args.tiny, args.quick, args.gpu, args.memory_budget_gib)
+            result = run_profile(
+                args.device,
+                args.dtype,
+                args.tiny,
+                args.quick,
+                args.gpu,
+                args.memory_budget_gib,
+                args.engine,
+                args.model,
+            )
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

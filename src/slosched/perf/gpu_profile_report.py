@@ -23,8 +23,8 @@ from slosched.perf.roofline import ACTIVATION_RESERVE_BYTES_PER_GPU, RooflineMod
 
 FORMAT = "slosched-gpu-profile"
 FORMAT_VERSION = 1
-KINDS = ("prefill", "decode")
-ROOFLINE_STACKS = ("splitwise", "vidur")
+KINDS = ("prefill", "decode", "mixed")
+ROOFLINE_STACKS = ("splitwise", "vidur", "vllm-v1")
 _GIB = float(1 << 30)
 
 
@@ -90,13 +90,17 @@ def kv_blocks_estimate(
 
 @dataclass(slots=True, frozen=True)
 class ProfilePoint:
-    """One measured (or skipped) step shape; ``tokens`` is the prompt (prefill) or per-sequence context (decode)."""
+    """One measured (or skipped) step shape; ``tokens`` is the prompt (prefill, mixed) or per-sequence context
+    (decode). A mixed step is a ``tokens``-token chunk at ``prefill_context`` cached tokens beside ``batch``
+    decodes at ``decode_context`` cached tokens each."""
 
     kind: str
     batch: int
     tokens: int
     times_s: tuple[float, ...] = ()
     skipped: str | None = None
+    prefill_context: int = 0
+    decode_context: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -116,10 +120,14 @@ class ProfilePoint:
         """The step in slosched's vocabulary ``(prefill, prefill_ctx, decode_seqs, decode_ctx)``."""
         if self.kind == "prefill":
             return (self.tokens, 0, 0, 0)
+        if self.kind == "mixed":
+            return (self.tokens, self.prefill_context, self.batch, self.batch * self.decode_context)
         return (0, 0, self.batch, self.batch * self.tokens)
 
     def to_json_dict(self) -> dict[str, Any]:
+        mixed = {"prefill_context": self.prefill_context, "decode_context": self.decode_context}
         return {
+            **(mixed if self.kind == "mixed" else {}),
             "kind": self.kind,
             "batch": self.batch,
             "tokens": self.tokens,
@@ -139,6 +147,8 @@ class ProfilePoint:
             int(data["tokens"]),
             tuple(float(t) for t in data.get("times_s", ())),
             None if skipped is None else str(skipped),
+            int(data.get("prefill_context", 0)),
+            int(data.get("decode_context", 0)),
         )
 
 
@@ -246,7 +256,14 @@ def _kind_tables(result: ProfileResult, fit: MeasuredProfile | None) -> list[str
     lines += _table(["N", "median ms", "min ms", "us/token", *tail], rows)
     lines += ["", "## Decode", "", "B sequences with C cached tokens each (static KV cache), one new token each.", ""]
     rows = [[str(p.batch), str(p.tokens), *_point_cells(p, rooflines, fit)] for p in decode]
-    return [*lines, *_table(["B", "C", "median ms", "min ms", *tail], rows)]
+    lines += _table(["B", "C", "median ms", "min ms", *tail], rows)
+    mixed = [p for p in result.points if p.kind == "mixed"]
+    if mixed:
+        lines += ["", "## Mixed", "", "A P-token chunk at Cp cached tokens beside B decodes at C cached tokens.", ""]
+        rows = [[str(p.tokens), str(p.prefill_context), str(p.batch), str(p.decode_context),
+                 *_point_cells(p, rooflines, fit)] for p in mixed]  # fmt: skip
+        lines += _table(["P", "Cp", "B", "C", "median ms", "min ms", *tail], rows)
+    return lines
 
 
 def _fit_section(fit: MeasuredProfile | None, fit_error: str | None) -> list[str]:
@@ -311,7 +328,8 @@ def render_markdown(result: ProfileResult, fit: MeasuredProfile | None, fit_erro
     if result.roofline_gpu is not None and result.roofline_model is not None:
         lines.append(
             f"Roofline: `RooflineModel.build({result.roofline_gpu!r}, {result.roofline_model!r}, 1, stack)` for the "
-            f"stacks {' and '.join(ROOFLINE_STACKS)} (splitwise: a 2023 vLLM engine's overheads; vidur: kernels only)."
+            f"stacks {', '.join(ROOFLINE_STACKS)} (splitwise: a 2023 vLLM engine's overheads; vidur: kernels only; "
+            "vllm-v1: a current engine, whose band for measured/vllm-v1 is [0.90, 1.35])."
         )
         if canonical_gpu(result.roofline_gpu).split("-")[0].lower() not in result.device.lower():
             lines.append(f"Warning: the device ({result.device}) is not the roofline's GPU ({result.roofline_gpu}).")

@@ -22,129 +22,44 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from dataclasses import dataclass
 
 import numpy as np
 
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.perf.hardware import GpuFacts, ModelFacts, gpu_facts, model_facts
+from slosched.perf.stacks import (
+    CALIBRATION,
+    DEFAULT_EFFICIENCY_LIKE,
+    DEFAULT_STACK,
+    NCCL_BUS_FRACTION,
+    Calibration,
+    GpuEfficiency,
+    NVLINK_CLASS_Bps,
+    StackProfile,
+    gpu_efficiency,
+)
+
+__all__ = [
+    "ACTIVATION_BYTES",
+    "ACTIVATION_RESERVE_BYTES_PER_GPU",
+    "CALIBRATION",
+    "DEFAULT_EFFICIENCY_LIKE",
+    "DEFAULT_STACK",
+    "NCCL_BUS_FRACTION",
+    "Calibration",
+    "GpuEfficiency",
+    "NVLINK_CLASS_Bps",
+    "RooflineModel",
+    "StackProfile",
+    "StepBreakdown",
+    "gpu_efficiency",
+]
 
 _sqrt = math.sqrt  # bound once: the hot path avoids the module attribute lookup
 ACTIVATION_BYTES = 2.0  # activations stay bf16 even with quantised weights
 # CUDA context, CUDA graphs, activations and logits buffers vLLM keeps outside the KV pool, per GPU.
 ACTIVATION_RESERVE_BYTES_PER_GPU = 2.0e9
-
-
-@dataclass(slots=True, frozen=True)
-class GpuEfficiency:
-    """Achievable fractions of a GPU's peaks, and its all-reduce link.
-
-    ``compute``: fraction of peak dense bf16 FLOP/s large GEMMs reach; ``memory``: fraction of peak
-    bandwidth that weight/KV streaming reaches (both in (0, 1], fitted). ``link_Bps`` (all-reduce bus
-    bandwidth per GPU) and ``link_latency_s`` (per all-reduce) are vendor/NCCL figures, not fitted.
-    """
-
-    compute: float
-    memory: float
-    link_Bps: float
-    link_latency_s: float
-
-
-@dataclass(slots=True, frozen=True)
-class StackProfile:
-    """What one software stack (engine, kernels, precision) adds to the hardware roofline.
-
-    ``compute_scale`` (per canonical GPU, default 1) is the stack's GEMM efficiency relative to the
-    kernel-level profiles the GPU efficiencies were fitted on.
-    """
-
-    name: str
-    weight_bytes_per_param: float = 2.0
-    kv_bytes_per_elem: float = 2.0
-    step_overhead_s: float = 0.0
-    seq_overhead_s: float = 0.0
-    compute_scale: Mapping[str, float] = field(default_factory=dict)
-
-
-@dataclass(slots=True, frozen=True)
-class Calibration:
-    """Everything fitted: GPU efficiencies (by canonical name) and software stacks (by name)."""
-
-    gpus: Mapping[str, GpuEfficiency]
-    stacks: Mapping[str, StackProfile]
-
-
-_NVLINK_A100 = (240e9, 10e-6)  # NVLink3 300 GB/s per direction; ~240 GB/s NCCL bus bandwidth
-_NVLINK_H100 = (360e9, 10e-6)  # NVLink4 450 GB/s per direction
-_PCIE4 = (22e9, 25e-6)  # PCIe 4.0 x16, 32 GB/s per direction, ~22 GB/s achieved
-
-# Fitted by slosched.perf.calibrate.fit_efficiencies(): scipy least squares over log(model/measured)
-# of every anchor in hardware.json (Vidur per-operator profiles for A100/H100/A40, Splitwise's
-# Llama2-70B TP2 prompt/token times, Hexgen's 4-bit Llama-3.1-70B decode times). Ties, because no
-# anchor separates them: A100-40G = A100-80G (same GA100 die); A6000 = A40 (same GA102 die, GDDR6);
-# L40S borrows A40's compute efficiency (its only anchor is memory-bound decode).
-_A100 = GpuEfficiency(0.721, 0.693, *_NVLINK_A100)
-_A40 = GpuEfficiency(0.757, 0.771, *_PCIE4)
-CALIBRATION = Calibration(
-    gpus=MappingProxyType(
-        {
-            "A100-80G": _A100,
-            "A100-40G": _A100,
-            "H100": GpuEfficiency(0.732, 0.762, *_NVLINK_H100),
-            "A40": _A40,
-            "A6000": _A40,
-            "L40S": GpuEfficiency(_A40.compute, 0.916, *_PCIE4),
-        }
-    ),
-    stacks=MappingProxyType(
-        {
-            # Kernel-level profiles: no engine overheads (Vidur's linear-operator CSVs).
-            "vidur": StackProfile("vidur"),
-            # The 2023 vLLM-based engine Splitwise measured (bf16; TP2, per its CSV's tensor_parallel).
-            # Default for simulation: the only full-engine bf16 measurement. Its ~0.42 ms per decode
-            # sequence is CPU bookkeeping (batch 1 -> 32 adds ~15 ms on both A100 and H100, whatever
-            # their FLOPs); its H100 GEMMs reached 73 % of the efficiency Vidur's kernels show (no
-            # Hopper-tuned kernels then).
-            "splitwise": StackProfile(
-                "splitwise",
-                step_overhead_s=4.99e-3,
-                seq_overhead_s=0.424e-3,
-                compute_scale=MappingProxyType({"H100": 0.733}),
-            ),
-            # Hexgen-Text2SQL's engine: 4-bit weights and KV; its larger fixed cost per step absorbs
-            # dequantisation and engine overhead (one constant for all three GPUs).
-            "hexgen": StackProfile(
-                "hexgen", weight_bytes_per_param=0.5, kv_bytes_per_elem=0.5, step_overhead_s=10.45e-3
-            ),
-        }
-    ),
-)
-DEFAULT_STACK = "splitwise"
-
-
-DEFAULT_EFFICIENCY_LIKE = "H100"  # uncalibrated GPUs without efficiency_like: the newest calibrated part
-NCCL_BUS_FRACTION = 0.8  # achieved all-reduce bus bandwidth / per-direction link (240/300 A100, 360/450 H100)
-NVLINK_CLASS_Bps = 100e9  # links at least this fast are NVLink-class (10 us per all-reduce), else PCIe (25 us)
-
-
-def gpu_efficiency(gpu: GpuFacts, calibration: Calibration = CALIBRATION) -> GpuEfficiency:
-    """The fitted efficiencies of ``gpu``, or, for a GPU with no anchor (H200, B200, user GPUs), those of
-    its ``efficiency_like`` GPU (default H100) with the all-reduce link of its own ``interconnect_Bps``.
-
-    Borrowed efficiencies are an assumption, not a fit: a borrowed GPU's step times are its datasheet
-    roofline times the efficiencies another GPU reached.
-    """
-    if gpu.name in calibration.gpus:
-        return calibration.gpus[gpu.name]
-    like = gpu.efficiency_like or DEFAULT_EFFICIENCY_LIKE
-    if like not in calibration.gpus:
-        raise UnknownNameError(f"gpus.{gpu.name}.efficiency_like", like, list(calibration.gpus))
-    base = calibration.gpus[like]
-    if gpu.interconnect_Bps <= 0:
-        return base
-    latency_s = _NVLINK_H100[1] if gpu.interconnect_Bps >= NVLINK_CLASS_Bps else _PCIE4[1]
-    return GpuEfficiency(base.compute, base.memory, NCCL_BUS_FRACTION * gpu.interconnect_Bps, latency_s)
 
 
 @dataclass(slots=True, frozen=True)
@@ -160,6 +75,11 @@ class StepBreakdown:
     @property
     def total_s(self) -> float:
         return self.dense_s + self.elementwise_s + self.attention_s + self.allreduce_s + self.overhead_s
+
+
+def _per_gpu(scales: Mapping[str, float], gpu: GpuFacts) -> float:
+    """A stack's per-GPU scale: by name, else its ``efficiency_like`` GPU's, else 1."""
+    return scales.get(gpu.name, scales.get(gpu.efficiency_like or "", 1.0))
 
 
 class RooflineModel:
@@ -180,6 +100,7 @@ class RooflineModel:
         "_m_dense_s",
         "_m_linear_s",
         "_seq_s",
+        "_stack_fixed_s",
         "_tok_s",
         "gpu",
         "kv_bytes_per_token",
@@ -200,9 +121,11 @@ class RooflineModel:
         if tp < 1 or model.heads % tp:
             raise ConfigError("tp", f"must be >= 1 and divide heads={model.heads}, got {tp}")
         self.gpu, self.model, self.tp, self.stack = gpu, model, tp, stack
-        scale = stack.compute_scale.get(gpu.name, stack.compute_scale.get(gpu.efficiency_like or "", 1.0))
-        flops = gpu.fp16_flops * efficiency.compute * scale
+        flops = gpu.fp16_flops * efficiency.compute * _per_gpu(stack.compute_scale, gpu)
         bandwidth = gpu.bandwidth_Bps * efficiency.memory
+        memory_scale = _per_gpu(stack.memory_scale, gpu)
+        if memory_scale != 1.0:  # only stacks that set one: the others keep their exact arithmetic
+            bandwidth *= memory_scale
         wb = stack.weight_bytes_per_param
         self._c_tok_s = 2.0 * model.linear_params / tp / flops
         self._c_row_s = 2.0 * model.lm_head_params / tp / flops
@@ -219,14 +142,21 @@ class RooflineModel:
         self.weight_bytes = model.num_params * wb
         self._kv_tok_s = kv_gpu / bandwidth
         self._a_pair_s = 4.0 * model.layers * model.head_dim * (model.heads // tp) / flops
+        if stack.attention_scale != 1.0:
+            self._a_pair_s /= stack.attention_scale
         ar_fixed = ar_tok = 0.0
         if tp > 1:
             ar_fixed = 2 * model.layers * efficiency.link_latency_s
             ring_bytes = 2.0 * (tp - 1) / tp * model.hidden * ACTIVATION_BYTES
             ar_tok = 2 * model.layers * ring_bytes / efficiency.link_Bps
-        self._fixed_s = stack.step_overhead_s + ar_fixed
+        self._stack_fixed_s = stack.step_overhead_s
+        if stack.layer_overhead_s:
+            self._stack_fixed_s += stack.layer_overhead_s * model.layers
+        self._fixed_s = self._stack_fixed_s + ar_fixed
         self._tok_s = self._e_tok_s + ar_tok
         self._seq_s = stack.seq_overhead_s
+        if stack.seq_work_scale:  # per decode row, in proportion to the row's own dense + LM-head FLOPs
+            self._seq_s += stack.seq_work_scale * (self._c_tok_s + self._c_row_s)
         # ``_decode_base_s`` per batch size (a pure function read on every decode run and no-contention
         # latency; batch sizes are few): a dict lookup instead of a square root and eight float ops.
         self._decode_bases: dict[int, float] = {}
@@ -345,8 +275,8 @@ class RooflineModel:
         if num_prefill_tokens > 0:
             attention += self._prefill_attention_s(num_prefill_tokens, prefill_context_tokens)
         elementwise = tokens * self._e_tok_s
-        allreduce = self._fixed_s - self.stack.step_overhead_s + tokens * (self._tok_s - self._e_tok_s)
-        overhead = self.stack.step_overhead_s + num_decode_seqs * self._seq_s
+        allreduce = self._fixed_s - self._stack_fixed_s + tokens * (self._tok_s - self._e_tok_s)
+        overhead = self._stack_fixed_s + num_decode_seqs * self._seq_s
         return StepBreakdown(dense, elementwise, attention, allreduce, overhead)
 
     def num_kv_blocks(self, gpu_memory_utilization: float = 0.9, block_size: int = 16) -> int:
