@@ -101,8 +101,15 @@ class PlainModel:
         values[:, :, ctx : ctx + 1].copy_(v.view(b, kv_heads, 1, d))
         return torch.nn.functional.scaled_dot_product_attention(q, keys, values).reshape(b, heads * d)
 
-    def step(self, prompt: Any, prompt_cache: tuple[list[Any], list[Any]] | None, cached: int, decode: Any,
-             decode_cache: tuple[list[Any], list[Any]] | None, ctx: int) -> Any:  # fmt: skip
+    def step(
+        self,
+        prompt: Any,
+        prompt_cache: tuple[list[Any], list[Any]] | None,
+        cached: int,
+        decode: Any,
+        decode_cache: tuple[list[Any], list[Any]] | None,
+        ctx: int,
+    ) -> Any:
         """One forward of a prompt chunk (``prompt`` ids or None) and/or decodes (``decode`` ids or None)."""
         torch, heads, kv_heads, d = self.torch, self.dims["heads"], self.dims["kv_heads"], self.head_dim
         parts = [ids for ids in (prompt, decode) if ids is not None]

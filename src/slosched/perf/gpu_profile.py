@@ -241,9 +241,15 @@ def _graph_points(dims: dict[str, Any], grid: Grid, device: str, dtype: Any, kv:
 
 
 def run_profile(
-    device: str, dtype: str, tiny: bool, quick: bool, gpu: str, budget_gib: float | None, engine: str = "transformers",
+    device: str,
+    dtype: str,
+    tiny: bool,
+    quick: bool,
+    gpu: str,
+    budget_gib: float | None,
+    engine: str = "transformers",
     model_name: str = MODEL,
-) -> ProfileResult:  # fmt: skip
+) -> ProfileResult:
     """Build the model and measure the grid (with a KV capacity estimate on CUDA)."""
     torch = _lib("torch")
     torch.manual_seed(0)

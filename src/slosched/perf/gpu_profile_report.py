@@ -260,8 +260,16 @@ def _kind_tables(result: ProfileResult, fit: MeasuredProfile | None) -> list[str
     mixed = [p for p in result.points if p.kind == "mixed"]
     if mixed:
         lines += ["", "## Mixed", "", "A P-token chunk at Cp cached tokens beside B decodes at C cached tokens.", ""]
-        rows = [[str(p.tokens), str(p.prefill_context), str(p.batch), str(p.decode_context),
-                 *_point_cells(p, rooflines, fit)] for p in mixed]  # fmt: skip
+        rows = [
+            [
+                str(p.tokens),
+                str(p.prefill_context),
+                str(p.batch),
+                str(p.decode_context),
+                *_point_cells(p, rooflines, fit),
+            ]
+            for p in mixed
+        ]
         lines += _table(["P", "Cp", "B", "C", "median ms", "min ms", *tail], rows)
     return lines
 
