@@ -1,0 +1,399 @@
+"""The live dispatcher: route with a registry router, queue per instance, forward with retries.
+
+Path of one call: ``accept`` (counted) -> ``open`` [route over the healthy, not ejected, feasible
+``BackendView``s of the call's model -> enqueue at that backend's ``InstanceQueue`` -> wait for admission
+(bounded by ``timeouts.queue_s``) -> forward to vLLM -> read the first chunk (the whole body when not
+streaming) within a timeout derived from the predicted latency (``attempts.py``)] -> the caller relays the
+rest (``relay``) or takes the body -> ``finish``. Failures before the first byte reaches the client (connect
+error, 5xx, broken or timed-out first read, a body that is not JSON) are retried on another backend, at most
+``max_attempts`` in all, and counted towards ejecting the backend (``ejection.py``); after that byte, a
+failure ends the call as ``failed`` (the stream gets an SSE error event).
+
+Invariant: every accepted call ends in exactly one terminal outcome (``finish`` is idempotent and is
+reached from every path, including cancellation), and its queue slot is released in the same place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from slosched.contract import HEADER_REQUEST_ID
+from slosched.core.request import Outcome, Request
+from slosched.gateway.backends.backend import Backend, periodic
+from slosched.gateway.backends.forwarding import (
+    StreamTokens,
+    adds_usage,
+    backend_body,
+    close_response,
+    is_broken,
+    json_bytes,
+    usage_tokens,
+)
+from slosched.gateway.backends.upstream import UpstreamError, UpstreamResponse
+from slosched.gateway.calls.call import Call, HttpError, model_not_found
+from slosched.gateway.dispatch.alpha import LiveAlphaTuner
+from slosched.gateway.dispatch.attempts import first_byte_timeout_s, is_json
+from slosched.gateway.dispatch.learning import learn, observe_finish
+from slosched.gateway.dispatch.queues import InstanceQueue, LiveSeq, QueueFullError
+from slosched.gateway.dispatch.views import BackendView
+from slosched.gateway.ops.config import GatewayConfig
+from slosched.gateway.ops.prometheus import GatewayMetrics, QueueRow
+from slosched.perf.linear import LinearStepPredictor
+from slosched.perf.output_length import HistoryOutputPredictor
+from slosched.policies.cluster.base import CompletionObserver
+from slosched.policies.engine.queue import fits_model_len
+from slosched.policies.registry import PolicyContext
+from slosched.policies.spec import PolicyParams
+
+log = logging.getLogger("slosched.serve")
+
+
+@dataclass(slots=True)
+class Attempt:
+    """A forwarded call whose backend response is open; ``first_chunk`` already read."""
+
+    backend: Backend
+    queue: InstanceQueue
+    seq: LiveSeq
+    response: UpstreamResponse
+    first_chunk: bytes
+    sent_s: float
+    probe: bool = False  # the half-open probe of an ejected backend (ejection.py)
+
+
+class _Retry(Exception):
+    """This attempt failed before any byte reached the client; try another backend. ``code`` is the
+    client's error code should no attempt succeed."""
+
+    def __init__(self, message: str, code: str = "backend_failed") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Dispatcher:
+    """Owns backends, queues, policies and background loops of one gateway."""
+
+    def __init__(self, config: GatewayConfig, clock: Callable[[], float] | None = None) -> None:
+        self.config = config
+        origin = time.monotonic()
+        # asyncio's default loop clock is time.monotonic: now_s is the event-loop clock, shifted to 0.
+        self.clock = clock or (lambda: time.monotonic() - origin)
+        self.backends = [Backend(index, backend, config) for index, backend in enumerate(config.backends)]
+        self._models: tuple[GatewayConfig, dict[str, int]] | None = None
+        # Refit rarely: a refit is an NNLS over the window (milliseconds), and live traffic observes a step
+        # per finished request, far more often than the simulator's refit ticks.
+        self.predictors = [LinearStepPredictor(refit_every=256) for _ in self.backends]
+        policies = config.policies
+        self.context = PolicyContext(
+            instances=tuple(backend.spec() for backend in config.backends),
+            rng=np.random.default_rng(policies.seed),
+            output_predictor=HistoryOutputPredictor(default_tokens=config.default_max_tokens // 2),
+            extras={"step_predictors": self.predictors},
+        )
+        # The shared builder (policies/spec.py): the same names build the same objects as in the simulator.
+        built = policies.spec().build(self.context)
+        self.router, self.job_policy = built.cluster_layer()
+        # Checked once: a runtime protocol isinstance costs ~10 us, too much for every request.
+        self._observer = self.router if isinstance(self.router, CompletionObserver) else None
+        self.queues = [
+            InstanceQueue(
+                index,
+                self.context.instances[index],
+                built.new_engine(),
+                self.predictors[index],
+                self.clock,
+                backend.max_queue,
+                min_wake_s=config.tick_s,  # time-dependent policies re-pump at most this often
+            )
+            for index, backend in enumerate(config.backends)
+        ]
+        self.alpha_tuner: LiveAlphaTuner | None = None
+        if config.alpha_tuning.enabled:
+            params = PolicyParams(engine={policies.engine: policies.engine_params},
+                                  job={policies.job: policies.job_params})  # fmt: skip
+            self.alpha_tuner = LiveAlphaTuner.build(self.router, policies.router, self.context.instances,
+                                                    policies.engine, policies.job, params, config.alpha_tuning,
+                                                    self.clock)  # fmt: skip
+        self.metrics = GatewayMetrics(self._queue_rows, lambda: self.config.tenants, config.metrics_max_tenants)
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def models(self) -> dict[str, int]:
+        """Served model -> the largest ``max_model_len`` among its backends (follows config reloads)."""
+        config = self.config
+        if self._models is None or self._models[0] is not config:
+            models: dict[str, int] = {}
+            for backend in config.backends:
+                models[backend.model] = max(models.get(backend.model, 0), backend.max_model_len)
+            self._models = (config, models)
+        return self._models[1]
+
+    def _queue_rows(self) -> list[QueueRow]:
+        return [(b.name, len(q.waiting), q.num_running, b.healthy and not b.outlier.ejected, q.window,
+                 b.outlier.ejected, b.outlier.total_ejections)
+                for b, q in zip(self.backends, self.queues, strict=True)]  # fmt: skip
+
+    # --- lifecycle --------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._stop.clear()
+        self._tasks = [
+            asyncio.create_task(periodic(self.config.scrape_interval_s, self.scrape_all, self._stop)),
+            asyncio.create_task(periodic(self.config.health_interval_s, self.check_all, self._stop)),
+        ]
+        if self.alpha_tuner is not None:
+            interval = min(self.config.alpha_tuning.window_s / 4, 5.0)
+            self._tasks.append(asyncio.create_task(periodic(interval, self.alpha_tuner.tick, self._stop)))
+
+    async def stop(self) -> None:
+        self._stop.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for backend in self.backends:
+            await backend.close()
+
+    async def scrape_all(self) -> None:
+        now = self.clock()
+        await asyncio.gather(*(backend.scrape(now) for backend in self.backends))
+        for backend, queue in zip(self.backends, self.queues, strict=True):
+            queue.set_kv_usage(backend.metrics.kv_usage)
+            queue.pump()
+
+    async def check_all(self) -> None:
+        await asyncio.gather(*(backend.check_health() for backend in self.backends))
+
+    # --- routing -----------------------------------------------------------------------------------------
+    def choose(self, request: Request, excluded: set[int], model: str | None = None) -> InstanceQueue:
+        """Route over the healthy, not ejected, feasible, not-yet-tried backends serving ``model`` (None:
+        any); raises 404/503/400/429 HttpErrors."""
+        now = self.clock()
+        views = [BackendView(backend, self.queues[backend.index], now) for backend in self._candidates(excluded, model)]
+        # The gateway's prompt count is an estimate and its max_tokens may be its own default, so it checks
+        # the prompt part of vLLM's rule only (room for one output token); vLLM applies the whole rule.
+        feasible = [view for view in views if fits_model_len(request.prompt_tokens, None, view.spec.max_model_len)]
+        if not feasible:
+            raise HttpError(400, "context_length", f"prompt of ~{request.prompt_tokens} tokens is too long")
+        while feasible:
+            position = self.router.route(request, feasible, now)
+            queue = self.queues[feasible[position].index]
+            if len(queue.waiting) < queue.max_queue or queue.num_running < queue.window:
+                return queue
+            feasible.pop(position)  # the router's pick is full: let it choose among the others
+        raise HttpError(429, "queue_full", "every backend queue is full", 1.0)
+
+    def _candidates(self, excluded: set[int], model: str | None) -> list[Backend]:
+        if model is not None and model not in self.models:
+            raise model_not_found(model, self.models)
+        now = time.monotonic()
+        usable = [
+            backend
+            for backend in self.backends
+            if backend.index not in excluded and (model is None or backend.config.model == model) and backend.routable()
+        ]
+        ready = [backend for backend in usable if backend.outlier.available(now)]
+        if ready:
+            return ready
+        # Every candidate is ejected: the one back soonest takes a probe call early rather than every call
+        # to the model failing until an ejection ends (at most one probe per backend is in flight).
+        probes = [backend for backend in usable if backend.outlier.may_probe()]
+        if probes:
+            return [min(probes, key=lambda backend: backend.outlier.ejected_until_s)]
+        wait_s = min((b.outlier.ejected_until_s - now for b in usable), default=self.config.retry_down_after_s)
+        what = "no healthy backend" if model is None else f"no healthy backend serves model {model!r}"
+        raise HttpError(503, "no_backend", what, max(wait_s, 1.0))
+
+    # --- one call ----------------------------------------------------------------------------------------
+    def accept(self, call: Call) -> None:
+        """Count the call as accepted and give it its output-length belief (never the truth)."""
+        call.request.predicted_output_tokens = min(
+            self.context.output_predictor.predict(call.request), float(call.request.max_output_tokens)
+        )
+        self.metrics.accepted.inc()
+
+    async def open(self, call: Call) -> Attempt:
+        """Admit and forward ``call``, retrying on another backend until a first chunk arrives."""
+        excluded: set[int] = set()
+        deadline = time.monotonic() + self.config.timeouts.queue_s
+        last_error, last_code = "no attempt", "backend_failed"
+        while call.attempts < self.config.max_attempts:
+            queue = self.choose(call.request, excluded, call.model)
+            call.attempts += 1
+            try:
+                return await self._attempt(call, queue, deadline)
+            except _Retry as retry:
+                last_error, last_code = str(retry), retry.code
+                excluded.add(queue.index)
+                self.metrics.retries.inc()
+                if len(excluded) >= sum(call.model in (None, b.config.model) for b in self.backends):
+                    excluded.clear()  # every candidate failed once: allow another round, bounded by attempts
+        raise HttpError(502, last_code, f"all {call.attempts} attempts failed; last: {last_error}", 1.0)
+
+    async def _attempt(self, call: Call, queue: InstanceQueue, deadline: float) -> Attempt:
+        backend = self.backends[queue.index]
+        try:
+            seq = queue.enqueue(call.request, call.request.prompt_tokens)
+        except QueueFullError as error:
+            raise HttpError(429, "queue_full", f"queue of {error} is full", 1.0) from error
+        probe = backend.outlier.begin()
+        reason = "probe" if probe else self.config.policies.router if call.attempts == 1 else f"retry {call.attempts}"
+        metrics = self.metrics
+        metrics.routed_to(self.clock(), call.request.id, backend.name, reason, len(queue.waiting), queue.num_running)
+        try:
+            if not seq.admitted.done():  # admitted on enqueue (the common case): no timer needed
+                try:
+                    await asyncio.wait_for(seq.admitted, timeout=max(deadline - time.monotonic(), 0.0))
+                except TimeoutError as error:
+                    raise HttpError(503, "queue_timeout", "timed out waiting for a backend slot", 1.0) from error
+            metrics.labelled(metrics.queue_time, backend.name).observe(self.clock() - seq.enqueue_s)
+            return await self._forward(call, backend, queue, seq, probe)
+        except _Retry:
+            queue.withdraw(seq)  # the failure is recorded where it happened
+            raise
+        except BaseException:
+            queue.withdraw(seq)
+            backend.outlier.released(probe)  # still waiting, or the client left: no verdict on the backend
+            raise
+
+    async def _forward(self, call: Call, backend: Backend, queue: InstanceQueue, seq: LiveSeq, probe: bool) -> Attempt:
+        payload = json_bytes(backend_body(call, backend.config, self.config, self.clock()))
+        sent_s = self.clock()
+        last = call.attempts >= self.config.max_attempts
+        timeout_s = first_byte_timeout_s(call, queue.num_running, self.predictors[queue.index],
+                                         self.config.timeouts, last)  # fmt: skip
+        try:
+            response = await backend.pool.request(
+                "POST", call.path, payload, {HEADER_REQUEST_ID: call.request.id}, timeout_s
+            )
+        except UpstreamError as error:
+            raise self._failure(backend, probe, type(error).__name__, error) from error
+        try:
+            first = await (response.next_chunk(timeout_s) if call.stream else response.read(timeout_s))
+        except UpstreamError as error:
+            response.close()
+            raise self._failure(backend, probe, f"{type(error).__name__} before first byte", error) from error
+        except BaseException:
+            response.close()
+            raise
+        if response.status >= 500:
+            close_response(response, response.complete)
+            raise self._failure(backend, probe, f"HTTP {response.status}")
+        if not call.stream:
+            if response.status < 300 and not is_json(first):
+                close_response(response, True)
+                raise self._failure(backend, probe, "a body that is not JSON", code="bad_backend_response")
+            backend.outlier.succeeded(probe)  # a streamed call is judged when its stream ends (relay)
+        call.backend = backend.name
+        return Attempt(backend, queue, seq, response, first, sent_s, probe)
+
+    @staticmethod
+    def _failure(
+        backend: Backend, probe: bool, reason: str, error: UpstreamError | None = None, code: str = "backend_failed"
+    ) -> _Retry:
+        """Record a failed attempt (a broken connection also marks the backend down) as a retry."""
+        if error is not None and is_broken(error):
+            backend.mark_down(f"{reason}: {error}")
+        backend.outlier.failed(time.monotonic(), probe, reason)
+        return _Retry(f"{backend.name}: {reason}", code)
+
+    async def relay(self, call: Call, attempt: Attempt, write: Callable[[bytes, bool], Awaitable[None]]) -> None:
+        """Stream the backend's bytes to the client through ``write(data, last)``, counting tokens; the
+        last write (``last=True``, possibly empty) ends the client's body. Always finishes the call
+        (cancellation included: the client left)."""
+        outcome, reason = Outcome.CANCELLED, "client_disconnected"
+        tokens = StreamTokens(attempt.seq, self.clock, strip_usage=adds_usage(call.body))
+        response, read_s = attempt.response, self.config.timeouts.read_s
+        try:
+            chunk = attempt.first_chunk
+            while not response.complete:  # complete: the body ended and every byte was taken
+                out = tokens.feed(chunk)
+                if out:
+                    await write(out, False)
+                chunk = await response.next_chunk(read_s)
+            # The end of the body goes out with the last bytes (one write less per stream).
+            await write(tokens.feed(chunk) + tokens.flush(), True)
+            ok = response.status < 400
+            outcome, reason = (Outcome.COMPLETED, "ok") if ok else (Outcome.FAILED, "backend_4xx")
+        except UpstreamError as error:
+            if is_broken(error):
+                attempt.backend.mark_down(f"{type(error).__name__} mid-stream")
+            outcome, reason = Outcome.FAILED, "backend_stream_broken"
+            message = {"error": {"message": f"backend failed mid-stream: {type(error).__name__}", "code": 502}}
+            await write(f"data: {json.dumps(message)}\n\n".encode(), True)
+        finally:
+            close_response(response, outcome is Outcome.COMPLETED)
+            _judge_stream(attempt, outcome, reason)
+            call.output_tokens = attempt.seq.num_output_tokens
+            self.finish(call, outcome, reason, attempt)
+
+    async def abandon(self, call: Call, attempt: Attempt) -> None:
+        """The response ended without ``relay`` finishing (client gone before the first chunk was sent)."""
+        if call.outcome is None:
+            attempt.response.close()
+            if call.stream:
+                attempt.backend.outlier.released(attempt.probe)
+            self.finish(call, Outcome.CANCELLED, "client_disconnected", attempt)
+
+    async def complete(self, call: Call) -> tuple[int, bytes]:
+        """Non-streaming call: status and body (the whole body is read inside ``open``'s retry loop)."""
+        attempt = await self.open(call)
+        try:
+            status = attempt.response.status
+            call.output_tokens = usage_tokens(attempt.first_chunk)
+            attempt.seq.num_output_tokens = call.output_tokens
+            attempt.seq.first_token_s = self.clock()  # the client sees every token when the body arrives
+            outcome = Outcome.COMPLETED if status < 400 else Outcome.FAILED
+            self.finish(call, outcome, "ok" if status < 400 else "backend_4xx", attempt)
+            return status, attempt.first_chunk
+        finally:
+            close_response(attempt.response, True)
+            self.finish(call, Outcome.CANCELLED, "cancelled", attempt)
+
+    def finish(self, call: Call, outcome: Outcome, reason: str, attempt: Attempt | None = None) -> None:
+        """Record the call's single terminal outcome; later calls are no-ops. Releases its queue slot."""
+        if call.outcome is not None:
+            return
+        call.outcome, call.reason = outcome.value, reason
+        now = self.clock()
+        call.finish_s = now
+        metrics = self.metrics
+        metrics.labelled(metrics.requests, outcome.value, reason).inc()
+        observe_finish(self, call, outcome, attempt, now)  # tokens, SLOs missed by failed calls
+        if attempt is None:
+            if outcome is Outcome.REJECTED:
+                metrics.labelled(metrics.rejections, reason).inc()
+            return
+        seq = attempt.seq
+        call.first_token_s = seq.first_token_s
+        if outcome is Outcome.COMPLETED and reason == "ok":
+            learn(self, call, attempt, now)
+        attempt.queue.withdraw(seq)
+
+    async def replace_backends(self, config: GatewayConfig) -> None:
+        """Serve ``config.backends`` from now on (a config reload, ``gateway/ops/reload.py``): unchanged backends
+        keep their state, removed or changed ones take no new call and drain what they hold, then close."""
+        from slosched.gateway.ops.reload import rebuild_backends
+
+        for backend in rebuild_backends(self, config):
+            await backend.close()
+
+
+def _judge_stream(attempt: Attempt, outcome: Outcome, reason: str) -> None:
+    """A stream's verdict on its backend: broken is a failure, cancelled (client gone) none."""
+    outlier = attempt.backend.outlier
+    if outcome is Outcome.CANCELLED:
+        outlier.released(attempt.probe)
+    elif reason == "backend_stream_broken":
+        outlier.failed(time.monotonic(), attempt.probe, "stream broken")
+    else:
+        outlier.succeeded(attempt.probe)
