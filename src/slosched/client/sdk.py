@@ -37,8 +37,13 @@ def slo_headers(
     tenant: str | None = None,
     priority: float | None = None,
 ) -> dict[str, str]:
-    pairs = {HEADER_DEADLINE_MS: deadline_ms, HEADER_TTFT_MS: ttft_ms, HEADER_TPOT_MS: tpot_ms,
-             HEADER_TENANT: tenant, HEADER_PRIORITY: priority}  # fmt: skip
+    pairs = {
+        HEADER_DEADLINE_MS: deadline_ms,
+        HEADER_TTFT_MS: ttft_ms,
+        HEADER_TPOT_MS: tpot_ms,
+        HEADER_TENANT: tenant,
+        HEADER_PRIORITY: priority,
+    }
     return {name: str(value) for name, value in pairs.items() if value is not None}
 
 
@@ -76,13 +81,26 @@ class Client:
     def close(self) -> None:
         self.http.close()
 
-    def completions(self, prompt: str | list[int], max_tokens: int = 64, *, model: str | None = None,
-                    headers: Mapping[str, str] | None = None, **fields: Any) -> dict[str, Any]:  # fmt: skip
+    def completions(
+        self,
+        prompt: str | list[int],
+        max_tokens: int = 64,
+        *,
+        model: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
         body = {"prompt": prompt, "max_tokens": max_tokens, **fields, **({"model": model} if model else {})}
         return dict(_check(self.http.post("/v1/completions", json=body, headers=dict(headers or {}))))
 
-    def chat(self, messages: list[dict[str, str]], max_tokens: int = 64, *,
-             headers: Mapping[str, str] | None = None, **fields: Any) -> dict[str, Any]:  # fmt: skip
+    def chat(
+        self,
+        messages: list[dict[str, str]],
+        max_tokens: int = 64,
+        *,
+        headers: Mapping[str, str] | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
         body = {"messages": messages, "max_tokens": max_tokens, **fields}
         return dict(_check(self.http.post("/v1/chat/completions", json=body, headers=dict(headers or {}))))
 
@@ -111,8 +129,14 @@ class Client:
     def job(self, job_id: str) -> dict[str, Any]:
         return dict(_check(self.http.get(f"/v1/jobs/{job_id}")))
 
-    def relquery(self, template: str, rows: list[dict[str, Any]], slo_s: float | None = None,
-                 params: Mapping[str, Any] | None = None, wait_s: float = 600.0) -> dict[str, Any]:  # fmt: skip
+    def relquery(
+        self,
+        template: str,
+        rows: list[dict[str, Any]],
+        slo_s: float | None = None,
+        params: Mapping[str, Any] | None = None,
+        wait_s: float = 600.0,
+    ) -> dict[str, Any]:
         """Submit a relQuery and poll until it ends (at most ``wait_s``)."""
         job = self.create_job("relquery", slo_s, template=template, rows=rows, params=dict(params or {}))
         deadline = time.monotonic() + wait_s
@@ -139,18 +163,26 @@ class AsyncClient:
     async def aclose(self) -> None:
         await self.http.aclose()
 
-    async def completions(self, prompt: str | list[int], max_tokens: int = 64, *,
-                          headers: Mapping[str, str] | None = None, **fields: Any) -> dict[str, Any]:  # fmt: skip
+    async def completions(
+        self, prompt: str | list[int], max_tokens: int = 64, *, headers: Mapping[str, str] | None = None, **fields: Any
+    ) -> dict[str, Any]:
         body = {"prompt": prompt, "max_tokens": max_tokens, **fields}
         return dict(_check(await self.http.post("/v1/completions", json=body, headers=dict(headers or {}))))
 
-    async def chat(self, messages: list[dict[str, str]], max_tokens: int = 64, *,
-                   headers: Mapping[str, str] | None = None, **fields: Any) -> dict[str, Any]:  # fmt: skip
+    async def chat(
+        self,
+        messages: list[dict[str, str]],
+        max_tokens: int = 64,
+        *,
+        headers: Mapping[str, str] | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
         body = {"messages": messages, "max_tokens": max_tokens, **fields}
         return dict(_check(await self.http.post("/v1/chat/completions", json=body, headers=dict(headers or {}))))
 
-    async def stream(self, path: str, body: dict[str, Any],
-                     headers: Mapping[str, str] | None = None) -> AsyncIterator[dict[str, Any]]:  # fmt: skip
+    async def stream(
+        self, path: str, body: dict[str, Any], headers: Mapping[str, str] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         async with self.http.stream("POST", path, json={**body, "stream": True}, headers=dict(headers or {})) as resp:
             if resp.status_code >= 400:
                 await resp.aread()

@@ -7,7 +7,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -15,7 +15,6 @@ from slosched.contract import request_xargs
 from slosched.core.request import Request
 from slosched.gateway.backends.upstream import UpstreamError, UpstreamResponse, UpstreamTimeoutError
 from slosched.gateway.calls.call import Call
-from slosched.gateway.dispatch.queues import LiveSeq
 from slosched.gateway.ops.config import BackendConfig, GatewayConfig
 
 _NO_DEADLINE_PRIORITY = 2**62  # vLLM priority for calls without a deadline: after every deadline
@@ -61,6 +60,13 @@ def vllm_priority(request: Request, mode: str) -> int:
     return max(round(request.deadline_s * 1000.0), 0)
 
 
+class TokenProgress(Protocol):
+    """Where a stream's token count goes (the call's ``dispatch.queues.LiveSeq``)."""
+
+    num_output_tokens: int
+    first_token_s: float | None
+
+
 class StreamTokens:
     """Token accounting of one SSE stream into ``seq.num_output_tokens``: data events as they pass (vLLM
     streams one event per generated token; the chat role event and a usage event make this an estimate
@@ -73,7 +79,7 @@ class StreamTokens:
 
     __slots__ = ("_clock", "_events", "_held", "_strip", "_usage", "seq")
 
-    def __init__(self, seq: LiveSeq, clock: Callable[[], float], strip_usage: bool) -> None:
+    def __init__(self, seq: TokenProgress, clock: Callable[[], float], strip_usage: bool) -> None:
         self.seq = seq
         self._clock = clock
         self._strip = strip_usage

@@ -93,8 +93,12 @@ def check_json_media_type(content_type: str | None) -> None:
         return
     media = content_type.partition(";")[0].strip().lower()
     if media != "application/json" and not media.endswith("+json"):
-        raise HttpError(415, "unsupported_media_type", f"header content-type: expected application/json, got "
-                        f"{media[:64]!r}", param="content-type")  # fmt: skip
+        raise HttpError(
+            415,
+            "unsupported_media_type",
+            f"header content-type: expected application/json, got {media[:64]!r}",
+            param="content-type",
+        )
 
 
 def parse_json_object(raw: bytes) -> dict[str, Any]:

@@ -31,8 +31,9 @@ from slosched.tuning.window import AlphaController, ControllerStep, WindowRecord
 log = logging.getLogger("slosched.serve")
 
 
-def observed_job(job_id: str, template: str, arrival_s: float, slo_s: float | None,
-                 stages: Sequence[dict[str, Any]]) -> JobSpec | None:  # fmt: skip
+def observed_job(
+    job_id: str, template: str, arrival_s: float, slo_s: float | None, stages: Sequence[dict[str, Any]]
+) -> JobSpec | None:
     """A finished job as the tuner replays it (stages chained in the order they ran); None when no call
     produced output (nothing to replay)."""
     specs: list[StageSpec] = []
@@ -46,8 +47,9 @@ def observed_job(job_id: str, template: str, arrival_s: float, slo_s: float | No
             specs.append(StageSpec(name=f"{len(specs)}:{stage['name']}", calls=calls))
     if not specs:
         return None
-    return JobSpec(id=job_id, kind=JobKind.WORKFLOW, arrival_s=arrival_s, stages=tuple(specs), slo_s=slo_s,
-                   template=template)  # fmt: skip
+    return JobSpec(
+        id=job_id, kind=JobKind.WORKFLOW, arrival_s=arrival_s, stages=tuple(specs), slo_s=slo_s, template=template
+    )
 
 
 class LiveAlphaTuner:

@@ -1,15 +1,42 @@
-"""Per-attempt judgements of the dispatcher: how long to wait for a backend's first byte, and whether what
-it answered is a valid response (a 200 with a broken body is a backend failure, never a success)."""
+"""One forwarded attempt of a call (``Attempt``) and the dispatcher's judgements of it: how long to wait for
+a backend's first byte, and whether what it answered is a valid response (a 200 with a broken body is a
+backend failure, never a success)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import orjson
 
 from slosched.core.belief import StepPredictor
+from slosched.gateway.backends.backend import Backend
+from slosched.gateway.backends.upstream import UpstreamResponse
 from slosched.gateway.calls.call import Call
+from slosched.gateway.dispatch.queues import InstanceQueue, LiveSeq
 from slosched.gateway.ops.config import TimeoutConfig
+
+
+@dataclass(slots=True)
+class Attempt:
+    """A forwarded call whose backend response is open; ``first_chunk`` already read."""
+
+    backend: Backend
+    queue: InstanceQueue
+    seq: LiveSeq
+    response: UpstreamResponse
+    first_chunk: bytes
+    sent_s: float
+    probe: bool = False  # the half-open probe of an ejected backend (ejection.py)
+
+
+class RetryElsewhere(Exception):
+    """This attempt failed before any byte reached the client; try another backend. ``code`` is the
+    client's error code should no attempt succeed."""
+
+    def __init__(self, message: str, code: str = "backend_failed") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def first_byte_timeout_s(

@@ -21,9 +21,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-
-import numpy as np
+from typing import Any
 
 from slosched.contract import HEADER_REQUEST_ID
 from slosched.core.request import Outcome, Request
@@ -37,110 +35,99 @@ from slosched.gateway.backends.forwarding import (
     json_bytes,
     usage_tokens,
 )
-from slosched.gateway.backends.upstream import UpstreamError, UpstreamResponse
-from slosched.gateway.calls.call import Call, HttpError, model_not_found
+from slosched.gateway.backends.upstream import UpstreamError
+from slosched.gateway.calls.call import Call, HttpError
 from slosched.gateway.dispatch.alpha import LiveAlphaTuner
-from slosched.gateway.dispatch.attempts import first_byte_timeout_s, is_json
-from slosched.gateway.dispatch.learning import learn, observe_finish
+from slosched.gateway.dispatch.attempts import Attempt, RetryElsewhere, first_byte_timeout_s, is_json
 from slosched.gateway.dispatch.queues import InstanceQueue, LiveSeq, QueueFullError
-from slosched.gateway.dispatch.views import BackendView
+from slosched.gateway.dispatch.slots import SlotSet, instance_rows
 from slosched.gateway.ops.config import GatewayConfig
-from slosched.gateway.ops.prometheus import GatewayMetrics, QueueRow
+from slosched.gateway.ops.prometheus import GatewayMetrics
+from slosched.gateway.ops.status import SLO_WINDOW_S, decision_rows, slo_rows
 from slosched.perf.linear import LinearStepPredictor
-from slosched.perf.output_length import HistoryOutputPredictor
-from slosched.policies.cluster.base import CompletionObserver
-from slosched.policies.engine.queue import fits_model_len
+from slosched.policies.cluster.base import Router
+from slosched.policies.job.base import JobPolicy
 from slosched.policies.registry import PolicyContext
 from slosched.policies.spec import PolicyParams
+
+DRAIN_POLL_S = 0.2  # how often a reload's retired backends are looked at while they drain
 
 log = logging.getLogger("slosched.serve")
 
 
-@dataclass(slots=True)
-class Attempt:
-    """A forwarded call whose backend response is open; ``first_chunk`` already read."""
-
-    backend: Backend
-    queue: InstanceQueue
-    seq: LiveSeq
-    response: UpstreamResponse
-    first_chunk: bytes
-    sent_s: float
-    probe: bool = False  # the half-open probe of an ejected backend (ejection.py)
-
-
-class _Retry(Exception):
-    """This attempt failed before any byte reached the client; try another backend. ``code`` is the
-    client's error code should no attempt succeed."""
-
-    def __init__(self, message: str, code: str = "backend_failed") -> None:
-        super().__init__(message)
-        self.code = code
-
-
 class Dispatcher:
-    """Owns backends, queues, policies and background loops of one gateway."""
+    """Owns the slot set (backends, queues, step predictors and the policies over them), the metrics and
+    the background loops of one gateway. The slot set is replaced whole, never edited (``reconfigure``)."""
 
     def __init__(self, config: GatewayConfig, clock: Callable[[], float] | None = None) -> None:
-        self.config = config
         origin = time.monotonic()
         # asyncio's default loop clock is time.monotonic: now_s is the event-loop clock, shifted to 0.
         self.clock = clock or (lambda: time.monotonic() - origin)
-        self.backends = [Backend(index, backend, config) for index, backend in enumerate(config.backends)]
-        self._models: tuple[GatewayConfig, dict[str, int]] | None = None
-        # Refit rarely: a refit is an NNLS over the window (milliseconds), and live traffic observes a step
-        # per finished request, far more often than the simulator's refit ticks.
-        self.predictors = [LinearStepPredictor(refit_every=256) for _ in self.backends]
+        self._slots = SlotSet.first(config, self.clock)
         policies = config.policies
-        self.context = PolicyContext(
-            instances=tuple(backend.spec() for backend in config.backends),
-            rng=np.random.default_rng(policies.seed),
-            output_predictor=HistoryOutputPredictor(default_tokens=config.default_max_tokens // 2),
-            extras={"step_predictors": self.predictors},
-        )
-        # The shared builder (policies/spec.py): the same names build the same objects as in the simulator.
-        built = policies.spec().build(self.context)
-        self.router, self.job_policy = built.cluster_layer()
-        # Checked once: a runtime protocol isinstance costs ~10 us, too much for every request.
-        self._observer = self.router if isinstance(self.router, CompletionObserver) else None
-        self.queues = [
-            InstanceQueue(
-                index,
-                self.context.instances[index],
-                built.new_engine(),
-                self.predictors[index],
-                self.clock,
-                backend.max_queue,
-                min_wake_s=config.tick_s,  # time-dependent policies re-pump at most this often
-            )
-            for index, backend in enumerate(config.backends)
-        ]
         self.alpha_tuner: LiveAlphaTuner | None = None
         if config.alpha_tuning.enabled:
-            params = PolicyParams(engine={policies.engine: policies.engine_params},
-                                  job={policies.job: policies.job_params})  # fmt: skip
-            self.alpha_tuner = LiveAlphaTuner.build(self.router, policies.router, self.context.instances,
-                                                    policies.engine, policies.job, params, config.alpha_tuning,
-                                                    self.clock)  # fmt: skip
-        self.metrics = GatewayMetrics(self._queue_rows, lambda: self.config.tenants, config.metrics_max_tenants)
+            params = PolicyParams(
+                engine={policies.engine: policies.engine_params}, job={policies.job: policies.job_params}
+            )
+            self.alpha_tuner = LiveAlphaTuner.build(
+                self.router,
+                policies.router,
+                self.context.instances,
+                policies.engine,
+                policies.job,
+                params,
+                config.alpha_tuning,
+                self.clock,
+            )
+        rows = self._queue_rows
+        self.metrics = GatewayMetrics(rows, lambda: self.config.tenants, config.metrics_max_tenants)
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+
+    # --- the slot set, read-only from outside --------------------------------------------------------------
+    @property
+    def config(self) -> GatewayConfig:
+        return self._slots.config
+
+    @property
+    def backends(self) -> tuple[Backend, ...]:
+        return self._slots.backends
+
+    @property
+    def queues(self) -> tuple[InstanceQueue, ...]:
+        return self._slots.queues
+
+    @property
+    def predictors(self) -> list[LinearStepPredictor]:
+        return self._slots.predictors
+
+    @property
+    def router(self) -> Router:
+        return self._slots.router
+
+    @property
+    def job_policy(self) -> JobPolicy:
+        return self._slots.job_policy
+
+    @property
+    def context(self) -> PolicyContext:
+        return self._slots.context
 
     @property
     def models(self) -> dict[str, int]:
         """Served model -> the largest ``max_model_len`` among its backends (follows config reloads)."""
-        config = self.config
-        if self._models is None or self._models[0] is not config:
-            models: dict[str, int] = {}
-            for backend in config.backends:
-                models[backend.model] = max(models.get(backend.model, 0), backend.max_model_len)
-            self._models = (config, models)
-        return self._models[1]
+        return self._slots.models
 
-    def _queue_rows(self) -> list[QueueRow]:
-        return [(b.name, len(q.waiting), q.num_running, b.healthy and not b.outlier.ejected, q.window,
-                 b.outlier.ejected, b.outlier.total_ejections)
-                for b, q in zip(self.backends, self.queues, strict=True)]  # fmt: skip
+    def _queue_rows(self) -> list[Any]:
+        return self._slots.queue_rows()
+
+    def free_room(self) -> int:
+        """Calls the routable backends take now without refusing one (relQuery rows are paced by it)."""
+        return self._slots.free_room()
+
+    def capacity(self) -> int:
+        return self._slots.capacity()
 
     # --- lifecycle --------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -177,41 +164,7 @@ class Dispatcher:
     def choose(self, request: Request, excluded: set[int], model: str | None = None) -> InstanceQueue:
         """Route over the healthy, not ejected, feasible, not-yet-tried backends serving ``model`` (None:
         any); raises 404/503/400/429 HttpErrors."""
-        now = self.clock()
-        views = [BackendView(backend, self.queues[backend.index], now) for backend in self._candidates(excluded, model)]
-        # The gateway's prompt count is an estimate and its max_tokens may be its own default, so it checks
-        # the prompt part of vLLM's rule only (room for one output token); vLLM applies the whole rule.
-        feasible = [view for view in views if fits_model_len(request.prompt_tokens, None, view.spec.max_model_len)]
-        if not feasible:
-            raise HttpError(400, "context_length", f"prompt of ~{request.prompt_tokens} tokens is too long")
-        while feasible:
-            position = self.router.route(request, feasible, now)
-            queue = self.queues[feasible[position].index]
-            if len(queue.waiting) < queue.max_queue or queue.num_running < queue.window:
-                return queue
-            feasible.pop(position)  # the router's pick is full: let it choose among the others
-        raise HttpError(429, "queue_full", "every backend queue is full", 1.0)
-
-    def _candidates(self, excluded: set[int], model: str | None) -> list[Backend]:
-        if model is not None and model not in self.models:
-            raise model_not_found(model, self.models)
-        now = time.monotonic()
-        usable = [
-            backend
-            for backend in self.backends
-            if backend.index not in excluded and (model is None or backend.config.model == model) and backend.routable()
-        ]
-        ready = [backend for backend in usable if backend.outlier.available(now)]
-        if ready:
-            return ready
-        # Every candidate is ejected: the one back soonest takes a probe call early rather than every call
-        # to the model failing until an ejection ends (at most one probe per backend is in flight).
-        probes = [backend for backend in usable if backend.outlier.may_probe()]
-        if probes:
-            return [min(probes, key=lambda backend: backend.outlier.ejected_until_s)]
-        wait_s = min((b.outlier.ejected_until_s - now for b in usable), default=self.config.retry_down_after_s)
-        what = "no healthy backend" if model is None else f"no healthy backend serves model {model!r}"
-        raise HttpError(503, "no_backend", what, max(wait_s, 1.0))
+        return self._slots.choose(request, excluded, model, self.clock())
 
     # --- one call ----------------------------------------------------------------------------------------
     def accept(self, call: Call) -> None:
@@ -231,7 +184,7 @@ class Dispatcher:
             call.attempts += 1
             try:
                 return await self._attempt(call, queue, deadline)
-            except _Retry as retry:
+            except RetryElsewhere as retry:
                 last_error, last_code = str(retry), retry.code
                 excluded.add(queue.index)
                 self.metrics.retries.inc()
@@ -257,7 +210,7 @@ class Dispatcher:
                     raise HttpError(503, "queue_timeout", "timed out waiting for a backend slot", 1.0) from error
             metrics.labelled(metrics.queue_time, backend.name).observe(self.clock() - seq.enqueue_s)
             return await self._forward(call, backend, queue, seq, probe)
-        except _Retry:
+        except RetryElsewhere:
             queue.withdraw(seq)  # the failure is recorded where it happened
             raise
         except BaseException:
@@ -269,8 +222,8 @@ class Dispatcher:
         payload = json_bytes(backend_body(call, backend.config, self.config, self.clock()))
         sent_s = self.clock()
         last = call.attempts >= self.config.max_attempts
-        timeout_s = first_byte_timeout_s(call, queue.num_running, self.predictors[queue.index],
-                                         self.config.timeouts, last)  # fmt: skip
+        predictor = self.predictors[queue.index]
+        timeout_s = first_byte_timeout_s(call, queue.num_running, predictor, self.config.timeouts, last)
         try:
             response = await backend.pool.request(
                 "POST", call.path, payload, {HEADER_REQUEST_ID: call.request.id}, timeout_s
@@ -299,12 +252,12 @@ class Dispatcher:
     @staticmethod
     def _failure(
         backend: Backend, probe: bool, reason: str, error: UpstreamError | None = None, code: str = "backend_failed"
-    ) -> _Retry:
+    ) -> RetryElsewhere:
         """Record a failed attempt (a broken connection also marks the backend down) as a retry."""
         if error is not None and is_broken(error):
             backend.mark_down(f"{reason}: {error}")
         backend.outlier.failed(time.monotonic(), probe, reason)
-        return _Retry(f"{backend.name}: {reason}", code)
+        return RetryElsewhere(f"{backend.name}: {reason}", code)
 
     async def relay(self, call: Call, attempt: Attempt, write: Callable[[bytes, bool], Awaitable[None]]) -> None:
         """Stream the backend's bytes to the client through ``write(data, last)``, counting tokens; the
@@ -368,7 +321,8 @@ class Dispatcher:
         call.finish_s = now
         metrics = self.metrics
         metrics.labelled(metrics.requests, outcome.value, reason).inc()
-        observe_finish(self, call, outcome, attempt, now)  # tokens, SLOs missed by failed calls
+        model = None if attempt is None else attempt.backend.config.model
+        metrics.observe_finish(call, outcome, model, now)  # tokens, SLOs missed by failed calls
         if attempt is None:
             if outcome is Outcome.REJECTED:
                 metrics.labelled(metrics.rejections, reason).inc()
@@ -376,16 +330,63 @@ class Dispatcher:
         seq = attempt.seq
         call.first_token_s = seq.first_token_s
         if outcome is Outcome.COMPLETED and reason == "ok":
-            learn(self, call, attempt, now)
+            self._slots.learn(call, attempt, now)
+            metrics.observe_completed(call, attempt.backend.name, attempt.backend.config.model, now)
         attempt.queue.withdraw(seq)
 
-    async def replace_backends(self, config: GatewayConfig) -> None:
-        """Serve ``config.backends`` from now on (a config reload, ``gateway/ops/reload.py``): unchanged backends
-        keep their state, removed or changed ones take no new call and drain what they hold, then close."""
-        from slosched.gateway.ops.reload import rebuild_backends
+    # --- config reload and status ---------------------------------------------------------------------------
+    async def reconfigure(self, config: GatewayConfig) -> None:
+        """Serve ``config`` from now on (a config reload, ``ops/reload.py``). When its backend list changed,
+        unchanged backends keep their state, removed or changed ones take no new call and drain what they
+        hold (``drain_retired``), then close; either way the slot set is swapped in one assignment."""
+        old = self._slots
+        if [b.model_dump() for b in old.config.backends] == [b.model_dump() for b in config.backends]:
+            self._slots = old.with_config(config)
+            return
+        await self._rebuild(config)
 
-        for backend in rebuild_backends(self, config):
+    async def _rebuild(self, config: GatewayConfig) -> None:
+        slots, dropped = self._slots.rebuilt(config, self.clock)
+        tuner = self.alpha_tuner
+        if tuner is not None:  # keep tuning (and the alpha reached) on the rebuilt router
+            router: Any = slots.router
+            router.alpha = tuner.router.alpha
+            tuner.router = router
+        # One synchronous swap: no await since the rebuild, so no request sees a half-swapped dispatcher.
+        self._slots = slots
+        for backend in dropped:
             await backend.close()
+
+    @property
+    def draining(self) -> bool:
+        """Whether backends a reload retired still finish calls."""
+        return self._slots.draining
+
+    async def drain_retired(self) -> None:
+        """Drop retired backends as their queues empty; returns when none is left."""
+        while self._slots.draining:
+            if self._slots.drained:
+                await self._rebuild(self._slots.config)
+            await asyncio.sleep(DRAIN_POLL_S)
+
+    def snapshot(self, window_s: float = SLO_WINDOW_S) -> dict[str, Any]:
+        """The JSON of ``/status.json``: plain numbers and strings, newest decisions first."""
+        now = self.clock()
+        wall = time.time()
+        metrics = self.metrics
+        registry = metrics.registry
+
+        def routed(name: str) -> float:
+            return registry.get_sample_value("slosched_routed_total", {"backend": name}) or 0.0
+
+        running, waiting = self._slots.request_counts()
+        return {
+            "time": wall,
+            "instances": instance_rows(self._slots.slots, routed, time.monotonic()),
+            "requests": {**metrics.request_counts(), "running": running, "waiting": waiting},
+            "slo": {"window_s": window_s, "rows": slo_rows(metrics.activity.slo, now, window_s)},
+            "decisions": decision_rows(metrics.activity.decisions, now, wall),
+        }
 
 
 def _judge_stream(attempt: Attempt, outcome: Outcome, reason: str) -> None:

@@ -102,8 +102,14 @@ class BackendView:
             return None
         max_age_s = self._backend.engine_state_max_age_s
         queue = self._queue
-        return exported_mapping(metrics.engine_state, metrics.scraped_s, self.snapshot_s, max_age_s,
-                                queue.waiting_requests, queue.waiting_prefill_tokens)  # fmt: skip
+        return exported_mapping(
+            metrics.engine_state,
+            metrics.scraped_s,
+            self.snapshot_s,
+            max_age_s,
+            queue.waiting_requests,
+            queue.waiting_prefill_tokens,
+        )
 
     def cached_prefix_tokens(self, request: Request) -> int:
         return 0

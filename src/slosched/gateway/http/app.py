@@ -24,12 +24,12 @@ from starlette.types import Receive, Scope, Send
 from slosched.gateway.calls.call import HttpError, check_json_media_type, parse_json_object
 from slosched.gateway.dispatch.dispatcher import Dispatcher
 from slosched.gateway.http.hotpath import HOT_PATHS, OpenAIRoutes
+from slosched.gateway.http.status_page import STATUS_PAGE_HEADERS, operator_allowed, page_html
 from slosched.gateway.jobs.manager import JobManager
 from slosched.gateway.jobs.store import open_store
 from slosched.gateway.ops.config import GatewayConfig
 from slosched.gateway.ops.identity import Identities, Principal
 from slosched.gateway.ops.limits import TenantLimits
-from slosched.gateway.ops.status import STATUS_PAGE_HEADERS, operator_allowed, page_html, snapshot
 
 log = logging.getLogger("slosched.serve")
 Handler = Callable[[Request, Principal], Awaitable[Response]]
@@ -92,6 +92,14 @@ class Gateway:
         handlers = {HTTPException: _starlette_error}
         self.starlette = Starlette(routes=self._routes(), lifespan=self._lifespan, exception_handlers=handlers)
         self.app = GatewayApp(OpenAIRoutes(config, self.dispatcher, self), self.starlette)
+
+    def apply_config(self, config: GatewayConfig) -> None:
+        """Keys and tenants of a reloaded config, at once (routes read them per request); raises
+        ``ConfigError`` or ``ValueError``, changing nothing, when they are invalid."""
+        identities = Identities.from_config(config)
+        self.config = config
+        self.app.hot.config = config
+        self.identities = identities
 
     def _routes(self) -> list[Route]:
         guarded = self._guard
@@ -196,7 +204,7 @@ class Gateway:
         return Response(page_html(), media_type="text/html; charset=utf-8", headers=STATUS_PAGE_HEADERS)
 
     async def status_json(self, request: Request, principal: Principal | None = None) -> Response:
-        return JSONResponse(snapshot(self.dispatcher), headers={"cache-control": "no-store"})
+        return JSONResponse(self.dispatcher.snapshot(), headers={"cache-control": "no-store"})
 
     def _operator_guard(self, guarded: Endpoint) -> Endpoint:
         """With ``operator_api_keys`` (read at each request: reloads apply) only those keys, else ``guarded``."""
@@ -212,11 +220,14 @@ class Gateway:
         return endpoint
 
     async def health(self, request: Request) -> Response:
-        backends = {b.name: {"up": b.healthy, "ejected": b.outlier.ejected, "error": b.last_error}
-                    for b in self.dispatcher.backends}  # fmt: skip
+        backends = {
+            b.name: {"up": b.healthy, "ejected": b.outlier.ejected, "error": b.last_error}
+            for b in self.dispatcher.backends
+        }
         healthy = any(b.healthy for b in self.dispatcher.backends)
-        return JSONResponse({"status": "ok" if healthy else "degraded", "backends": backends},
-                            status_code=200 if healthy else 503)  # fmt: skip
+        return JSONResponse(
+            {"status": "ok" if healthy else "degraded", "backends": backends}, status_code=200 if healthy else 503
+        )
 
 
 async def _starlette_error(request: Request, exc: Exception) -> Response:

@@ -54,10 +54,17 @@ class LiveJob:
         if latency is not None and self.status == "completed" and math.isfinite(self.deadline_s):
             slo_met = self.arrival_s + latency <= self.deadline_s
         return {
-            "id": self.id, "kind": self.kind, "template": self.template, "tenant": self.tenant,
-            "status": self.status, "reason": self.reason, "slo_s": self.slo_s, "latency_s": latency,
-            "slo_met": slo_met, "stages": self.stages,
-        }  # fmt: skip
+            "id": self.id,
+            "kind": self.kind,
+            "template": self.template,
+            "tenant": self.tenant,
+            "status": self.status,
+            "reason": self.reason,
+            "slo_s": self.slo_s,
+            "latency_s": latency,
+            "slo_met": slo_met,
+            "stages": self.stages,
+        }
 
     def to_record(self, owner: str, now_unix_s: float) -> JobRecord:
         """A snapshot (lists copied: a store may serialise it while the job goes on)."""
@@ -66,8 +73,21 @@ class LiveJob:
         if self.plan is not None:
             state["submission"] = self.plan.as_state()
         stages = [{**stage, "results": _copied(stage.get("results"))} for stage in self.stages]
-        return JobRecord(self.id, self.tenant, self.kind, self.template, self.status, self.reason, owner,
-                         self.created_unix_s, now_unix_s, self.slo_s, finish_unix, stages, state)  # fmt: skip
+        return JobRecord(
+            self.id,
+            self.tenant,
+            self.kind,
+            self.template,
+            self.status,
+            self.reason,
+            owner,
+            self.created_unix_s,
+            now_unix_s,
+            self.slo_s,
+            finish_unix,
+            stages,
+            state,
+        )
 
 
 def _copied(results: Any) -> Any:
@@ -81,10 +101,17 @@ def record_json(record: JobRecord) -> dict[str, Any]:
     if latency is not None and record.status == "completed" and record.slo_s is not None:
         slo_met = latency <= record.slo_s
     return {
-        "id": record.id, "kind": record.kind, "template": record.template, "tenant": record.tenant,
-        "status": record.status, "reason": record.reason, "slo_s": record.slo_s, "latency_s": latency,
-        "slo_met": slo_met, "stages": record.stages,
-    }  # fmt: skip
+        "id": record.id,
+        "kind": record.kind,
+        "template": record.template,
+        "tenant": record.tenant,
+        "status": record.status,
+        "reason": record.reason,
+        "slo_s": record.slo_s,
+        "latency_s": latency,
+        "slo_met": slo_met,
+        "stages": record.stages,
+    }
 
 
 def from_record(record: JobRecord, now_s: float, now_unix_s: float) -> LiveJob:
@@ -92,12 +119,19 @@ def from_record(record: JobRecord, now_s: float, now_unix_s: float) -> LiveJob:
     arrival_s = now_s - max(now_unix_s - record.created_unix_s, 0.0)
     state = record.state
     job = LiveJob(
-        id=record.id, kind=record.kind, template=record.template, tenant=record.tenant, arrival_s=arrival_s,
-        slo_s=record.slo_s, deadline_s=arrival_s + record.slo_s if record.slo_s is not None else math.inf,
-        priority=float(state.get("priority", 0.0)), created_unix_s=record.created_unix_s,
-        last_activity_s=now_s, finished_stages=list(state.get("finished_stages", [])),
+        id=record.id,
+        kind=record.kind,
+        template=record.template,
+        tenant=record.tenant,
+        arrival_s=arrival_s,
+        slo_s=record.slo_s,
+        deadline_s=arrival_s + record.slo_s if record.slo_s is not None else math.inf,
+        priority=float(state.get("priority", 0.0)),
+        created_unix_s=record.created_unix_s,
+        last_activity_s=now_s,
+        finished_stages=list(state.get("finished_stages", [])),
         stages=[dict(stage) for stage in record.stages],
-    )  # fmt: skip
+    )
     submission = state.get("submission")
     if submission is not None:
         job.plan = RowPlan(submission["template"], submission["rows"], submission["params"])
@@ -121,7 +155,13 @@ def call_result(call: Call, status: int, body: bytes) -> dict[str, Any]:
         text = None
     latency = None if call.finish_s is None else call.finish_s - call.request.arrival_s
     return {
-        "outcome": call.outcome, "reason": call.reason, "status": status, "text": text,
-        "output_tokens": call.output_tokens, "latency_s": latency, "backend": call.backend, "error": error,
+        "outcome": call.outcome,
+        "reason": call.reason,
+        "status": status,
+        "text": text,
+        "output_tokens": call.output_tokens,
+        "latency_s": latency,
+        "backend": call.backend,
+        "error": error,
         "prompt_tokens": call.request.prompt_tokens,
-    }  # fmt: skip
+    }

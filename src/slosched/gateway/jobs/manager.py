@@ -51,8 +51,9 @@ def new_job_id() -> str:
 class JobManager:
     """Creates jobs, runs their stages through the dispatcher, persists them, reaps idle ones."""
 
-    def __init__(self, dispatcher: Dispatcher, store: JobStore, replica: str | None = None,
-                 wall: Callable[[], float] = time.time) -> None:  # fmt: skip
+    def __init__(
+        self, dispatcher: Dispatcher, store: JobStore, replica: str | None = None, wall: Callable[[], float] = time.time
+    ) -> None:
         self.dispatcher = dispatcher
         self.config = dispatcher.config
         self.jobs: dict[str, LiveJob] = {}  # running here (finished ones leave once stored)
@@ -90,12 +91,18 @@ class JobManager:
             slo_s = max(slo_s, principal.min_slo_s)  # tighter than the operator allows: clamped up
         now = self.dispatcher.clock()
         job = LiveJob(
-            id=new_job_id(), kind=spec.kind, template=spec.template, tenant=principal.tenant, arrival_s=now,
-            slo_s=slo_s, deadline_s=now + slo_s if slo_s is not None else math.inf,
+            id=new_job_id(),
+            kind=spec.kind,
+            template=spec.template,
+            tenant=principal.tenant,
+            arrival_s=now,
+            slo_s=slo_s,
+            deadline_s=now + slo_s if slo_s is not None else math.inf,
             # Lower runs first: a tenant may lower its jobs' priority, never rise above its class.
-            priority=max(spec.priority, principal.priority), created_unix_s=self.sync.wall(),
+            priority=max(spec.priority, principal.priority),
+            created_unix_s=self.sync.wall(),
             last_activity_s=now,
-        )  # fmt: skip
+        )
         if spec.kind == "relquery":
             assert spec.rows is not None
             job.plan = RowPlan(spec.template, spec.rows, spec.params)
@@ -169,8 +176,16 @@ class JobManager:
             call.request.job_arrival_s = job.arrival_s
             call.request.deadline_s = job.deadline_s
             dispatcher.accept(call)
-        view = JobView(job.id, job.kind, job.template, job.arrival_s, job.slo_s or math.inf, job.deadline_s,
-                       name, tuple(job.finished_stages))  # fmt: skip
+        view = JobView(
+            job.id,
+            job.kind,
+            job.template,
+            job.arrival_s,
+            job.slo_s or math.inf,
+            job.deadline_s,
+            name,
+            tuple(job.finished_stages),
+        )
         dispatcher.job_policy.on_stage_released(view, [call.request for call in calls], now)
         job.active_stages += 1
         stage: dict[str, Any] = {"name": name, "status": "running", "results": None}

@@ -12,39 +12,41 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from slosched.core.request import Outcome
 from slosched.core.views import JobView
 from slosched.gateway.calls.call import COMPLETIONS, Call, HttpError, SloHeaders, parse_call
+from slosched.gateway.dispatch.dispatcher import Dispatcher
 from slosched.gateway.jobs.live import ROWS_STAGE, LiveJob
-
-if TYPE_CHECKING:
-    from slosched.gateway.dispatch.dispatcher import Dispatcher
-    from slosched.gateway.jobs.manager import JobManager
+from slosched.gateway.ops.config import GatewayConfig
 
 _YIELD_EVERY = 256  # rows rendered between two yields to the event loop
 _MAX_REFUSALS = 5  # queue_full retries of one row before its refusal stands
 _IDLE_WAIT_S = 0.05  # no room anywhere and nothing in flight: look again after this
 
 
-def free_room(dispatcher: Dispatcher) -> int:
-    """Calls the routable backends take now without refusing one: free window slots plus free queue places."""
-    room = 0
-    for backend, queue in zip(dispatcher.backends, dispatcher.queues, strict=True):
-        if backend.routable():
-            room += max(queue.window - queue.num_running, 0) + max(queue.max_queue - len(queue.waiting), 0)
-    return room
+class RowHost(Protocol):
+    """What a runner shares with the other runners, on the job manager (``manager.JobManager``)."""
 
+    active_relqueries: int  # relQueries running here: each takes its fair share of the room
+    starting: int  # row calls created and not routed yet (their room is spoken for)
 
-def capacity(dispatcher: Dispatcher) -> int:
-    return sum(queue.window + queue.max_queue for queue in dispatcher.queues)
+    @property
+    def dispatcher(self) -> Dispatcher: ...
+
+    @property
+    def config(self) -> GatewayConfig: ...
+
+    async def run_call(self, call: Call) -> dict[str, Any]: ...
+
+    def touch(self, job: LiveJob) -> None: ...
 
 
 class RowRunner:
     """Runs one relQuery's unanswered rows to the end; shared counters live on the manager."""
 
-    def __init__(self, manager: JobManager, job: LiveJob) -> None:
+    def __init__(self, manager: RowHost, job: LiveJob) -> None:
         assert job.plan is not None
         self.manager = manager
         self.job = job
@@ -90,8 +92,8 @@ class RowRunner:
 
     def _batch_size(self) -> int:
         dispatcher = self.manager.dispatcher
-        share = max(capacity(dispatcher) // max(self.manager.active_relqueries, 1), 1)
-        room = free_room(dispatcher) - self.manager.starting
+        share = max(dispatcher.capacity() // max(self.manager.active_relqueries, 1), 1)
+        room = dispatcher.free_room() - self.manager.starting
         return max(min(room, share - self.outstanding, len(self.pending), _YIELD_EVERY), 0)
 
     def _launch(self, count: int) -> None:
@@ -108,16 +110,29 @@ class RowRunner:
                 body = self.plan.body(index)
                 call = parse_call(COMPLETIONS, body, slo, now, manager.config.default_max_tokens, dispatcher.models)
             except HttpError as error:  # validated at submission; a row still refused fails alone
-                self.results[index] = {"outcome": Outcome.REJECTED.value, "reason": error.code, "status": error.status,
-                                       "text": None, "error": error.message[:200]}  # fmt: skip
+                self.results[index] = {
+                    "outcome": Outcome.REJECTED.value,
+                    "reason": error.code,
+                    "status": error.status,
+                    "text": None,
+                    "error": error.message[:200],
+                }
                 continue
             call.request.template = "relquery"
             call.request.job_arrival_s = job.arrival_s
             call.request.deadline_s = job.deadline_s
             dispatcher.accept(call)
             batch.append((index, call))
-        view = JobView(job.id, job.kind, job.template, job.arrival_s, job.slo_s or math.inf, job.deadline_s,
-                       ROWS_STAGE, tuple(job.finished_stages))  # fmt: skip
+        view = JobView(
+            job.id,
+            job.kind,
+            job.template,
+            job.arrival_s,
+            job.slo_s or math.inf,
+            job.deadline_s,
+            ROWS_STAGE,
+            tuple(job.finished_stages),
+        )
         dispatcher.job_policy.on_stage_released(view, [call.request for _, call in batch], now)
         manager.starting += len(batch)
         self.outstanding += len(batch)

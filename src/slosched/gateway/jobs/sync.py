@@ -13,16 +13,35 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from slosched.gateway.backends.backend import periodic
 from slosched.gateway.calls.call import HttpError
+from slosched.gateway.dispatch.dispatcher import Dispatcher
 from slosched.gateway.jobs.live import LiveJob, from_record
 from slosched.gateway.jobs.store.base import TERMINAL, JobRecord, JobStore
+from slosched.gateway.ops.config import GatewayConfig
 from slosched.gateway.ops.identity import Principal
 
-if TYPE_CHECKING:
-    from slosched.gateway.jobs.manager import JobManager
+
+class SyncHost(Protocol):
+    """The jobs this replica runs, on the job manager (``manager.JobManager``)."""
+
+    @property
+    def jobs(self) -> dict[str, LiveJob]: ...
+
+    @property
+    def config(self) -> GatewayConfig: ...
+
+    @property
+    def dispatcher(self) -> Dispatcher: ...
+
+    def finish(self, job: LiveJob, status: str, reason: str, store: bool = True) -> bool: ...
+
+    def start_rows(self, job: LiveJob) -> None: ...
+
+    async def reap_idle(self) -> None: ...
+
 
 log = logging.getLogger("slosched.serve")
 _PROGRESS_EVERY_S = 1.0
@@ -37,7 +56,7 @@ def _unavailable(error: Exception) -> HttpError:
 
 
 class JobSync:
-    def __init__(self, manager: JobManager, store: JobStore, replica: str, wall: Callable[[], float]) -> None:
+    def __init__(self, manager: SyncHost, store: JobStore, replica: str, wall: Callable[[], float]) -> None:
         self.manager = manager
         self.store = store
         self.replica = replica

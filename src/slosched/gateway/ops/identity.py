@@ -93,8 +93,13 @@ class Identities:
 
     @classmethod
     def from_config(cls, config: GatewayConfig) -> Identities:
-        return cls(config.tenants, config.api_keys, config.trust_tenant_header, config.tenant_rate_limits,
-                   config.default_rate_limit)  # fmt: skip
+        return cls(
+            config.tenants,
+            config.api_keys,
+            config.trust_tenant_header,
+            config.tenant_rate_limits,
+            config.default_rate_limit,
+        )
 
     @property
     def open(self) -> bool:
@@ -129,9 +134,17 @@ class Identities:
 
 
 def _principal(name: str, tenant: TenantConfig) -> Principal:
-    return Principal(name, tenant.priority, tenant.min_slo_s, tenant.max_jobs, tenant.rate_limit_rps,
-                     tenant.token_rate_limit_tps, tenant.max_concurrency, tenant.min_ttft_slo_s,
-                     tenant.min_tpot_slo_s)  # fmt: skip
+    return Principal(
+        name,
+        tenant.priority,
+        tenant.min_slo_s,
+        tenant.max_jobs,
+        tenant.rate_limit_rps,
+        tenant.token_rate_limit_tps,
+        tenant.max_concurrency,
+        tenant.min_ttft_slo_s,
+        tenant.min_tpot_slo_s,
+    )
 
 
 def scoped(slo: SloHeaders, principal: Principal) -> SloHeaders:
@@ -142,8 +155,13 @@ def scoped(slo: SloHeaders, principal: Principal) -> SloHeaders:
     deadline_ms = _floored(slo.deadline_ms, principal.min_slo_s)
     ttft_ms = _floored(slo.ttft_ms, principal.min_ttft_slo_s)
     tpot_ms = _floored(slo.tpot_ms, principal.min_tpot_slo_s)
-    if (slo.tenant == principal.tenant and priority == slo.priority and deadline_ms == slo.deadline_ms
-            and ttft_ms == slo.ttft_ms and tpot_ms == slo.tpot_ms):  # fmt: skip
+    if (
+        slo.tenant == principal.tenant
+        and priority == slo.priority
+        and deadline_ms == slo.deadline_ms
+        and ttft_ms == slo.ttft_ms
+        and tpot_ms == slo.tpot_ms
+    ):
         return slo  # the common case: nothing to change (building a frozen dataclass costs ~3 us)
     return dataclasses.replace(
         slo, tenant=principal.tenant, priority=priority, deadline_ms=deadline_ms, ttft_ms=ttft_ms, tpot_ms=tpot_ms

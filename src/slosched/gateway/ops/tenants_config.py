@@ -48,9 +48,10 @@ def _unique_keys(tenants: dict[str, TenantConfig], info: ValidationInfo) -> dict
             first = owners.setdefault(key, where)
             if first != where:
                 raise PydanticCustomError(
-                    "duplicate_api_key", "{where}: the same key is already {first}; keys must be unique",
+                    "duplicate_api_key",
+                    "{where}: the same key is already {first}; keys must be unique",
                     {"where": where, "first": first},
-                )  # fmt: skip
+                )
     return tenants
 
 
