@@ -5,11 +5,13 @@ backend failure, never a success)."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 
 import orjson
 
 from slosched.core.belief import StepPredictor
+from slosched.core.request import Outcome
 from slosched.gateway.backends.backend import Backend
 from slosched.gateway.backends.upstream import UpstreamResponse
 from slosched.gateway.calls.call import Call
@@ -27,7 +29,17 @@ class Attempt:
     response: UpstreamResponse
     first_chunk: bytes
     sent_s: float
-    probe: bool = False  # the half-open probe of an ejected backend (ejection.py)
+    probe: bool = False  # the half-open probe of an ejected backend (``backends/ejection.py``)
+
+    def judge_stream(self, outcome: Outcome, reason: str) -> None:
+        """A stream's verdict on its backend: broken is a failure, cancelled (client gone) none."""
+        outlier = self.backend.outlier
+        if outcome is Outcome.CANCELLED:
+            outlier.released(self.probe)
+        elif reason == "backend_stream_broken":
+            outlier.failed(time.monotonic(), self.probe, "stream broken")
+        else:
+            outlier.succeeded(self.probe)
 
 
 class RetryElsewhere(Exception):

@@ -1,4 +1,5 @@
-"""The live dispatcher: route with a registry router, queue per instance, forward with retries.
+"""The live dispatcher: route with a registry router over its slot set (``slots.py``), queue per backend slot,
+forward with retries.
 
 Path of one call: ``accept`` (counted) -> ``open`` [route over the healthy, not ejected, feasible
 ``BackendView``s of the call's model -> enqueue at that backend's ``InstanceQueue`` -> wait for admission
@@ -6,7 +7,7 @@ Path of one call: ``accept`` (counted) -> ``open`` [route over the healthy, not 
 streaming) within a timeout derived from the predicted latency (``attempts.py``)] -> the caller relays the
 rest (``relay``) or takes the body -> ``finish``. Failures before the first byte reaches the client (connect
 error, 5xx, broken or timed-out first read, a body that is not JSON) are retried on another backend, at most
-``max_attempts`` in all, and counted towards ejecting the backend (``ejection.py``); after that byte, a
+``max_attempts`` in all, and counted towards ejecting the backend (``backends/ejection.py``); after that byte, a
 failure ends the call as ``failed`` (the stream gets an SSE error event).
 
 Invariant: every accepted call ends in exactly one terminal outcome (``finish`` is idempotent and is
@@ -42,7 +43,7 @@ from slosched.gateway.dispatch.attempts import Attempt, RetryElsewhere, first_by
 from slosched.gateway.dispatch.queues import InstanceQueue, LiveSeq, QueueFullError
 from slosched.gateway.dispatch.slots import SlotSet, instance_rows
 from slosched.gateway.ops.config import GatewayConfig
-from slosched.gateway.ops.prometheus import GatewayMetrics
+from slosched.gateway.ops.prometheus import GatewayMetrics, QueueRow
 from slosched.gateway.ops.status import SLO_WINDOW_S, decision_rows, slo_rows
 from slosched.perf.linear import LinearStepPredictor
 from slosched.policies.cluster.base import Router
@@ -119,7 +120,7 @@ class Dispatcher:
         """Served model -> the largest ``max_model_len`` among its backends (follows config reloads)."""
         return self._slots.models
 
-    def _queue_rows(self) -> list[Any]:
+    def _queue_rows(self) -> list[QueueRow]:
         return self._slots.queue_rows()
 
     def free_room(self) -> int:
@@ -285,7 +286,7 @@ class Dispatcher:
             await write(f"data: {json.dumps(message)}\n\n".encode(), True)
         finally:
             close_response(response, outcome is Outcome.COMPLETED)
-            _judge_stream(attempt, outcome, reason)
+            attempt.judge_stream(outcome, reason)
             call.output_tokens = attempt.seq.num_output_tokens
             self.finish(call, outcome, reason, attempt)
 
@@ -387,14 +388,3 @@ class Dispatcher:
             "slo": {"window_s": window_s, "rows": slo_rows(metrics.activity.slo, now, window_s)},
             "decisions": decision_rows(metrics.activity.decisions, now, wall),
         }
-
-
-def _judge_stream(attempt: Attempt, outcome: Outcome, reason: str) -> None:
-    """A stream's verdict on its backend: broken is a failure, cancelled (client gone) none."""
-    outlier = attempt.backend.outlier
-    if outcome is Outcome.CANCELLED:
-        outlier.released(attempt.probe)
-    elif reason == "backend_stream_broken":
-        outlier.failed(time.monotonic(), attempt.probe, "stream broken")
-    else:
-        outlier.succeeded(attempt.probe)

@@ -72,7 +72,7 @@ class SlotSet:
     observer: CompletionObserver | None
     backends: tuple[Backend, ...]
     queues: tuple[InstanceQueue, ...]
-    predictors: list[LinearStepPredictor]
+    predictors: list[LinearStepPredictor]  # the very list policies read as context.extras["step_predictors"]
     models: dict[str, int]  # served model -> the largest max_model_len among its backends
 
     @classmethod

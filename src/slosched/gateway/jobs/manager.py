@@ -9,7 +9,7 @@ vLLM's own priority read them.
 Jobs belong to a tenant: every operation takes the caller's ``Principal``, and another tenant's job
 answers 404 exactly like a missing one; ids are unguessable. Jobs are durable (``serve.store``): a record
 is written at creation, as stages and rows finish, and at the end; a restarted replica resumes its open
-jobs and claims those of replicas whose heartbeat stopped (``jobs_sync``). Finished jobs leave memory.
+jobs and claims those of replicas whose heartbeat stopped (``sync.py``). Finished jobs leave memory.
 
 Invariant: every accepted job ends in exactly one terminal state — ``completed`` (client completed it, a
 final stage finished, or every relQuery row answered), ``failed`` (a call of a stage failed), or
@@ -59,7 +59,7 @@ class JobManager:
         self.jobs: dict[str, LiveJob] = {}  # running here (finished ones leave once stored)
         self.max_tokens = max(backend.max_model_len for backend in self.config.backends)
         self.active_relqueries = 0
-        self.starting = 0  # relQuery calls created and not yet routed (jobs_rows)
+        self.starting = 0  # relQuery calls created and not yet routed (rows.py)
         replica = replica or self.config.replica or f"{socket.gethostname()}:{self.config.port}"
         self.sync = JobSync(self, store, replica, wall)
 

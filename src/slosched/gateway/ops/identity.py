@@ -12,14 +12,11 @@ import dataclasses
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from slosched.contract import HEADER_API_KEY, HEADER_AUTHORIZATION, HEADER_TENANT
 from slosched.gateway.calls.call import HttpError, SloHeaders, bad_request
+from slosched.gateway.ops.config import GatewayConfig
 from slosched.gateway.ops.tenants_config import ANY_TENANT, TenantConfig
-
-if TYPE_CHECKING:
-    from slosched.gateway.ops.config import GatewayConfig
 
 DEFAULT_TENANT = "default"
 
