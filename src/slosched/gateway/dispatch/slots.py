@@ -91,7 +91,8 @@ class SlotSet:
 
     def rebuilt(self, config: GatewayConfig, clock: Callable[[], float]) -> tuple[SlotSet, list[RetiredBackend]]:
         """Slots for ``config.backends`` (reusing unchanged ones), then the retired ones still busy. Also
-        returns the retired backends dropped now (idle): the caller closes them."""
+        returns the retired backends dropped now (idle): the caller closes them. Kept backends and queues
+        are renumbered in place, so the caller swaps the result in before its next await."""
         current = {slot.backend.name: slot for slot in self.slots if not isinstance(slot.backend, RetiredBackend)}
         retired = [slot for slot in self.slots if isinstance(slot.backend, RetiredBackend)]
         layout: _Layout = []
@@ -243,19 +244,14 @@ def _assemble(
     # The shared builder (policies/spec.py): the same names build the same objects as in the simulator.
     built = config.policies.spec().build(context)
     router, job_policy = built.cluster_layer()
-    slots = tuple(
-        Slot(
-            backend,
-            queue
-            if queue is not None
-            else _new_queue(index, backend, predictor, built.new_engine(), context, clock, config),
-            predictor,
-        )
-        for index, (backend, queue, predictor) in enumerate(layout)
-    )
+    slots: list[Slot] = []
+    for index, (backend, queue, predictor) in enumerate(layout):
+        if queue is None:
+            queue = _new_queue(index, backend, predictor, built.new_engine(), context, clock, config)
+        slots.append(Slot(backend, queue, predictor))
     return SlotSet(
         config=config,
-        slots=slots,
+        slots=tuple(slots),
         context=context,
         router=router,
         job_policy=job_policy,
