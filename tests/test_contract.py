@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 from slosched import contract
+from slosched.client.sdk import slo_headers
 from slosched.core.request import Request
-from slosched.serve.calls import parse_slo_headers
-from slosched.serve.sdk import slo_headers
+from slosched.gateway.calls.call import parse_slo_headers
 from slosched.vllm_ext.metadata import MetadataProblems, request_metadata
 
 

@@ -26,13 +26,13 @@ import pytest
 from slosched.contract import XARG_DEADLINE_UNIX_S, XARG_JOB_ID, XARG_PREDICTED_TOKENS, XARG_PRIORITY
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
+from slosched.gateway.dispatch.queues import InstanceQueue
 from slosched.perf.linear import LinearStepPredictor
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.policies.cluster.base import ROUTERS
 from slosched.policies.engine.base import ENGINE_PRESETS, EnginePolicy
 from slosched.policies.engine.batching.relserve_arranger import SingleJobAdmission
 from slosched.policies.registry import PolicyContext
-from slosched.serve.queues import InstanceQueue
 from slosched.sim.belief import BeliefFeed
 from slosched.sim.instance import SimInstance
 from slosched.sim.kernel import EventKernel
@@ -272,8 +272,8 @@ def router_decisions_in_simulator(name: str, specs: tuple[InstanceSpec, ...]) ->
 def router_decisions_in_gateway(name: str, specs: tuple[InstanceSpec, ...]) -> list[int]:
     from types import SimpleNamespace
 
-    from slosched.serve.backends import EngineMetrics
-    from slosched.serve.views import BackendView
+    from slosched.gateway.backends.backend import EngineMetrics
+    from slosched.gateway.dispatch.views import BackendView
 
     async def run() -> list[int]:
         router = ROUTERS.build(name, {}, _router_context(specs))
@@ -305,8 +305,8 @@ def test_router_views_agree_between_simulator_and_gateway() -> None:
     """Same requests queued at the same instances: every field routers read is the same in both."""
     from types import SimpleNamespace
 
-    from slosched.serve.backends import EngineMetrics
-    from slosched.serve.views import BackendView
+    from slosched.gateway.backends.backend import EngineMetrics
+    from slosched.gateway.dispatch.views import BackendView
 
     specs = _router_specs()
     sim_views = simulator_router_views(specs)

@@ -14,7 +14,7 @@ _activate_native()
 def __getattr__(name: str) -> object:
     # Lazy: importing slosched (the simulator, policies) must not pull in the HTTP client stack.
     if name == "Client":
-        from slosched.serve.sdk import Client
+        from slosched.client.sdk import Client
 
         return Client
     raise AttributeError(f"module 'slosched' has no attribute {name!r}")

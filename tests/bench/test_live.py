@@ -9,9 +9,9 @@ import pytest
 
 from slosched.bench import live, live_report, live_setup
 from slosched.bench.live_setup import Speed
+from slosched.client.sdk import ReplayResult
 from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
-from slosched.serve.config import parse_config
-from slosched.serve.sdk import ReplayResult
+from slosched.gateway.ops.config import parse_config
 
 SPEED = Speed(0.02, 0.005, 0.0002)
 

@@ -22,8 +22,8 @@ from slosched.bench.soak import (
     soak,
 )
 from slosched.bench.soak_report import write_report
-from slosched.serve.metrics import GatewayMetrics
-from tests.serve.helpers import background_gateway
+from slosched.gateway.ops.prometheus import GatewayMetrics
+from tests.gateway.helpers import background_gateway
 
 
 def test_rss_of_this_process_is_plausible_and_grows_with_an_allocation() -> None:

@@ -13,17 +13,15 @@ import pytest
 
 from slosched.core.errors import ConfigError
 from slosched.perf import gpu_profile
-from slosched.perf.gpu_profile_report import (
+from slosched.perf.gpu_profile_data import (
     ProfilePoint,
     ProfileResult,
     decode_memory_bytes,
-    fit_points,
     grid_for,
     kv_blocks_estimate,
-    observations,
     plan_decode,
-    render_markdown,
 )
+from slosched.perf.gpu_profile_report import fit_points, observations, render_markdown
 from slosched.perf.profile_fit import PARAMS, MeasuredProfile, MeasuredStepModel
 from slosched.perf.roofline import RooflineModel
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slosched.perf import calibrate
-from slosched.perf.gpu_profile_report import ProfilePoint, ProfileResult
+from slosched.perf.gpu_profile_data import ProfilePoint, ProfileResult
 from slosched.perf.measured_steps import bundled_measured_steps, load_measured
 from slosched.perf.roofline import CALIBRATION, DEFAULT_STACK, RooflineModel
 from slosched.perf.stack_fit import BAND, check_steps, fit_stack, group_summary

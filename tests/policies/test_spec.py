@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from slosched.core.errors import ConfigError, UnknownNameError
+from slosched.gateway.ops.config import PolicyConfig
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.policies.engine.spec import EngineSpec
 from slosched.policies.registry import PolicyContext
 from slosched.policies.spec import PolicyPair, PolicyParams, PolicySpec
-from slosched.serve.config import PolicyConfig
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import simulate
 from slosched.vllm_ext.config import build_policy, config_from_env, config_from_mapping

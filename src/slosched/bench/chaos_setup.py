@@ -81,7 +81,7 @@ def gateway_config(port: int, backend_urls: dict[str, str], store: Path, tenants
 def config_problem(config: dict[str, Any]) -> str | None:
     """Why this tree's gateway would refuse ``config`` (its own validation), or None."""
     from slosched.core.errors import ConfigError
-    from slosched.serve.config import parse_config
+    from slosched.gateway.ops.config import parse_config
 
     try:
         parse_config(config)

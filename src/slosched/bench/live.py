@@ -46,14 +46,14 @@ from slosched.bench.live_setup import (
     sizes,
     with_slos,
 )
+from slosched.client.sdk import AsyncClient, ReplayResult, WorkflowRunner, attainment, call_body
 from slosched.core.job import CallSpec, JobSpec
 from slosched.devtools.stub import free_port, serve_app
 from slosched.devtools.up import VllmServer, start_servers, stop_servers, wait_ready
 from slosched.devtools.vllm_launch import start_plugin_servers
+from slosched.gateway.http.app import Gateway
+from slosched.gateway.ops.config import parse_config
 from slosched.policies.spec import PolicyPair
-from slosched.serve.app import Gateway
-from slosched.serve.config import parse_config
-from slosched.serve.sdk import AsyncClient, ReplayResult, WorkflowRunner, attainment, call_body
 
 LAYERS = (2, 8)
 

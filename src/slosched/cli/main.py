@@ -112,8 +112,8 @@ def serve(
     port: Annotated[int | None, typer.Option(help="port (default: the config's)")] = None,
 ) -> None:
     """Run the gateway in front of vLLM servers."""
-    from slosched.serve.config import load_config
-    from slosched.serve.server import serve_gateway
+    from slosched.gateway.http.server import serve_gateway
+    from slosched.gateway.ops.config import load_config
 
     config = load_config(config_path)
     bind_host, bind_port = host or config.host, port if port is not None else config.port

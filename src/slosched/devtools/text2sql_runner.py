@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from slosched.client.sdk import AsyncClient, GatewayError
 from slosched.core.errors import ConfigError
 from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
 from slosched.devtools.text2sql_sql import (
@@ -39,7 +40,6 @@ from slosched.devtools.text2sql_sql import (
     reference_checks,
     vote,
 )
-from slosched.serve.sdk import AsyncClient, GatewayError
 
 SYSTEM_PROMPT = "You are an expert SQLite developer. Answer with exactly one SQLite SELECT query in a ```sql block."
 TESTS_PROMPT = (

@@ -27,7 +27,7 @@ from slosched.core.job import CallSpec, JobSpec
 from slosched.core.records import JobRecord, RequestRecord, RunResult
 from slosched.core.request import Outcome
 from slosched.tuning.openai_client import EndpointError, aiter_stream_events
-from slosched.tuning.prompts import prompt_ids
+from slosched.workloads.prompts import prompt_ids
 
 _CALL_TIMEOUT_S = 600.0
 

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from slosched.perf.gpu_profile_data import ProfilePoint
+
 ROPE_THETA = 500000.0
 
 
@@ -198,7 +200,6 @@ def graph_points(
     decode_plan: list[tuple[int, int, str | None]],
 ) -> list[Any]:
     """Prefill, decode (as planned: skipped ones keep their reason) and mixed points, one graph per shape."""
-    from slosched.perf.gpu_profile_report import ProfilePoint
 
     def point(kind: str, shape: tuple[int, int, int, int]) -> Any:
         prompt, cached, batch, ctx = shape

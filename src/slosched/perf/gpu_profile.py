@@ -34,16 +34,8 @@ from typing import Any
 
 from slosched.core.errors import ConfigError
 from slosched.perf import gpu_graph
-from slosched.perf.gpu_profile_report import (
-    Grid,
-    ProfilePoint,
-    ProfileResult,
-    fit_points,
-    grid_for,
-    kv_blocks_estimate,
-    plan_decode,
-    render_markdown,
-)
+from slosched.perf.gpu_profile_data import Grid, ProfilePoint, ProfileResult, grid_for, kv_blocks_estimate, plan_decode
+from slosched.perf.gpu_profile_report import fit_points, render_markdown
 from slosched.perf.hardware import model_facts
 from slosched.perf.measured_steps import parse_measured
 from slosched.perf.profile_fit import MeasuredProfile

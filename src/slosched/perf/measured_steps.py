@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from slosched.core.errors import ConfigError
+from slosched.perf.gpu_profile_data import ProfileResult
 
 BUNDLED = (
     "measured-h100-llama3-8b-cudagraph.json",
@@ -68,7 +69,6 @@ def _step(
 
 
 def _profile_steps(data: Mapping[str, Any], gpu_model: tuple[str, str]) -> list[MeasuredStep]:
-    from slosched.perf.gpu_profile_report import ProfileResult  # imports calibrate: keep this module light
 
     result = ProfileResult.from_json_dict(dict(data))
     if result.roofline_gpu and result.roofline_model:

@@ -45,8 +45,8 @@ from slosched.perf.profile_fit import MeasuredProfile, fit_profile
 from slosched.tuning import frontend_probe
 from slosched.tuning.frontend_probe import tokens_between
 from slosched.tuning.openai_client import EndpointError, OpenAIClient, aiter_stream_events
-from slosched.tuning.prompts import prompt_ids
 from slosched.tuning.saber_profile import ProfileCall
+from slosched.workloads.prompts import prompt_ids
 
 
 @dataclass(slots=True, frozen=True)

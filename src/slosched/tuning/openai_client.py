@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 
+from slosched.client.sse import StreamError, aiter_openai
 from slosched.core.errors import ConfigError, SloschedError
-from slosched.sse import StreamError, aiter_openai
 from slosched.tuning.saber_profile import CallTiming, ProfileCall
 
 
@@ -94,7 +94,7 @@ class OpenAIClient:
 
 
 async def aiter_stream_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """The JSON events of an OpenAI stream up to ``[DONE]``, through the one SSE parser (``sse.py``:
+    """The JSON events of an OpenAI stream up to ``[DONE]``, through the one SSE parser (``client/sse.py``:
     events end at blank lines only, never at U+2028 inside a model's text); a malformed or error event
     raises ``EndpointError``."""
     try:

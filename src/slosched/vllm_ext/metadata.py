@@ -1,6 +1,6 @@
 """Per-request metadata the plugin reads from ``vllm_xargs`` (``request.sampling_params.extra_args``).
 
-Clients (or slosched's gateway, see ``serve/forwarding.py``) send string or number values under the keys of
+Clients (or slosched's gateway, see ``gateway/backends/forwarding.py``) send string or number values under the keys of
 ``contract.XARGS`` (the one definition of the schema, shared with the gateway); vLLM's own ``priority``
 field is the fallback for ``slosched_priority``. Absolute times are Unix epoch seconds, the engine's clock
 (``contract.engine_now_s``). A missing field takes its default; a malformed one (wrong type, NaN, out of

@@ -1,0 +1,1 @@
+"""The client side: the SDK (``sdk.py``) and the SSE parser (``sse.py``). The gateway never imports it."""

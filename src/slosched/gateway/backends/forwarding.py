@@ -1,0 +1,168 @@
+"""What the gateway sends to and reads from a backend: the forwarded body with policy metadata, SSE token
+accounting (exact from the final usage chunk, which the gateway requests), and response-closing rules."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import orjson
+
+from slosched.contract import request_xargs
+from slosched.core.request import Request
+from slosched.gateway.backends.upstream import UpstreamError, UpstreamResponse, UpstreamTimeoutError
+from slosched.gateway.calls.call import Call
+from slosched.gateway.ops.config import BackendConfig, GatewayConfig
+
+_NO_DEADLINE_PRIORITY = 2**62  # vLLM priority for calls without a deadline: after every deadline
+_SSE_EVENT = b"data: {"
+_COMPLETION_TOKENS = re.compile(rb'"completion_tokens"\s*:\s*(\d+)')
+_EMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*\]')
+
+
+def backend_body(call: Call, backend: BackendConfig, config: GatewayConfig, now_s: float) -> dict[str, Any]:
+    """The client's body plus policy metadata: vLLM ``priority`` (when the backend runs priority
+    scheduling) and ``vllm_xargs`` (deadline, budget, job, stage, predicted length) for the engine plugin."""
+    body = dict(call.body)
+    request = call.request
+    body.setdefault("model", backend.model)
+    if call.stream and adds_usage(call.body):
+        body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    if backend.forward_priority:
+        body["priority"] = vllm_priority(request, config.priority_mode)
+    if config.forward_xargs:
+        given = body.get("vllm_xargs")
+        xargs: dict[str, Any] = dict(given) if isinstance(given, dict) else {}
+        # Absolute times cross as Unix seconds: the engine is another process, on another clock.
+        xargs.update(request_xargs(request, now_s))
+        body["vllm_xargs"] = xargs
+    return body
+
+
+def adds_usage(body: Mapping[str, Any]) -> bool:
+    """True when the gateway asks the backend for the final usage chunk of a stream although the client did
+    not (``stream_options.include_usage``); that chunk is then stripped from the client's stream. A
+    malformed ``stream_options`` is forwarded untouched for vLLM to reject."""
+    options = body.get("stream_options")
+    return options is None or (isinstance(options, dict) and not options.get("include_usage"))
+
+
+def vllm_priority(request: Request, mode: str) -> int:
+    """Lower runs sooner in vLLM. ``deadline``: the absolute deadline in ms on the gateway clock (EDF in
+    vLLM's waiting queue); ``job``: the job-level priority the job policy or header set."""
+    if mode == "job":
+        return round(request.priority)
+    if not math.isfinite(request.deadline_s):
+        return _NO_DEADLINE_PRIORITY
+    return max(round(request.deadline_s * 1000.0), 0)
+
+
+class TokenProgress(Protocol):
+    """Where a stream's token count goes (the call's ``dispatch.queues.LiveSeq``)."""
+
+    num_output_tokens: int
+    first_token_s: float | None
+
+
+class StreamTokens:
+    """Token accounting of one SSE stream into ``seq.num_output_tokens``: data events as they pass (vLLM
+    streams one event per generated token; the chat role event and a usage event make this an estimate
+    within ~2 tokens, and coalesced events under load make it undercount), replaced by the exact
+    ``usage.completion_tokens`` of the final usage chunk as soon as the backend sends one.
+
+    Only whole events are passed on (a partial one waits for its end; a client cannot use half an event),
+    so an event split across reads is still seen whole. With ``strip_usage`` the usage-only event
+    (``"choices": []``) is dropped: the gateway asked the backend for it, the client did not."""
+
+    __slots__ = ("_clock", "_events", "_held", "_strip", "_usage", "seq")
+
+    def __init__(self, seq: TokenProgress, clock: Callable[[], float], strip_usage: bool) -> None:
+        self.seq = seq
+        self._clock = clock
+        self._strip = strip_usage
+        self._held = b""
+        self._events = 0
+        self._usage: int | None = None
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Account ``chunk``; returns the bytes to send to the client now (whole events only)."""
+        data = self._held + chunk if self._held else chunk
+        end = data.rfind(b"\n\n")
+        if end >= 0:
+            end += 2
+        else:
+            end = data.rfind(b"\r\n\r\n")
+            if end < 0:
+                self._held = data
+                return b""
+            end += 4
+        if end == len(data):
+            self._held = b""
+            return self._account(data)
+        self._held = data[end:]
+        return self._account(data[:end])
+
+    def flush(self) -> bytes:
+        """The held tail at the end of the body (a body that is not SSE, or a last event without its
+        blank line)."""
+        held, self._held = self._held, b""
+        return self._account(held) if held else b""
+
+    def _account(self, block: bytes) -> bytes:
+        events = block.count(_SSE_EVENT)
+        if b'"usage"' in block:
+            block, events = self._read_usage(block, events)
+        seq = self.seq
+        if events:
+            self._events += events
+            if seq.first_token_s is None:
+                seq.first_token_s = self._clock()
+        seq.num_output_tokens = self._events if self._usage is None else self._usage
+        return block
+
+    def _read_usage(self, block: bytes, events: int) -> tuple[bytes, int]:
+        """Take ``completion_tokens`` from usage events; a usage-only event is no token (and is dropped
+        when stripping). Pieces that hold several events (unusual framing) are never dropped."""
+        kept: list[bytes] = []
+        for event in block.split(b"\n\n"):
+            match = _COMPLETION_TOKENS.search(event) if b'"usage"' in event else None
+            if match is not None:
+                self._usage = int(match.group(1))
+                if _EMPTY_CHOICES.search(event) and event.count(b"data:") == 1:
+                    events -= event.count(_SSE_EVENT)
+                    if self._strip:
+                        continue
+            kept.append(event)
+        return b"\n\n".join(kept), events
+
+
+def json_bytes(value: Any) -> bytes:
+    """JSON-encode (orjson: ~15x cheaper than ``json.dumps`` on this path); values orjson refuses
+    (integers beyond 64 bits) fall back to the standard encoder."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value).encode()
+
+
+def is_broken(error: BaseException) -> bool:
+    """A failure that says the server is gone (not merely slow): mark the backend down."""
+    return isinstance(error, UpstreamError) and not isinstance(error, UpstreamTimeoutError)
+
+
+def close_response(response: UpstreamResponse, fully_read: bool) -> None:
+    """Return a fully read connection to the pool; drop one cut short (its stream state is unknown)."""
+    if fully_read:
+        response.release()
+    else:
+        response.close()
+
+
+def usage_tokens(body: bytes) -> int:
+    """``usage.completion_tokens`` of an OpenAI response body (0 when absent). A byte search, not a JSON
+    parse: the body can be large (choices, logprobs) and this runs on every non-streamed call."""
+    match = _COMPLETION_TOKENS.search(body)
+    return int(match.group(1)) if match else 0

@@ -1,0 +1,329 @@
+"""Parsing and validation of OpenAI-style calls into ``Call`` objects (a ``Request`` + the body to forward).
+
+The JSON is bounded before it is parsed (nesting depth, integer literal length); the known fields of a body
+are typed and bounded as vLLM's OpenAI server types them (``bodies.py``), the model must be served, and the
+call must fit its ``max_model_len``; unknown fields pass through to vLLM. Every problem raises
+``HttpError`` with a 4xx status naming the field, never an unhandled exception, never echoing long input.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from slosched.contract import (
+    HEADER_DEADLINE_MS,
+    HEADER_JOB_ID,
+    HEADER_JOB_STAGE,
+    HEADER_PRIORITY,
+    HEADER_TENANT,
+    HEADER_TPOT_MS,
+    HEADER_TTFT_MS,
+    SLO_HEADERS,
+)
+from slosched.core.deadline import absolute_deadline_s
+from slosched.core.request import Request
+from slosched.gateway.calls.bodies import ChatBody, first_error, validate_body
+
+COMPLETIONS = "/v1/completions"
+CHAT = "/v1/chat/completions"
+_CHARS_PER_TOKEN = 4  # a byte-level BPE averages ~4 characters per token on English text
+_MAX_CHARS_PER_TOKEN = 8  # hardly any text averages more characters per token: a lower bound
+_MAX_HEADER_MS = 1e9  # ~11 days: anything larger is a client bug, not an SLO
+MAX_JSON_DEPTH = 64  # vLLM's bodies nest ~6 deep (messages, content parts, tool schemas)
+MAX_INT_DIGITS = 32  # beyond every bounded field; Python's int() of a long literal is quadratic
+_ECHO_CHARS = 64  # user input quoted back in an error is cut to this many characters
+
+
+class HttpError(Exception):
+    """An error answered to the client: status, machine-readable code, message, optional Retry-After, and
+    the request field at fault (OpenAI's ``param``) where there is one."""
+
+    def __init__(
+        self, status: int, code: str, message: str, retry_after_s: float | None = None, param: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retry_after_s = retry_after_s
+        self.param = param
+
+
+def bad_request(field_name: str, message: str) -> HttpError:
+    return HttpError(400, "invalid_request", f"{field_name}: {message}", param=field_name)
+
+
+@dataclass(slots=True)
+class Call:
+    """One OpenAI call on its way through the gateway. ``body`` is forwarded (plus policy metadata)."""
+
+    path: str
+    body: dict[str, Any]
+    stream: bool
+    request: Request
+    headers: dict[str, str] = field(default_factory=dict)
+    outcome: str | None = None  # set exactly once, by Dispatcher.finish
+    reason: str = ""
+    backend: str | None = None
+    first_token_s: float | None = None
+    finish_s: float | None = None
+    output_tokens: int = 0
+    attempts: int = 0
+    model: str | None = None  # None: any served model (vLLM's default model)
+
+
+_ids = itertools.count()
+
+
+def next_request_id(prefix: str = "req") -> str:
+    return f"{prefix}-{next(_ids)}"
+
+
+def check_json_media_type(content_type: str | None) -> None:
+    """A body declared as something other than JSON (a form, plain text) is refused with 415, as vLLM's
+    own server refuses it; a body with no content-type is read as JSON (raw HTTP clients often omit it)."""
+    if content_type is None:
+        return
+    media = content_type.partition(";")[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise HttpError(
+            415,
+            "unsupported_media_type",
+            f"header content-type: expected application/json, got {media[:64]!r}",
+            param="content-type",
+        )
+
+
+def parse_json_object(raw: bytes) -> dict[str, Any]:
+    """A JSON object, nested at most ``MAX_JSON_DEPTH`` deep, integer literals at most ``MAX_INT_DIGITS``
+    digits (the standard parser's RecursionError and int-conversion ValueError would otherwise be 500s)."""
+    try:
+        body = orjson.loads(raw)  # ~5x cheaper than json.loads on a typical call body
+    except orjson.JSONDecodeError:
+        # orjson refuses some inputs the standard parser accepts (NaN, huge integers, lone surrogates): the
+        # standard parser decides, within the same bounds.
+        try:
+            body = json.loads(raw, parse_int=_bounded_int)
+        except RecursionError:
+            raise bad_request("body", f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+        except ValueError as error:  # JSONDecodeError and UnicodeDecodeError included
+            raise bad_request("body", f"invalid JSON ({_reason(error)})") from None
+    if not isinstance(body, dict):
+        raise bad_request("body", f"expected a JSON object, got {type(body).__name__}")
+    # Fewer brackets than the limit cannot nest deeper (two byte counts: the common case stops here).
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and not _shallow(body, MAX_JSON_DEPTH):
+        raise bad_request("body", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    return body
+
+
+def _shallow(value: dict[str, Any] | list[Any], limit: int) -> bool:
+    """Whether containers nest at most ``limit`` deep. Each container's element types are collected at C
+    speed (``set(map(type, ...))``), so a long list of token ids costs no Python-level loop."""
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        items = node.values() if type(node) is dict else node
+        kinds = set(map(type, items))
+        if list in kinds or dict in kinds:
+            if depth >= limit:
+                return False
+            stack.extend((child, depth + 1) for child in items if type(child) is list or type(child) is dict)
+    return True
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) > MAX_INT_DIGITS + 1:  # + a sign
+        raise _IntTooLongError
+    return int(text)
+
+
+class _IntTooLongError(ValueError):
+    pass
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, _IntTooLongError):
+        return f"an integer literal longer than {MAX_INT_DIGITS} digits"
+    return error.__class__.__name__
+
+
+def _header_ms(headers: Mapping[str, str], name: str) -> float | None:
+    text = headers.get(name)
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError as error:
+        raise bad_request(f"header {name}", f"expected milliseconds (a number > 0), got {_short(text)!r}") from error
+    if not (math.isfinite(value) and 0 < value <= _MAX_HEADER_MS):
+        raise bad_request(f"header {name}", f"expected milliseconds in (0, {_MAX_HEADER_MS:.0f}], got {_short(text)!r}")
+    return value
+
+
+def _text_chars(prompt: Any) -> tuple[int, int]:
+    """(characters, exact token count) of a validated completions prompt; one of them is 0."""
+    if isinstance(prompt, str):
+        return len(prompt), 0
+    if isinstance(prompt[0], str):
+        return sum(len(item) for item in prompt), 0
+    if isinstance(prompt[0], int):
+        return 0, len(prompt)
+    return 0, sum(len(item) for item in prompt)
+
+
+def _chat_chars(messages: list[dict[str, Any]]) -> int:
+    chars = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+        elif isinstance(content, list):
+            for part in content:
+                text = part.get("text")
+                chars += len(text) if isinstance(text, str) else 0
+    return chars
+
+
+def _bad_body(error: ValidationError) -> HttpError:
+    field_name, message = first_error(error)
+    return bad_request(field_name, message)
+
+
+@dataclass(slots=True, frozen=True)
+class SloHeaders:
+    """Per-request SLO and identity metadata from headers (all optional)."""
+
+    deadline_ms: float | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    tenant: str = "default"
+    priority: float = 0.0
+    job_id: str | None = None
+    stage: str | None = None
+
+
+_NO_SLO = SloHeaders()
+
+
+def parse_slo_headers(headers: Mapping[str, str]) -> SloHeaders:
+    if SLO_HEADERS.isdisjoint(headers):
+        return _NO_SLO  # the common case: no SLO metadata (and a frozen dataclass costs ~3 us to build)
+    tenant = headers.get(HEADER_TENANT, "default")
+    if not tenant or len(tenant) > 128:
+        raise bad_request(f"header {HEADER_TENANT}", "expected 1..128 characters")
+    priority_text = headers.get(HEADER_PRIORITY, "0")
+    try:
+        priority = float(priority_text)
+    except ValueError as error:
+        raise bad_request(f"header {HEADER_PRIORITY}", f"expected a number, got {_short(priority_text)!r}") from error
+    if not math.isfinite(priority):
+        raise bad_request(f"header {HEADER_PRIORITY}", f"expected a finite number, got {_short(priority_text)!r}")
+    return SloHeaders(
+        deadline_ms=_header_ms(headers, HEADER_DEADLINE_MS),
+        ttft_ms=_header_ms(headers, HEADER_TTFT_MS),
+        tpot_ms=_header_ms(headers, HEADER_TPOT_MS),
+        tenant=tenant,
+        priority=priority,
+        job_id=_short_header(headers, HEADER_JOB_ID),
+        stage=_short_header(headers, HEADER_JOB_STAGE),
+    )
+
+
+_MAX_NAME_CHARS = 128
+
+
+def _short_header(headers: Mapping[str, str], name: str) -> str | None:
+    """Job ids and stage names key learned state (the output-length predictor learns per stage): a bound
+    on their length keeps that state small whatever a client sends."""
+    value = headers.get(name)
+    if value is not None and not 0 < len(value) <= _MAX_NAME_CHARS:
+        raise bad_request(f"header {name}", f"expected 1..{_MAX_NAME_CHARS} characters, got {len(value)}")
+    return value
+
+
+def parse_call(
+    path: str,
+    body: dict[str, Any],
+    slo: SloHeaders,
+    now_s: float,
+    default_max_tokens: int,
+    models: Mapping[str, int] | None = None,
+) -> Call:
+    """Validate ``body`` for ``path`` (``bodies.py``) and build the ``Request`` the policies will see.
+
+    ``models`` maps each served model to the largest ``max_model_len`` among its backends: an unknown
+    ``model`` is a 404, and a call that cannot fit any of them a 400 naming the field and the limit."""
+    chat = path == CHAT
+    try:
+        typed = validate_body(chat, body)
+    except ValidationError as error:
+        raise _bad_body(error) from None
+    if isinstance(typed, ChatBody):
+        chars, exact = _chat_chars(body["messages"]), 0
+        prompt_tokens = max(chars // _CHARS_PER_TOKEN, 1) + 4 * len(typed.messages)  # + template tokens
+        asked = typed.max_tokens, typed.max_completion_tokens
+        field_name = "max_tokens" if typed.max_tokens is not None else "max_completion_tokens"
+        max_tokens = asked[0] if asked[0] is not None else asked[1]
+    else:
+        chars, exact = _text_chars(typed.prompt)
+        prompt_tokens = exact or max(chars // _CHARS_PER_TOKEN, 1)
+        field_name, max_tokens = "max_tokens", typed.max_tokens
+    model = typed.model
+    if models is not None:
+        # The least the prompt can be: exact token ids, or at most one token per 8 characters of text
+        # (~4 on average): only a call vLLM would surely refuse is refused here.
+        _check_model(model, models, exact or chars // _MAX_CHARS_PER_TOKEN, max_tokens, field_name)
+    request_id = next_request_id()
+    request = Request(
+        id=request_id,
+        job_id=slo.job_id or request_id,
+        stage=slo.stage or ("chat" if chat else "completion"),
+        template="chat" if chat else "completion",
+        prompt_tokens=prompt_tokens,
+        max_output_tokens=max_tokens if max_tokens is not None else default_max_tokens,
+        arrival_s=now_s,
+        job_arrival_s=now_s,
+        deadline_s=absolute_deadline_s(now_s, None if slo.deadline_ms is None else slo.deadline_ms / 1000.0),
+        tenant=slo.tenant,
+        priority=slo.priority,
+        ttft_slo_s=slo.ttft_ms / 1000.0 if slo.ttft_ms is not None else None,
+        tpot_slo_s=slo.tpot_ms / 1000.0 if slo.tpot_ms is not None else None,
+    )
+    return Call(path=path, body=body, stream=bool(typed.stream), request=request, model=model)
+
+
+def _check_model(
+    model: str | None, models: Mapping[str, int], min_prompt_tokens: int, max_tokens: int | None, field_name: str
+) -> None:
+    if model is None:
+        limit = max(models.values())
+    else:
+        found = models.get(model)
+        if found is None:
+            raise model_not_found(model, models)
+        limit = found
+    if max_tokens is not None and min_prompt_tokens + max_tokens > limit:
+        raise bad_request(
+            field_name,
+            f"{max_tokens} output tokens + a prompt of at least {min_prompt_tokens} tokens exceed the "
+            f"model's max_model_len of {limit}",
+        )
+
+
+def model_not_found(model: str, models: Mapping[str, int]) -> HttpError:
+    names = sorted(models)
+    served = ", ".join(names) if len(names) <= 8 else f"{len(names)} models (GET /v1/models)"
+    message = f"model: {_short(model)!r} is not served here; served: {served}"
+    return HttpError(404, "model_not_found", message, param="model")
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _ECHO_CHARS else text[:_ECHO_CHARS] + "..."

@@ -1,0 +1,310 @@
+"""The dispatcher's routing table: one ``Slot`` per backend (the backend, its queue, its step-time belief) and
+the policies built over them, held together as one immutable ``SlotSet``.
+
+A ``SlotSet`` is never changed in place: a config reload builds a new one (``rebuilt``) and the dispatcher
+swaps it in with one assignment, so a request sees either the old routing table or the new one, never half
+of each. Backend swap invariant: a backend whose entry is unchanged keeps its objects (client pool, health,
+queue and in-flight window); a removed or changed one is *retired*: it takes no new call but stays at the
+tail of the slots until its queue is empty, so calls queued at or running on it finish there (their
+``Attempt`` and queue keep consistent indexes); a later ``rebuilt`` drops it and the caller closes its
+client. The router and job policy are rebuilt over the new instance list (their learned state starts afresh).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from slosched.core.request import Request
+from slosched.core.views import StepObservation
+from slosched.gateway.backends.backend import Backend
+from slosched.gateway.calls.call import Call, HttpError, model_not_found
+from slosched.gateway.dispatch.attempts import Attempt
+from slosched.gateway.dispatch.queues import InstanceQueue
+from slosched.gateway.dispatch.retired import RetiredBackend
+from slosched.gateway.dispatch.views import BackendView
+from slosched.gateway.ops.config import GatewayConfig
+from slosched.gateway.ops.prometheus import QueueRow
+from slosched.perf.linear import LinearStepPredictor
+from slosched.perf.output_length import HistoryOutputPredictor
+from slosched.policies.cluster.base import CompletionObserver, Router
+from slosched.policies.engine.queue import fits_model_len
+from slosched.policies.job.base import JobPolicy
+from slosched.policies.registry import PolicyContext
+
+
+def new_predictor() -> LinearStepPredictor:
+    # Refit rarely: a refit is an NNLS over the window (milliseconds), and live traffic observes a step per
+    # finished request, far more often than the simulator's refit ticks.
+    return LinearStepPredictor(refit_every=256)
+
+
+@dataclass(slots=True)
+class Slot:
+    """One backend as the dispatcher serves it. Its index (``backend.index == queue.index``) is its position
+    in the slot set, which is also the router's instance index."""
+
+    backend: Backend
+    queue: InstanceQueue
+    predictor: LinearStepPredictor
+
+
+# A slot being laid out: its queue is made once the layout's policies are built.
+_Layout = list[tuple[Backend, InstanceQueue | None, LinearStepPredictor]]
+
+
+@dataclass(frozen=True, slots=True)
+class SlotSet:
+    """The slots and the policies over them. ``backends``, ``queues`` and ``predictors`` are the slots'
+    parts in slot order (what the router and the policies index)."""
+
+    config: GatewayConfig
+    slots: tuple[Slot, ...]
+    context: PolicyContext
+    router: Router
+    job_policy: JobPolicy
+    # Checked once: a runtime protocol isinstance costs ~10 us, too much for every request.
+    observer: CompletionObserver | None
+    backends: tuple[Backend, ...]
+    queues: tuple[InstanceQueue, ...]
+    predictors: list[LinearStepPredictor]  # the very list policies read as context.extras["step_predictors"]
+    models: dict[str, int]  # served model -> the largest max_model_len among its backends
+
+    @classmethod
+    def first(cls, config: GatewayConfig, clock: Callable[[], float]) -> SlotSet:
+        """The slot set of a starting gateway: every configured backend, fresh beliefs and policies."""
+        layout: _Layout = [
+            (Backend(index, backend, config), None, new_predictor()) for index, backend in enumerate(config.backends)
+        ]
+        rng = np.random.default_rng(config.policies.seed)
+        output_predictor = HistoryOutputPredictor(default_tokens=config.default_max_tokens // 2)
+        return _assemble(config, layout, clock, rng, output_predictor, {})
+
+    def with_config(self, config: GatewayConfig) -> SlotSet:
+        """The same slots under a config whose backend list is unchanged (keys, tenants, timeouts...)."""
+        return dataclasses.replace(self, config=config)
+
+    def rebuilt(self, config: GatewayConfig, clock: Callable[[], float]) -> tuple[SlotSet, list[RetiredBackend]]:
+        """Slots for ``config.backends`` (reusing unchanged ones), then the retired ones still busy. Also
+        returns the retired backends dropped now (idle): the caller closes them. Kept backends and queues
+        are renumbered in place, so the caller swaps the result in before its next await."""
+        current = {slot.backend.name: slot for slot in self.slots if not isinstance(slot.backend, RetiredBackend)}
+        retired = [slot for slot in self.slots if isinstance(slot.backend, RetiredBackend)]
+        layout: _Layout = []
+        for backend_config in config.backends:
+            kept = current.pop(backend_config.name, None)
+            if kept is not None and kept.backend.config == backend_config:
+                layout.append((kept.backend, kept.queue, kept.predictor))
+            else:
+                layout.append((Backend(len(layout), backend_config, config), None, new_predictor()))
+        # Changed or removed: retire (a changed backend's new entry above is a new object with a new pool).
+        retired += [Slot(RetiredBackend(slot.backend), slot.queue, slot.predictor) for slot in current.values()]
+        dropped = [slot.backend for slot in retired if is_idle(slot.queue)]
+        layout += [(slot.backend, slot.queue, slot.predictor) for slot in retired if not is_idle(slot.queue)]
+        old = self.context
+        slots = _assemble(config, layout, clock, old.rng, old.output_predictor, old.extras)
+        return slots, [backend for backend in dropped if isinstance(backend, RetiredBackend)]
+
+    @property
+    def draining(self) -> bool:
+        """Whether a retired backend still finishes its calls here."""
+        return any(isinstance(backend, RetiredBackend) for backend in self.backends)
+
+    @property
+    def drained(self) -> bool:
+        """Whether a retired backend has nothing left (a rebuild would drop it)."""
+        return any(isinstance(slot.backend, RetiredBackend) and is_idle(slot.queue) for slot in self.slots)
+
+    def free_room(self) -> int:
+        """Calls the routable backends take now without refusing one: free window slots plus free queue places."""
+        room = 0
+        for backend, queue in zip(self.backends, self.queues, strict=True):
+            if backend.routable():
+                room += max(queue.window - queue.num_running, 0) + max(queue.max_queue - len(queue.waiting), 0)
+        return room
+
+    def capacity(self) -> int:
+        """Calls all queues hold at once: in-flight windows plus queue places."""
+        return sum(queue.window + queue.max_queue for queue in self.queues)
+
+    def queue_rows(self) -> list[QueueRow]:
+        return [
+            (
+                b.name,
+                len(q.waiting),
+                q.num_running,
+                b.healthy and not b.outlier.ejected,
+                q.window,
+                b.outlier.ejected,
+                b.outlier.total_ejections,
+            )
+            for b, q in zip(self.backends, self.queues, strict=True)
+        ]
+
+    def learn(self, call: Call, attempt: Attempt, now: float) -> None:
+        """What a completed call teaches the beliefs: the output-length predictor, the router's completion
+        feedback and the backend's step-time predictor."""
+        request, seq, index = call.request, attempt.seq, attempt.queue.index
+        if call.output_tokens > 0:
+            self.context.output_predictor.observe(request, call.output_tokens)
+        if self.observer is not None:
+            self.observer.on_request_finished(index, request, now - request.arrival_s, now)
+        if call.output_tokens >= 2:
+            if call.stream and seq.first_token_s is not None:
+                decode_s = (now - seq.first_token_s) / (call.output_tokens - 1)
+            else:  # one body at the end: the per-token time includes prefill, so it errs slow
+                decode_s = (now - attempt.sent_s) / call.output_tokens
+            batch = max(attempt.queue.num_running, 1)
+            context = batch * (request.prompt_tokens + call.output_tokens // 2)
+            self.predictors[index].observe(StepObservation(0, 0, batch, context, (decode_s,)))
+
+    def choose(self, request: Request, excluded: set[int], model: str | None, now: float) -> InstanceQueue:
+        """Route over the healthy, not ejected, feasible, not-yet-tried backends serving ``model`` (None:
+        any); raises 404/503/400/429 HttpErrors."""
+        views = [BackendView(backend, self.queues[backend.index], now) for backend in self._candidates(excluded, model)]
+        # The gateway's prompt count is an estimate and its max_tokens may be its own default, so it checks
+        # the prompt part of vLLM's rule only (room for one output token); vLLM applies the whole rule.
+        feasible = [view for view in views if fits_model_len(request.prompt_tokens, None, view.spec.max_model_len)]
+        if not feasible:
+            raise HttpError(400, "context_length", f"prompt of ~{request.prompt_tokens} tokens is too long")
+        while feasible:
+            position = self.router.route(request, feasible, now)
+            queue = self.queues[feasible[position].index]
+            if len(queue.waiting) < queue.max_queue or queue.num_running < queue.window:
+                return queue
+            feasible.pop(position)  # the router's pick is full: let it choose among the others
+        raise HttpError(429, "queue_full", "every backend queue is full", 1.0)
+
+    def _candidates(self, excluded: set[int], model: str | None) -> list[Backend]:
+        if model is not None and model not in self.models:
+            raise model_not_found(model, self.models)
+        now = time.monotonic()
+        usable = [
+            backend
+            for backend in self.backends
+            if backend.index not in excluded and (model is None or backend.config.model == model) and backend.routable()
+        ]
+        ready = [backend for backend in usable if backend.outlier.available(now)]
+        if ready:
+            return ready
+        # Every candidate is ejected: the one back soonest takes a probe call early rather than every call
+        # to the model failing until an ejection ends (at most one probe per backend is in flight).
+        probes = [backend for backend in usable if backend.outlier.may_probe()]
+        if probes:
+            return [min(probes, key=lambda backend: backend.outlier.ejected_until_s)]
+        wait_s = min((b.outlier.ejected_until_s - now for b in usable), default=self.config.retry_down_after_s)
+        what = "no healthy backend" if model is None else f"no healthy backend serves model {model!r}"
+        raise HttpError(503, "no_backend", what, max(wait_s, 1.0))
+
+    def request_counts(self) -> tuple[int, int]:
+        """Calls running on and waiting for the backends."""
+        running = sum(queue.num_running for queue in self.queues)
+        waiting = sum(len(queue.waiting) for queue in self.queues)
+        return running, waiting
+
+
+def is_idle(queue: InstanceQueue) -> bool:
+    return not queue.waiting and queue.num_running == 0
+
+
+def served_models(config: GatewayConfig) -> dict[str, int]:
+    models: dict[str, int] = {}
+    for backend in config.backends:
+        models[backend.model] = max(models.get(backend.model, 0), backend.max_model_len)
+    return models
+
+
+def _assemble(
+    config: GatewayConfig,
+    layout: _Layout,
+    clock: Callable[[], float],
+    rng: np.random.Generator,
+    output_predictor: Any,
+    extras: Mapping[str, Any],
+) -> SlotSet:
+    """Renumber the layout, build the policies over its instances, and make new queues where needed."""
+    for index, (backend, queue, _) in enumerate(layout):
+        backend.index = index
+        if isinstance(backend, RetiredBackend):
+            backend.original.index = index  # calls in flight hold the original
+        if queue is not None:
+            queue.index = index
+    predictors = [predictor for _, _, predictor in layout]
+    context = PolicyContext(
+        instances=tuple(backend.config.spec() for backend, _, _ in layout),
+        rng=rng,
+        output_predictor=output_predictor,
+        extras={**extras, "step_predictors": predictors},
+    )
+    # The shared builder (policies/spec.py): the same names build the same objects as in the simulator.
+    built = config.policies.spec().build(context)
+    router, job_policy = built.cluster_layer()
+    slots: list[Slot] = []
+    for index, (backend, queue, predictor) in enumerate(layout):
+        if queue is None:
+            queue = _new_queue(index, backend, predictor, built.new_engine(), context, clock, config)
+        slots.append(Slot(backend, queue, predictor))
+    return SlotSet(
+        config=config,
+        slots=tuple(slots),
+        context=context,
+        router=router,
+        job_policy=job_policy,
+        observer=router if isinstance(router, CompletionObserver) else None,
+        backends=tuple(slot.backend for slot in slots),
+        queues=tuple(slot.queue for slot in slots),
+        predictors=predictors,
+        models=served_models(config),
+    )
+
+
+def _new_queue(
+    index: int,
+    backend: Backend,
+    predictor: LinearStepPredictor,
+    engine: Any,
+    context: PolicyContext,
+    clock: Callable[[], float],
+    config: GatewayConfig,
+) -> InstanceQueue:
+    return InstanceQueue(
+        index,
+        context.instances[index],
+        engine,
+        predictor,
+        clock,
+        backend.config.max_queue,
+        min_wake_s=config.tick_s,  # time-dependent policies re-pump at most this often
+    )
+
+
+def instance_rows(slots: Iterable[Slot], routed: Callable[[str], float], mono_s: float) -> list[dict[str, Any]]:
+    """The status page's instance table: one row per slot."""
+    rows = []
+    for slot in slots:
+        backend, queue = slot.backend, slot.queue
+        outlier, engine = backend.outlier, backend.metrics
+        rows.append(
+            {
+                "name": backend.name,
+                "model": backend.config.model,
+                "healthy": backend.healthy,
+                "ejected": outlier.ejected,
+                "ejected_for_s": max(outlier.ejected_until_s - mono_s, 0.0) if outlier.ejected else 0.0,
+                "queue_length": len(queue.waiting),
+                "max_queue": queue.max_queue,
+                "running": queue.num_running,
+                "window": queue.window,
+                "kv_usage": engine.kv_usage,
+                "engine_running": engine.num_running,
+                "engine_waiting": engine.num_waiting,
+                "routed": routed(backend.name),
+                "last_error": backend.last_error[:120],
+            }
+        )
+    return rows

@@ -1,0 +1,220 @@
+"""The OpenAI call routes as plain ASGI: ``/v1/completions`` and ``/v1/chat/completions``.
+
+These carry nearly all of the gateway's traffic, so they skip starlette's middleware stack, request and
+response objects and its per-stream task group (together ~100 us of CPU per call on a 2-core machine);
+every other route stays on starlette. Behaviour is the same as a starlette handler's: API keys first,
+bounded body, 4xx JSON errors naming the field (``Retry-After`` where retrying may succeed), a logged 500
+for anything unexpected, and a call whose client disconnects — queued, waiting on its backend, or
+streaming — stops there and finishes as cancelled (``client_disconnected``; ``gateway/http/disconnect.py``).
+
+Invariant: every call accepted by the dispatcher ends in exactly one terminal outcome on every path
+(errors, cancellation, client gone before or during the stream).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Protocol
+
+from slosched.core.request import Outcome
+from slosched.gateway.backends.forwarding import json_bytes
+from slosched.gateway.calls.call import (
+    CHAT,
+    COMPLETIONS,
+    Call,
+    HttpError,
+    check_json_media_type,
+    parse_call,
+    parse_json_object,
+    parse_slo_headers,
+)
+from slosched.gateway.dispatch.dispatcher import Attempt, Dispatcher
+from slosched.gateway.http.disconnect import DisconnectWatch
+from slosched.gateway.ops.config import GatewayConfig
+from slosched.gateway.ops.identity import Identities, Principal, scoped
+from slosched.gateway.ops.limits import TenantLimits
+
+log = logging.getLogger("slosched.serve")
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+# Exact paths served here (a trailing slash is served too, where starlette would have redirected).
+HOT_PATHS = {COMPLETIONS: COMPLETIONS, COMPLETIONS + "/": COMPLETIONS, CHAT: CHAT, CHAT + "/": CHAT}
+_JSON = b"application/json"
+
+
+class _ClientGone(Exception):
+    """The client disconnected before its request body was complete."""
+
+
+def _headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Request headers by lowercase name, first occurrence wins (as starlette's ``Headers.get``)."""
+    headers: dict[str, str] = {}
+    for name, value in raw:
+        key = name.decode("latin-1").lower()
+        if key not in headers:
+            headers[key] = value.decode("latin-1")
+    return headers
+
+
+async def send_json(send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    headers = [(b"content-type", _JSON), (b"content-length", b"%d" % len(body))]
+    if extra:
+        headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_error(send: Send, error: HttpError) -> None:
+    extra = []
+    if error.retry_after_s is not None:
+        extra.append((b"retry-after", str(max(int(error.retry_after_s + 0.999), 1)).encode()))
+    details: dict[str, object] = {"message": error.message, "type": error.code, "code": error.status}
+    if error.param is not None:
+        details["param"] = error.param  # the request field at fault, as OpenAI names it
+    await send_json(send, error.status, json_bytes({"error": details}), extra)
+
+
+class Access(Protocol):
+    """Who may call and within which limits, read at every request (the ``Gateway``: a config reload swaps
+    its ``identities`` and the next request sees the new ones)."""
+
+    identities: Identities
+    limits: TenantLimits
+
+
+class OpenAIRoutes:
+    """The ASGI handler of the hot paths of one gateway."""
+
+    def __init__(self, config: GatewayConfig, dispatcher: Dispatcher, access: Access) -> None:
+        self.config = config
+        self.dispatcher = dispatcher
+        self.access = access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
+        started = [False]
+
+        async def tracked(message: MutableMapping[str, Any]) -> None:
+            started[0] = True
+            await send(message)
+
+        try:
+            if scope["method"] != "POST":
+                raise HttpError(405, "method_not_allowed", f"{path}: only POST is allowed")
+            headers = _headers(scope["headers"])
+            access = self.access
+            principal = access.identities.resolve(headers)  # 401/403 before the body is read
+            access.limits.admit_request(principal)
+            check_json_media_type(headers.get("content-type"))
+            body = parse_json_object(await self._body(headers, receive))
+            await self._call(path, headers, body, principal, receive, tracked)
+        except HttpError as error:
+            if not started[0]:
+                await send_error(send, error)
+        except _ClientGone:
+            return
+        except Exception:
+            log.exception("unhandled error on %s", path)
+            if not started[0]:
+                await send_error(send, HttpError(500, "internal_error", "internal error"))
+
+    async def _body(self, headers: dict[str, str], receive: Receive) -> bytes:
+        limit = self.config.max_body_bytes
+        declared = headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+            raise HttpError(413, "body_too_large", f"body: at most {limit} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _ClientGone
+            chunk = message.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                if size > limit:
+                    raise HttpError(413, "body_too_large", f"body: at most {limit} bytes")
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def _call(
+        self,
+        path: str,
+        headers: dict[str, str],
+        body: dict[str, Any],
+        principal: Principal,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        slo = scoped(parse_slo_headers(headers), principal)  # tenant, priority and SLO floors: the operator's
+        dispatcher = self.dispatcher
+        call = parse_call(path, body, slo, dispatcher.clock(), self.config.default_max_tokens, dispatcher.models)
+        request = call.request
+        lease = self.access.limits.admit_call(principal, request.prompt_tokens + request.max_output_tokens)
+        if lease is None:
+            await self._run(call, receive, send)
+            return
+        try:
+            await self._run(call, receive, send)
+        finally:
+            lease.release()  # the call has ended, whatever the outcome (its terminal outcome is recorded)
+
+    async def _run(self, call: Call, receive: Receive, send: Send) -> None:
+        """Serve an accepted call while watching for its client leaving: a disconnect at any point (queued,
+        waiting on the backend, streaming) cancels the work and finishes the call ``client_disconnected``."""
+        dispatcher = self.dispatcher
+        dispatcher.accept(call)
+        watch = DisconnectWatch(receive)
+        watch.start()
+        try:
+            await self._serve(call, watch, send)
+        except asyncio.CancelledError:
+            gone = watch.absorb()
+            dispatcher.finish(call, Outcome.CANCELLED, "client_disconnected" if gone else "cancelled")
+            if not gone:
+                raise
+        finally:
+            watch.stop()
+
+    async def _serve(self, call: Call, watch: DisconnectWatch, send: Send) -> None:
+        dispatcher = self.dispatcher
+        try:
+            if not call.stream:
+                status, content = await dispatcher.complete(call)
+            else:
+                attempt = await dispatcher.open(call)
+        except HttpError as error:
+            dispatcher.finish(call, Outcome.REJECTED if error.status in (429, 503) else Outcome.FAILED, error.code)
+            raise
+        except asyncio.CancelledError:
+            raise  # the caller tells a client that left from a shutdown
+        except BaseException:
+            dispatcher.finish(call, Outcome.CANCELLED, "cancelled")
+            raise
+        if not call.stream:
+            watch.done = True  # before the send: completing the response wakes the watcher
+            await send_json(send, status, content)
+            return
+        try:
+            await self._stream(call, attempt, watch, send)
+        finally:
+            await dispatcher.abandon(call, attempt)  # no-op unless the relay never ran
+
+    async def _stream(self, call: Call, attempt: Attempt, watch: DisconnectWatch, send: Send) -> None:
+        """Relay the backend's stream (the relay finishes the call, cancelled when the client leaves)."""
+        media = attempt.response.header(b"content-type") or "text/event-stream"
+        if media.startswith("text/") and "charset=" not in media:
+            media += "; charset=utf-8"
+
+        async def write(chunk: bytes, last: bool) -> None:
+            if last:
+                watch.done = True  # before the send: completing the response wakes the watcher
+            await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+
+        headers = [(b"content-type", media.encode("latin-1"))]
+        await send({"type": "http.response.start", "status": attempt.response.status, "headers": headers})
+        await self.dispatcher.relay(call, attempt, write)

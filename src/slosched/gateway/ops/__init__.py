@@ -1,0 +1,1 @@
+"""Operations: config, identities and limits, Prometheus metrics, status data, config reload."""

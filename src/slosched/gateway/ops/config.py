@@ -1,0 +1,230 @@
+"""Gateway configuration (YAML, validated with pydantic): backends, policies, timeouts, limits, security.
+
+Every error names the field (dotted path) and, for names, the registered values. Policy names are checked
+against the registries at load, so a typo fails before the server binds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+
+from slosched.core.errors import ConfigError, UnknownNameError
+from slosched.core.instance import InstanceSpec
+from slosched.gateway.ops.server_config import ServerConfig
+from slosched.gateway.ops.tenants_config import Tenants
+
+if TYPE_CHECKING:
+    from slosched.policies.spec import PolicySpec
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class BackendConfig(BaseModel):
+    """One vLLM server. ``max_concurrency`` is the gateway's concurrency window for it (requests forwarded
+    and not finished); ``max_queue`` bounds the requests waiting at the gateway for a slot on it."""
+
+    model_config = _STRICT
+    name: str = Field(min_length=1)
+    url: str = Field(pattern=r"^https?://")
+    model: str = "tiny"
+    gpu: str = "cpu"
+    max_concurrency: int = Field(default=32, ge=1)
+    max_queue: int = Field(default=256, ge=0)
+    max_model_len: int = Field(default=2048, ge=16)
+    num_kv_blocks: int = Field(default=1024, ge=1)
+    forward_priority: bool = False
+
+    def spec(self) -> InstanceSpec:
+        return InstanceSpec(
+            name=self.name,
+            gpu=self.gpu,
+            model=self.model,
+            max_running=self.max_concurrency,
+            max_model_len=self.max_model_len,
+            num_kv_blocks=self.num_kv_blocks,
+        )
+
+
+class PolicyConfig(BaseModel):
+    """Registry names: a router, an engine (a preset or ``ORDERING/ADMISSION/BATCHING``; its ordering and
+    admission run on the gateway's per-instance queues, its batching part stays inside vLLM) and a job
+    policy, each with parameters; ``spec()`` is what the shared builder (``policies/spec.py``) builds."""
+
+    model_config = _STRICT
+    router: str = "least-tokens"
+    router_params: dict[str, Any] = Field(default_factory=dict)
+    engine: str = "chunked-fcfs"
+    engine_params: dict[str, Any] = Field(default_factory=dict)
+    job: str = "deadline"
+    job_params: dict[str, Any] = Field(default_factory=dict)
+    # A stack (``slosched``) sets router, engine and job policy together from one parameter block.
+    stack: str | None = None
+    stack_params: dict[str, Any] = Field(default_factory=dict)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _known_names(self) -> PolicyConfig:
+        from slosched.policies.cluster.base import ROUTERS
+        from slosched.policies.job.base import JOB_POLICIES
+        from slosched.policies.stacks.base import STACKS
+
+        if self.stack is not None:
+            if self.stack not in STACKS:
+                raise UnknownNameError("policies.stack", self.stack, sorted(STACKS))
+            layered = self.model_fields_set & {
+                "router",
+                "router_params",
+                "engine",
+                "engine_params",
+                "job",
+                "job_params",
+            }
+            if layered:
+                raise ConfigError("policies.stack", f"a stack sets its own layers; drop {sorted(layered)}")
+            self.spec()
+            return self
+
+        for field, registry, name in (
+            ("policies.router", ROUTERS, self.router),
+            ("policies.job", JOB_POLICIES, self.job),
+        ):
+            if name not in registry:
+                raise UnknownNameError(field, name, registry.names())
+        self.spec()  # the engine: a preset or parts, names and parameter shape checked
+        return self
+
+    def spec(self) -> PolicySpec:
+        from slosched.policies.engine.spec import EngineSpec
+        from slosched.policies.spec import PolicyPair, PolicyParams, PolicySpec
+
+        if self.stack is not None:
+            params = PolicyParams(stack={self.stack: self.stack_params})
+            return PolicySpec.from_pair(PolicyPair.parse(self.stack), params)
+
+        engine = EngineSpec.parse(self.engine, self.engine_params, "policies.engine")
+        return PolicySpec(engine, self.router, self.job, self.router_params, self.job_params)
+
+
+class TimeoutConfig(BaseModel):
+    """Seconds. Every wait in the gateway is bounded by one of these."""
+
+    model_config = _STRICT
+    connect_s: float = Field(default=2.0, gt=0)
+    queue_s: float = Field(default=60.0, gt=0)
+    first_byte_s: float = Field(default=60.0, gt=0)
+    read_s: float = Field(default=30.0, gt=0)
+    request_s: float = Field(default=600.0, gt=0)
+    health_s: float = Field(default=2.0, gt=0)
+    job_idle_s: float = Field(default=300.0, gt=0)
+    # A call's first-byte wait: first_byte_factor x the backend's predicted time to first byte (the whole
+    # body when not streaming), at least first_byte_min_s, at most first_byte_s (always on a last attempt).
+    first_byte_min_s: float = Field(default=5.0, gt=0)
+    first_byte_factor: float = Field(default=8.0, gt=0)
+
+
+class EjectionConfig(BaseModel):
+    """Outlier ejection (``gateway/backends/ejection.py``): after ``consecutive_failures`` failed calls in a row a
+    backend is ejected for ``base_s``, doubled on each repeated ejection up to ``max_s``, then probed."""
+
+    model_config = _STRICT
+    consecutive_failures: int = Field(default=5, ge=1)
+    base_s: float = Field(default=10.0, gt=0)
+    max_s: float = Field(default=300.0, gt=0)
+
+
+class AlphaTuningConfig(BaseModel):
+    """Live alpha tuning of the ``workload-balanced`` router (``gateway.dispatch.alpha``): ``window_s`` recording
+    window (100 s in the paper); retune when a window's latencies grew with p below ``p_threshold``."""
+
+    model_config = _STRICT
+    enabled: bool = False
+    window_s: float = Field(default=100.0, gt=0)
+    p_threshold: float = Field(default=0.01, gt=0, lt=1)
+
+
+class GatewayConfig(BaseModel):
+    """The whole gateway. ``host`` defaults to loopback; expose it deliberately."""
+
+    model_config = _STRICT
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    backends: list[BackendConfig] = Field(min_length=1)
+    policies: PolicyConfig = Field(default_factory=PolicyConfig)
+    timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
+    ejection: EjectionConfig = Field(default_factory=EjectionConfig)
+    alpha_tuning: AlphaTuningConfig = Field(default_factory=AlphaTuningConfig)
+    scrape_interval_s: float = Field(default=1.0, gt=0)
+    # Plugin-exported engine state older than this is not routed on (gateway/backends/engine_state.py).
+    engine_state_max_age_s: float = Field(default=5.0, gt=0)
+    health_interval_s: float = Field(default=2.0, gt=0)
+    retry_down_after_s: float = Field(default=5.0, gt=0)
+    max_attempts: int = Field(default=3, ge=1)
+    priority_mode: Literal["deadline", "job"] = "deadline"
+    forward_xargs: bool = True
+    # The shortest time between two re-pumps of a queue driven by a time-dependent engine policy
+    # (PolicyQueue.next_wake_s); queue changes pump at once.
+    tick_s: float = Field(default=0.05, gt=0)
+    default_max_tokens: int = Field(default=256, ge=1)
+    api_keys: list[str] = Field(default_factory=list)
+    # Identity from the operator (gateway/ops/identity.py): keys -> tenants; after api_keys (their validator reads it).
+    tenants: Tenants = Field(default_factory=dict)
+    # Let the x-tenant header pick the tenant of open-mode callers and legacy api_keys (dev/bench setups).
+    trust_tenant_header: bool = False
+    tenant_rate_limits: dict[str, float] = Field(default_factory=dict)
+    default_rate_limit: float | None = Field(default=None, gt=0)
+    # Keys that may read /status.json (gateway/ops/status.py); empty: any caller the other routes let in.
+    operator_api_keys: list[Annotated[str, StringConstraints(min_length=1, max_length=512)]] = Field(
+        default_factory=list
+    )
+    # Tenants named in the `tenant` label of /metrics beyond those in `tenants:`; the rest count as "other".
+    metrics_max_tenants: int = Field(default=32, ge=0, le=10_000)
+    max_body_bytes: int = Field(default=4_000_000, ge=1024)
+    max_jobs: int = Field(default=10_000, ge=1)
+    # Job API (gateway/jobs/manager.py): open jobs one tenant may hold when its tenant entry sets no max_jobs, so
+    # one tenant cannot fill max_jobs for everyone.
+    max_jobs_per_tenant: int = Field(default=1_000, ge=1)
+    # Durable jobs: sqlite:///PATH (relative to the working directory), postgresql://..., redis://...,
+    # memory:// (nothing survives a restart); replica is this gateway's name there (default host:port).
+    job_store: str = "sqlite:///.slosched/jobs.sqlite3"
+    replica: str | None = Field(default=None, min_length=1, max_length=128)
+    job_retention_s: float = Field(default=86_400.0, gt=0)
+    # Replicas heartbeat this often; one silent for 3 intervals has its open jobs claimed by the others.
+    job_heartbeat_s: float = Field(default=5.0, gt=0)
+    # Client-connection limits: header/body timeouts, header size, connections, shutdown grace.
+    server: ServerConfig = Field(default_factory=ServerConfig)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> GatewayConfig:
+        names = [backend.name for backend in self.backends]
+        if len(set(names)) != len(names):
+            raise ConfigError("backends", f"backend names must be unique, got {names}")
+        for tenant, rate in self.tenant_rate_limits.items():
+            if not rate > 0:
+                raise ConfigError(f"tenant_rate_limits.{tenant}", f"must be > 0 requests/s, got {rate}")
+        return self
+
+
+def parse_config(data: Any, where: str = "config") -> GatewayConfig:
+    """Validate a mapping; pydantic errors become one ConfigError naming the first bad field."""
+    if not isinstance(data, dict):
+        raise ConfigError(where, f"expected a mapping, got {type(data).__name__}")
+    try:
+        return GatewayConfig.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or where
+        raise ConfigError(field, first["msg"]) from error
+
+
+def load_config(path: Path) -> GatewayConfig:
+    if not path.is_file():
+        raise ConfigError(str(path), "gateway config file not found")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ConfigError(str(path), f"invalid YAML: {error}") from error
+    return parse_config(data, str(path))

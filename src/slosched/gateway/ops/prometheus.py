@@ -1,0 +1,364 @@
+"""Prometheus metrics of one gateway (its own ``CollectorRegistry``, so several gateways can live in one
+process, as in tests). Queue gauges are read from the live queues at scrape time, never duplicated.
+
+Names follow vLLM's conventions where the quantity is the same (``vllm:time_to_first_token_seconds`` ->
+``slosched_ttft_seconds``, ``vllm:time_per_output_token_seconds`` -> ``slosched_tpot_seconds``,
+``vllm:e2e_request_latency_seconds`` -> ``slosched_request_latency_seconds``, ``vllm:prompt_tokens_total``
+and ``vllm:generation_tokens_total`` -> ``slosched_prompt_tokens_total`` / ``slosched_generation_tokens_total``),
+with vLLM's bucket sets extended down to the gateway's faster cases. Request metrics carry ``model`` and
+``tenant`` labels; tenants are bounded (``TenantLabels``) so a client cannot blow up the series count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.registry import Collector
+
+from slosched.core.request import Outcome
+from slosched.gateway.calls.call import Call
+from slosched.gateway.ops.status import RecentActivity
+
+# vLLM's sets (vllm/v1/metrics/loggers.py), with finer buckets below where the gateway sees faster values
+# (stub or small-model backends, calls admitted at once).
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+TPOT_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+E2E_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.2,
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
+# Most calls are admitted on enqueue (~0 s); the tail is bounded by ``timeouts.queue_s`` (60 s by default).
+QUEUE_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    20.0,
+    30.0,
+    60.0,
+    120.0,
+)
+# A job is a workflow of many calls with tool steps: seconds to an hour.
+JOB_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
+OTHER_TENANT = "other"
+_REQUEST_LABELS = ["backend", "model", "tenant"]
+
+# (backend, waiting, in flight, up, concurrency window, ejected now, ejections so far)
+QueueRow = tuple[str, int, int, bool, int, bool, int]
+
+
+class _QueueCollector(Collector):
+    """Per-instance queue length, in-flight count, health, window and outlier ejections, read at collection
+    time. ``up`` is 0 both when health checks fail and while ejected; ``slosched_backend_ejected`` tells
+    the second apart, and ``slosched_backend_ejections_total`` counts ejections (a flapping backend)."""
+
+    def __init__(self, rows: Callable[[], Iterable[QueueRow]]) -> None:
+        self._rows = rows
+
+    def collect(self) -> Iterable[Metric]:
+        queued = GaugeMetricFamily("slosched_queue_length", "requests waiting at the gateway", labels=["backend"])
+        running = GaugeMetricFamily("slosched_in_flight", "requests forwarded, not finished", labels=["backend"])
+        healthy = GaugeMetricFamily("slosched_backend_up", "1 when the backend is healthy", labels=["backend"])
+        window = GaugeMetricFamily("slosched_concurrency_window", "concurrency window", labels=["backend"])
+        ejected = GaugeMetricFamily(
+            "slosched_backend_ejected", "1 while outlier detection keeps the backend out", labels=["backend"]
+        )
+        ejections = CounterMetricFamily(
+            "slosched_backend_ejections", "outlier ejections of the backend", labels=["backend"]
+        )
+        for name, num_waiting, num_running, up, size, is_ejected, num_ejections in self._rows():
+            queued.add_metric([name], num_waiting)
+            running.add_metric([name], num_running)
+            healthy.add_metric([name], 1.0 if up else 0.0)
+            window.add_metric([name], size)
+            ejected.add_metric([name], 1.0 if is_ejected else 0.0)
+            ejections.add_metric([name], num_ejections)
+        return [queued, running, healthy, window, ejected, ejections]
+
+
+class TenantLabels:
+    """The ``tenant`` label of a tenant name: configured tenants (and ``default``) always keep their name;
+    up to ``max_tenants`` others (header tenants) keep theirs in order of first appearance; the rest fold
+    into ``other``. Only kept names are remembered, so memory stays bounded too."""
+
+    def __init__(self, configured: Callable[[], Collection[str]], max_tenants: int) -> None:
+        self._configured = configured
+        self._max_tenants = max_tenants
+        self._labels: dict[str, str] = {}
+        self._num_unconfigured = 0
+
+    def __call__(self, tenant: str) -> str:
+        label = self._labels.get(tenant)
+        if label is not None:
+            return label
+        if tenant == "default" or tenant in self._configured():
+            self._labels[tenant] = tenant
+            return tenant
+        if self._num_unconfigured >= self._max_tenants:
+            return OTHER_TENANT
+        self._num_unconfigured += 1
+        self._labels[tenant] = tenant
+        return tenant
+
+
+class GatewayMetrics:
+    """All gateway counters and histograms; ``render()`` gives the exposition text for /metrics.
+    ``activity`` keeps the recent routing decisions and SLO results for the status page."""
+
+    def __init__(
+        self,
+        rows: Callable[[], Iterable[QueueRow]],
+        tenants: Callable[[], Collection[str]] = frozenset,
+        max_tenants: int = 32,
+    ) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        registry = self.registry
+        self.tenant_label = TenantLabels(tenants, max_tenants)
+        self.activity = RecentActivity()
+        self._add_counters(registry)
+        self._add_histograms(registry)
+        registry.register(_QueueCollector(rows))
+        self._children: dict[tuple[MetricWrapperBase, tuple[str, ...]], Any] = {}
+
+    # Registered in this order, which is the order of /metrics.
+    def _add_counters(self, registry: CollectorRegistry) -> None:
+        self.routed = Counter("slosched_routed", "requests routed", ["backend"], registry=registry)
+        self.requests = Counter(
+            "slosched_requests", "requests by terminal outcome", ["outcome", "reason"], registry=registry
+        )
+        self.accepted = Counter("slosched_requests_accepted", "requests accepted", registry=registry)
+        self.rejections = Counter(
+            "slosched_admission_rejections", "requests refused at the door", ["reason"], registry=registry
+        )
+        self.retries = Counter("slosched_retries", "attempts retried on another backend", registry=registry)
+        self.slo = Counter(
+            "slosched_slo",
+            "requests with an SLO by result (met: true/false)",
+            ["kind", "met", "tenant"],
+            registry=registry,
+        )
+        self.job_slo = Counter("slosched_job_slo", "finished jobs by SLO result", ["met"], registry=registry)
+        self.jobs = Counter("slosched_jobs", "jobs by terminal outcome", ["kind", "outcome"], registry=registry)
+        self.prompt_tokens = Counter(
+            "slosched_prompt_tokens",
+            "prompt tokens forwarded (the gateway's estimate for text prompts)",
+            ["model", "tenant"],
+            registry=registry,
+        )
+        self.generation_tokens = Counter(
+            "slosched_generation_tokens", "output tokens returned", ["model", "tenant"], registry=registry
+        )
+
+    def _add_histograms(self, registry: CollectorRegistry) -> None:
+        self.request_latency = Histogram(
+            "slosched_request_latency_seconds",
+            "end-to-end request latency at the gateway",
+            _REQUEST_LABELS,
+            buckets=E2E_BUCKETS,
+            registry=registry,
+        )
+        self.ttft = Histogram(
+            "slosched_ttft_seconds", "time to first token", _REQUEST_LABELS, buckets=TTFT_BUCKETS, registry=registry
+        )
+        self.tpot = Histogram(
+            "slosched_tpot_seconds",
+            "time per output token after the first (streamed calls)",
+            _REQUEST_LABELS,
+            buckets=TPOT_BUCKETS,
+            registry=registry,
+        )
+        self.queue_time = Histogram(
+            "slosched_queue_seconds",
+            "time waiting at the gateway",
+            ["backend"],
+            buckets=QUEUE_BUCKETS,
+            registry=registry,
+        )
+        self.job_latency = Histogram(
+            "slosched_job_latency_seconds", "job latency", ["kind"], buckets=JOB_BUCKETS, registry=registry
+        )
+
+    def labelled(self, metric: MetricWrapperBase, *values: str) -> Any:
+        """``metric.labels(*values)``, cached: prometheus-client's own lookup costs ~3 us (argument checks,
+        a lock) and the hot path needs several per request. Children are never removed, so the cache
+        stays valid."""
+        key = (metric, values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
+    def routed_to(self, now_s: float, request_id: str, backend: str, reason: str, waiting: int, running: int) -> None:
+        """Count one routing decision and keep it for the status page."""
+        self.labelled(self.routed, backend).inc()
+        self.activity.decisions.append((now_s, request_id, backend, reason, waiting, running))
+
+    def slo_result(self, now_s: float, kind: str, met: bool, tenant: str, priority: float) -> None:
+        """Count one SLO result (``tenant`` already a label) and keep it for the status page's window."""
+        self.labelled(self.slo, kind, "true" if met else "false", tenant).inc()
+        self.activity.slo.append((now_s, tenant, priority, kind, met))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def request_counts(self) -> dict[str, Any]:
+        """Accepted calls and finished ones by outcome (the status page's request counts)."""
+        outcomes: dict[str, float] = {}
+        for family in self.requests.collect():
+            for sample in family.samples:
+                if sample.name == "slosched_requests_total":
+                    key = sample.labels["outcome"]
+                    outcomes[key] = outcomes.get(key, 0.0) + sample.value
+        accepted = self.registry.get_sample_value("slosched_requests_accepted_total") or 0.0
+        return {"accepted": accepted, "outcomes": outcomes}
+
+    def observe_completed(self, call: Call, backend: str, model: str, now: float) -> None:
+        """Latencies of a completed call (TPOT of streams only, as vLLM) and its SLO results."""
+        request = call.request
+        labels = (backend, model, self.tenant_label(request.tenant))
+        self.labelled(self.request_latency, *labels).observe(now - request.arrival_s)
+        first_token_s = call.first_token_s
+        if first_token_s is not None:
+            self.labelled(self.ttft, *labels).observe(first_token_s - request.arrival_s)
+            if call.stream and call.output_tokens >= 2:
+                self.labelled(self.tpot, *labels).observe((now - first_token_s) / (call.output_tokens - 1))
+        self.count_slo(call, now)
+
+    def count_slo(self, call: Call, now: float) -> None:
+        """One result per SLO the call declared (end-to-end deadline, TTFT, TPOT of a stream)."""
+        request = call.request
+        if not math.isfinite(request.deadline_s) and request.ttft_slo_s is None and request.tpot_slo_s is None:
+            return  # the common case: no SLO
+        tenant, priority = self.tenant_label(request.tenant), request.priority
+        if math.isfinite(request.deadline_s):
+            self.slo_result(now, "deadline", now <= request.deadline_s, tenant, priority)
+        if request.ttft_slo_s is not None and call.first_token_s is not None:
+            met = call.first_token_s - request.arrival_s <= request.ttft_slo_s
+            self.slo_result(now, "ttft", met, tenant, priority)
+        if (
+            request.tpot_slo_s is not None
+            and call.stream
+            and call.first_token_s is not None
+            and call.output_tokens >= 2
+        ):
+            tpot = (now - call.first_token_s) / (call.output_tokens - 1)
+            self.slo_result(now, "tpot", tpot <= request.tpot_slo_s, tenant, priority)
+
+    def observe_finish(self, call: Call, outcome: Outcome, model: str | None, now: float) -> None:
+        """What every finished call adds beyond its outcome: tokens of a forwarded call (``model`` is its
+        backend's; a cancelled or failed one used the backend too), and a missed result for each SLO a
+        rejected or failed call declared (a client that left is no verdict on the gateway). Completed calls
+        count their SLOs in ``observe_completed``."""
+        request = call.request
+        if model is not None:
+            labels = (model, self.tenant_label(request.tenant))
+            self.labelled(self.prompt_tokens, *labels).inc(request.prompt_tokens)
+            if call.output_tokens:
+                self.labelled(self.generation_tokens, *labels).inc(call.output_tokens)
+        if outcome is Outcome.REJECTED or outcome is Outcome.FAILED:
+            tenant, priority = self.tenant_label(request.tenant), request.priority
+            declared = {
+                "deadline": math.isfinite(request.deadline_s),
+                "ttft": request.ttft_slo_s is not None,
+                "tpot": request.tpot_slo_s is not None and call.stream,
+            }
+            for kind, is_declared in declared.items():
+                if is_declared:
+                    self.slo_result(now, kind, False, tenant, priority)
+
+
+def counter_value(metrics: GatewayMetrics, name: str, labels: Sequence[tuple[str, str]] = ()) -> float:
+    """Sum of the samples called ``name`` whose labels include ``labels`` (tests and benches): a label left
+    out is summed over, so a reader stays right when a metric gains a label. 0 when absent."""
+    wanted = dict(labels)
+    total = 0.0
+    for family in metrics.registry.collect():
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(key) == value for key, value in wanted.items()):
+                total += sample.value
+    return total

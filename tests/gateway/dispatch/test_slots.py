@@ -1,0 +1,56 @@
+"""``Dispatcher.reconfigure``: a reload swaps the whole slot set; unchanged backends keep their slot (queue,
+predictor, client), a busy removed backend drains at the tail as a retired slot, an idle one is dropped."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from slosched.gateway.dispatch.dispatcher import Dispatcher
+from slosched.gateway.dispatch.retired import RetiredBackend
+from slosched.gateway.ops.config import GatewayConfig, parse_config
+from tests.gateway.helpers import make_request
+
+
+def _config(names: list[str], **overrides: Any) -> GatewayConfig:
+    backends = [
+        {"name": name, "url": f"http://127.0.0.1:{9 + i}", "max_concurrency": 2, "model": "Llama-3-8B"}
+        for i, name in enumerate(names)
+    ]
+    return parse_config({"backends": backends, "policies": {"router": "round-robin"}, **overrides})
+
+
+def test_a_config_with_the_same_backends_keeps_every_slot_and_swaps_only_the_config() -> None:
+    async def scenario() -> None:
+        dispatcher = Dispatcher(_config(["a", "b"]))
+        queues, router = dispatcher.queues, dispatcher.router
+        new = _config(["a", "b"], default_max_tokens=99)
+        await dispatcher.reconfigure(new)
+        assert dispatcher.config is new
+        assert dispatcher.queues == queues and dispatcher.router is router
+
+    asyncio.run(scenario())
+
+
+def test_a_changed_backend_list_keeps_unchanged_slots_and_drains_a_busy_removed_one() -> None:
+    async def scenario() -> None:
+        dispatcher = Dispatcher(_config(["a", "b", "c"]))
+        a, b = dispatcher.backends[0], dispatcher.backends[1]
+        queue_a, predictor_a, router = dispatcher.queues[0], dispatcher.predictors[0], dispatcher.router
+        busy = dispatcher.queues[1].enqueue(make_request(1, 0.0), 50)  # b holds a call; c is idle
+        await dispatcher.reconfigure(_config(["a", "d"]))
+        names = [backend.name for backend in dispatcher.backends]
+        assert names == ["a", "d", "b"]  # c dropped at once, b retired at the tail
+        assert dispatcher.backends[0] is a and dispatcher.queues[0] is queue_a
+        assert dispatcher.predictors[0] is predictor_a
+        retired = dispatcher.backends[2]
+        assert isinstance(retired, RetiredBackend) and retired.original is b and not retired.routable()
+        assert b.index == 2 and dispatcher.queues[2].index == 2  # calls in flight hold the original
+        assert dispatcher.router is not router and dispatcher.draining
+        assert dispatcher.choose(make_request(2, 0.0), set()).index in (0, 1)  # never the retired slot
+        dispatcher.queues[2].withdraw(busy)
+        await asyncio.wait_for(dispatcher.drain_retired(), 5.0)
+        assert [backend.name for backend in dispatcher.backends] == ["a", "d"] and not dispatcher.draining
+        await dispatcher.stop()
+
+    asyncio.run(scenario())
