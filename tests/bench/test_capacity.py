@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slosched.bench.capacity import MIN_RATE, Spread, find_capacity
-from slosched.bench.workbench import Candidate, Workbench
 from slosched.core.job import JobSpec
+from slosched.evaluation.capacity import MIN_RATE, Spread, find_capacity
+from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.sim.options import SimOptions
 from slosched.workloads.generators import make_workload
 from tests.conftest import make_instance

@@ -12,10 +12,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from slosched.bench.chaos import run_suite
-from slosched.bench.chaos_core import BAD_INPUT, FAULT, OK, SHED, Ctx, Probe, Reply, totals
-from slosched.bench.chaos_fuzz import requests, run_fuzz
-from slosched.bench.chaos_input import run_input
+from slosched.bench.chaos.bad_input import run_input
+from slosched.bench.chaos.core import BAD_INPUT, FAULT, OK, SHED, Ctx, Probe, Reply, totals
+from slosched.bench.chaos.fuzz import requests, run_fuzz
+from slosched.bench.chaos.runs import run_suite
 from slosched.devtools.stub import serve_app
 
 KEYS = ["probes", "sent", "clear_4xx", "server_errors", "hangs", "lost", "isolation_violations", "rss_growth_mb"]

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from slosched.bench.common import best_of, demo_cluster, print_figures, saturation_throughput
+from slosched.evaluation.throughput import best_of, demo_cluster, print_figures, saturation_throughput
 from tests.conftest import make_jobs
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from slosched import contract as c
-from slosched.bench.engine_live_traces import (
+from slosched.bench.engine_live.traces import (
     LiveCall,
     LiveJob,
     Replay,

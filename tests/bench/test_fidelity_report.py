@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from slosched.bench.fidelity_report import write_report
+from slosched.bench.fidelity.report import write_report
 
 
 def make_figures() -> dict[str, Any]:

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from slosched.bench import hexgen, hexgen_report
-from slosched.bench import hexgen_setup as setup
-from slosched.bench.capacity import Spread
-from slosched.bench.hexgen_online import OnlineRun, WindowStep
-from slosched.bench.scoreboard import BaselinePlan, CapacityResult, Scoreboard, baseline_candidates
-from slosched.bench.workbench import Candidate
+import slosched.bench.hexgen.report as hexgen_report
+import slosched.bench.hexgen.runs as hexgen
+import slosched.bench.hexgen.setup as setup
+from slosched.bench.hexgen.online import OnlineRun, WindowStep
 from slosched.core.records import RunResult
+from slosched.evaluation.capacity import Spread
+from slosched.evaluation.scoreboard import BaselinePlan, CapacityResult, Scoreboard, baseline_candidates
+from slosched.evaluation.workbench import Candidate
 
 
 def test_paper_candidates_carry_alpha_job_policy_and_oracle_label() -> None:

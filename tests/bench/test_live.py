@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from slosched.bench import live, live_report, live_setup
-from slosched.bench.live_setup import Speed
+import slosched.bench.live.report as live_report
+import slosched.bench.live.runs as live
+import slosched.bench.live.setup as live_setup
+from slosched.bench.live.setup import Speed
 from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
 from slosched.serve.config import parse_config
 from slosched.serve.sdk import ReplayResult

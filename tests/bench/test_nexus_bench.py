@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from slosched.bench.capacity import Spread
-from slosched.bench.nexus import board_figures, headline
-from slosched.bench.nexus_experiments import miss_breakdown
-from slosched.bench.nexus_report import write_report
-from slosched.bench.nexus_setup import (
+from slosched.bench.nexus.experiments import miss_breakdown
+from slosched.bench.nexus.report import write_report
+from slosched.bench.nexus.runs import board_figures, headline
+from slosched.bench.nexus.setup import (
     FULL_SETTINGS,
     PAPER_BASELINE,
     PAPER_POLICY,
@@ -21,8 +20,9 @@ from slosched.bench.nexus_setup import (
     paper_candidates,
     unit_rate_jobs,
 )
-from slosched.bench.scoreboard import LOADS, TARGETS, CapacityResult, Scoreboard
-from slosched.bench.workbench import WARMUP_PREFIX, Candidate
+from slosched.evaluation.capacity import Spread
+from slosched.evaluation.scoreboard import LOADS, TARGETS, CapacityResult, Scoreboard
+from slosched.evaluation.workbench import WARMUP_PREFIX, Candidate
 
 
 def test_settings_fix_the_job_counts_and_warm_up() -> None:

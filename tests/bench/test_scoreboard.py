@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from slosched.bench.scoreboard import BaselinePlan, Scoreboard, baseline_candidates, evaluate
-from slosched.bench.scoreboard_report import capacity_table, overload_table, plot_capacities, plot_overload
-from slosched.bench.workbench import Candidate, Workbench
 from slosched.core.job import JobSpec
+from slosched.evaluation.scoreboard import BaselinePlan, Scoreboard, baseline_candidates, evaluate
+from slosched.evaluation.scoreboard_report import capacity_table, overload_table, plot_capacities, plot_overload
+from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.sim.options import SimOptions
 from slosched.workloads.generators import make_workload
 from tests.conftest import make_cluster

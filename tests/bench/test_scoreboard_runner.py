@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from slosched.bench.scoreboard_runner import run_tasks, worker_count
+from slosched.evaluation.runners import run_tasks, worker_count
 
 
 def square_late_first(task: int) -> tuple[int, int]:

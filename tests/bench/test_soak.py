@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from slosched.bench.soak import (
+from slosched.bench.soak.report import write_report
+from slosched.bench.soak.runs import (
     TERMINAL_CLASSES,
     Accounting,
     SoakLoad,
@@ -21,7 +22,6 @@ from slosched.bench.soak import (
     rss_mb,
     soak,
 )
-from slosched.bench.soak_report import write_report
 from slosched.serve.metrics import GatewayMetrics
 from tests.serve.helpers import background_gateway
 

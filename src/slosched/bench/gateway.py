@@ -26,9 +26,10 @@ from typing import Any
 
 import httpx
 
-from slosched.bench.common import print_figures
+from slosched.bench.base import Benchmark
 from slosched.bench.loadgen import LoadResult, closed_loop, open_loop, run_load
 from slosched.devtools.stub import free_port
+from slosched.evaluation.formatting import print_figures
 
 _BODY = json.dumps({"model": "tiny", "prompt": "hello", "max_tokens": 8}).encode()
 _STREAM_BODY = json.dumps({"model": "tiny", "prompt": "hello", "max_tokens": 8, "stream": True}).encode()
@@ -235,3 +236,10 @@ def _write_report(figures: dict[str, Any]) -> None:
     lines += ["", f"Gateway resident memory growth over the run: {figures['gateway_rss_growth_mb']:.1f} MB."]
     _RESULTS.mkdir(parents=True, exist_ok=True)
     (_RESULTS / "gateway.md").write_text("\n".join(lines) + "\n")
+
+
+BENCHMARK = Benchmark(
+    name="gateway",
+    summary="latency the gateway adds in front of a backend and its max request rate, against the peer router",
+    run=run,
+)

@@ -22,11 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from slosched.bench.common import print_figures
+from slosched.bench.base import Benchmark
 from slosched.core.belief import StepPredictor
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
 from slosched.core.views import StepObservation
+from slosched.evaluation.formatting import print_figures
 from slosched.perf.linear import LinearStepPredictor
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.perf.roofline import RooflineModel
@@ -174,3 +175,10 @@ def run(quick: bool) -> dict[str, Any]:
     figures = {"prism_us": figures["router_prism_us"], "lens_us": figures["engine_lens_us"], **figures}
     print_figures("overhead (median us per decision)", figures)
     return figures
+
+
+BENCHMARK = Benchmark(
+    name="overhead",
+    summary="median wall time of one scheduling decision on synthetic views",
+    run=run,
+)

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slosched.bench.workbench import Candidate
 from slosched.core.errors import ConfigError
-from slosched.planning.executor import run_sweep_tasks
+from slosched.evaluation.runners import run_tasks
+from slosched.evaluation.workbench import Candidate
 from slosched.planning.sweep import SweepSettings
 from slosched.planning.workload import candidates_of, instances_with_counts, workbench_of
 from slosched.scenario import Scenario
@@ -116,9 +116,7 @@ def size(
         raise ConfigError("--size", f"unknown instance group(s) {unknown}; the scenario has {sorted(by_name)}")
     candidates = candidates_of(scenario, policies or scenario.policies)
     tasks = [SizingTask(scenario, g, c, rate, target, settings) for c in candidates for g in groups]
-    found = run_sweep_tasks(
-        sizing_task, tasks, f"sizing: {len(tasks)} searches", settings.workers, settings.ray_address
-    )
+    found = run_tasks(sizing_task, tasks, f"sizing: {len(tasks)} searches", settings.workers, settings.ray_address)
     rows = []
     for task, tried in zip(tasks, found, strict=True):
         group = by_name[task.group]
