@@ -1,4 +1,4 @@
-"""``bench.scoreboard_runner``: results in task order in-process and across worker processes, and the
+"""``evaluation.runners``: results in task order in-process and across worker processes, and the
 ``SLOSCHED_BENCH_WORKERS`` override."""
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """``slosched bench chaos``: a chaos suite that counts. It starts the gateway as a real server process in
-front of two fake vLLM servers (one with switchable faults, ``devtools.faulty``; see ``chaos_setup``) and
+front of two fake vLLM servers (one with switchable faults, ``devtools.faulty``; see ``bench.chaos.setup``) and
 runs probe families against it, in this order:
 
-``tenants`` (isolation, ``chaos_tenants``), ``input`` (bad input on every route, ``chaos_input``), ``fuzz``
-(seeded bodies and headers, ``chaos_fuzz``), ``traffic`` (valid calls and job flows, the bulk of the
-requests), ``backend`` / ``overload`` / ``slow-clients`` (``chaos_faults``), ``accounting`` (every accepted
+``tenants`` (isolation, ``tenants``), ``input`` (bad input on every route, ``bad_input``), ``fuzz``
+(seeded bodies and headers, ``fuzz``), ``traffic`` (valid calls and job flows, the bulk of the
+requests), ``backend`` / ``overload`` / ``slow-clients`` (``faults``), ``accounting`` (every accepted
 call reached a terminal outcome, per the gateway's /metrics; resident memory growth) and ``restart``
 (SIGTERM with a relQuery in flight, start again on the same job store).
 
 A family that crashes records the crash as a failed probe; the suite always finishes and prints its counts
-(``chaos_core``): the JSON object (last line with ``--json``) is exactly ``{"probes", "sent", "clear_4xx",
+(``core``): the JSON object (last line with ``--json``) is exactly ``{"probes", "sent", "clear_4xx",
 "server_errors", "hangs", "lost", "isolation_violations", "rss_growth_mb"}``. Targets: server_errors, hangs,
 lost and isolation_violations all 0, rss_growth_mb < 20. Quick: >= 30 probes, >= 10,000 requests.
 """
@@ -117,23 +117,23 @@ def families(seed: int) -> list[Family]:
             ("backend", run_backend), ("overload", run_overload), ("slow-clients", run_slow_clients)]  # fmt: skip
 
 
-async def _suite(stack: setup.Stack, ctx: Ctx, seed: int, only: tuple[str, ...] | None) -> float:
-    """The families (``only`` these, if given) against a started stack; the gateway's RSS growth (MB)."""
+async def _suite(servers: setup.ServerProcesses, ctx: Ctx, seed: int, only: tuple[str, ...] | None) -> float:
+    """The families (``only`` these, if given) against started servers; the gateway's RSS growth (MB)."""
     async with ctx.client() as client:  # warm-up: pools, lazy imports, caches
         warm = ctx.probe("traffic", "warm-up")
         await gather_limited((call(client, ctx, warm, i, OK) for i in range(ctx.count(600))), 16)
-    rss_before = stack.rss_mb()
+    rss_before = servers.rss_mb()
     await run_families(ctx, [family for family in families(seed) if only is None or family[0] in only])
     await accounting(ctx)
-    growth = stack.rss_mb() - rss_before
+    growth = servers.rss_mb() - rss_before
     probe = ctx.probe("accounting", f"gateway RSS growth < {RSS_BOUND_MB:g} MB")
     if not growth < RSS_BOUND_MB:
         probe.fail(f"RSS grew {growth:.1f} MB ({rss_before:.0f} -> {rss_before + growth:.0f} MB)")
 
     async def restart() -> float | None:
-        took = await asyncio.to_thread(setup.stop_gateway, stack, 15.0)
-        await asyncio.to_thread(setup.start_gateway, stack)
-        ctx.url = stack.url
+        took = await asyncio.to_thread(setup.stop_gateway, servers, 15.0)
+        await asyncio.to_thread(setup.start_gateway, servers)
+        ctx.url = servers.url
         return took
 
     if only is None or "restart" in only:
@@ -142,18 +142,18 @@ async def _suite(stack: setup.Stack, ctx: Ctx, seed: int, only: tuple[str, ...] 
 
 
 def run_suite(quick: bool, scale: float = 1.0, seed: int = SEED, only: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """Start the stack in a temporary folder, run the suite (``only`` these families, if given; the
+    """Start the servers in a temporary folder, run the suite (``only`` these families, if given; the
     accounting always), stop every process; the JSON counts."""
     with tempfile.TemporaryDirectory(prefix="slosched-chaos-") as folder:
-        stack = setup.start_backends(Path(folder))
+        servers = setup.start_backends(Path(folder))
         try:
-            setup.start_gateway(stack)
-            ctx = Ctx(stack.url, stack.faulty_url, quick=quick, scale=scale, legacy=stack.legacy_reason)
-            if stack.legacy:
-                ctx.probe("setup", "tenant config accepted").fail(stack.legacy_reason)
-            growth = asyncio.run(_suite(stack, ctx, seed, only))
+            setup.start_gateway(servers)
+            ctx = Ctx(servers.url, servers.faulty_url, quick=quick, scale=scale, legacy=servers.legacy_reason)
+            if servers.legacy:
+                ctx.probe("setup", "tenant config accepted").fail(servers.legacy_reason)
+            growth = asyncio.run(_suite(servers, ctx, seed, only))
         finally:
-            setup.stop_all(stack)
+            setup.stop_all(servers)
     out = totals(ctx.probes, growth)
     print_report(ctx.probes, out)
     return out

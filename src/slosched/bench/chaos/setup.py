@@ -91,8 +91,9 @@ def config_problem(config: dict[str, Any]) -> str | None:
 
 
 @dataclass(slots=True)
-class Stack:
-    """The running processes; ``legacy`` says the tenant config was refused (and why, ``legacy_reason``)."""
+class ServerProcesses:
+    """The gateway and fake backend processes the suite runs against (a server launcher's handle, not the
+    policy stack); ``legacy`` says the tenant config was refused (and why, ``legacy_reason``)."""
 
     work: Path
     backend_urls: dict[str, str]
@@ -130,7 +131,7 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float) ->
     return f"not answering after {timeout_s:.0f} s"
 
 
-def start_backends(work: Path) -> Stack:
+def start_backends(work: Path) -> ServerProcesses:
     urls: dict[str, str] = {}
     processes: list[subprocess.Popen[bytes]] = []
     for name in ("stub", "faulty"):
@@ -141,32 +142,32 @@ def start_backends(work: Path) -> Stack:
         urls[name] = f"http://127.0.0.1:{port}"
         problem = _wait_ready(f"{urls[name]}/health", process, START_S)
         if problem is not None:
-            stop_all(Stack(work, urls, processes))
+            stop_all(ServerProcesses(work, urls, processes))
             raise RuntimeError(f"chaos: the {name} backend did not start: {problem}")
-    return Stack(work, urls, processes)
+    return ServerProcesses(work, urls, processes)
 
 
-def start_gateway(stack: Stack) -> None:
+def start_gateway(servers: ServerProcesses) -> None:
     """Start (or restart, on the same store) the gateway; the tenant config first, the legacy one if this
     tree refuses it. Raises RuntimeError when even the legacy gateway does not start."""
     port = free_port()
-    store = stack.work / "jobs.sqlite3"
-    config = gateway_config(port, stack.backend_urls, store, tenants=not stack.legacy)
-    problem = None if stack.legacy else config_problem(config)
+    store = servers.work / "jobs.sqlite3"
+    config = gateway_config(port, servers.backend_urls, store, tenants=not servers.legacy)
+    problem = None if servers.legacy else config_problem(config)
     if problem is not None:
-        stack.legacy, stack.legacy_reason = True, f"tenant config refused: {problem}"
-        config = gateway_config(port, stack.backend_urls, store, tenants=False)
-    path = stack.work / "gateway.yaml"
+        servers.legacy, servers.legacy_reason = True, f"tenant config refused: {problem}"
+        config = gateway_config(port, servers.backend_urls, store, tenants=False)
+    path = servers.work / "gateway.yaml"
     path.write_text(yaml.safe_dump(config))
-    log = stack.work / "gateway.log"
+    log = servers.work / "gateway.log"
     process = _spawn([sys.executable, "-m", "slosched.cli", "serve", str(path)], log)
     problem = _wait_ready(f"http://127.0.0.1:{port}/health", process, START_S)
     if problem is not None:
         _stop(process, 5.0)
         tail = log.read_text(errors="replace")[-300:] if log.exists() else ""
         raise RuntimeError(f"chaos: the gateway did not start ({problem}): {tail}")
-    stack.gateway, stack.url, stack.config = process, f"http://127.0.0.1:{port}", config
-    stack.starts += 1
+    servers.gateway, servers.url, servers.config = process, f"http://127.0.0.1:{port}", config
+    servers.starts += 1
 
 
 def _stop(process: subprocess.Popen[bytes], grace_s: float) -> float | None:
@@ -185,16 +186,16 @@ def _stop(process: subprocess.Popen[bytes], grace_s: float) -> float | None:
         return None
 
 
-def stop_gateway(stack: Stack, grace_s: float) -> float | None:
+def stop_gateway(servers: ServerProcesses, grace_s: float) -> float | None:
     """Stop the gateway by its PID (SIGTERM, graceful); see ``_stop``."""
-    if stack.gateway is None:
+    if servers.gateway is None:
         return 0.0
-    took = _stop(stack.gateway, grace_s)
-    stack.gateway = None
+    took = _stop(servers.gateway, grace_s)
+    servers.gateway = None
     return took
 
 
-def stop_all(stack: Stack) -> None:
-    stop_gateway(stack, 10.0)
-    for process in stack.backends:
+def stop_all(servers: ServerProcesses) -> None:
+    stop_gateway(servers, 10.0)
+    for process in servers.backends:
         _stop(process, 5.0)

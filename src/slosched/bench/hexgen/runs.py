@@ -1,12 +1,12 @@
 """``slosched bench hexgen``: Hexgen-Text2SQL (DESIGN 4.1) on the shared scoreboard (DESIGN section 9).
 
-Per workbench (a CHESS trace on a cluster, ``hexgen_setup``):
+Per workbench (a CHESS trace on a cluster, ``setup``):
 
 1. **Alpha**, tuned on a separate earlier trace (another seed, three 100 s windows at the pilot capacity)
    the way the gateway tunes live: alpha = 0 for the first window, then replays of each window over its
-   backlog, the SLO objective, and the drift t-test (``hexgen_online``). The alpha in force at the end is
+   backlog, the SLO objective, and the drift t-test (``online``). The alpha in force at the end is
    the one the paper policy is scored with.
-2. **Scoreboard** (``bench.scoreboard.evaluate``): SLO capacity at 90% / 95% (bisection to 2%, median and
+2. **Scoreboard** (``evaluation.scoreboard.evaluate``): SLO capacity at 90% / 95% (bisection to 2%, median and
    min-max over seeds) of every registered baseline candidate (routers x ``chunked-fcfs`` with the best
    static token budget / ``static-concurrency`` with the best static cap), the strongest one chosen after
    the fact; ``workload-balanced+urgency`` at the tuned alpha, its ORACLE variant (true output lengths,

@@ -1,5 +1,5 @@
 """``slosched bench live``: the slosched stack against the baselines on real vLLM CPU servers (tiny models of
-2 and 8 layers), on CHESS Text-to-SQL workflows and on a mixed multi-tenant workload (``live_setup``)."""
+2 and 8 layers), on CHESS Text-to-SQL workflows and on a mixed multi-tenant workload (``setup``)."""
 
 from __future__ import annotations
 

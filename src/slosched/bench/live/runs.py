@@ -1,5 +1,5 @@
 """``slosched bench live``: the slosched stack against the baselines on real vLLM CPU servers (tiny models of
-2 and 8 layers), on CHESS Text-to-SQL workflows and on a mixed multi-tenant workload (``live_setup``).
+2 and 8 layers), on CHESS Text-to-SQL workflows and on a mixed multi-tenant workload (``setup``).
 
 Four servers run at once, two per system, each pair pinned to cores 0 and 1 (an idle vLLM server takes no
 CPU, so a pair waiting its turn does not slow the pair being measured): plain vLLM for the baselines, and

@@ -1,7 +1,7 @@
 """Markdown and PNG results of ``slosched bench nexus`` (full run), for ``docs/results/``.
 
 The capacity, overload and cold-start tables and the capacity/overload plots come from the shared
-scoreboard report (``scoreboard_report``); this module adds the NexusSched-specific sections (where the
+scoreboard report (``evaluation.scoreboard_report``); this module adds the NexusSched-specific sections (where the
 paper policy loses and why, zero-config, step-model accuracy).
 """
 

@@ -1,6 +1,6 @@
 """``slosched bench nexus``: NexusSched (LENS + PRISM) on the scoreboard (DESIGN section 9).
 
-Per setting (``nexus_setup``: ShareGPT on the heterogeneous cluster is the headline; full runs add FlowGPT
+Per setting (``setup``: ShareGPT on the heterogeneous cluster is the headline; full runs add FlowGPT
 and Summarization on 2x H100):
 
 * **SLO capacity** (>= 90% and >= 95% of jobs meeting their token SLOs, bisection to 2%, median over seeds
@@ -11,7 +11,7 @@ and Summarization on 2x H100):
 * **Cold start** (its own table): the same capacities with no warm-up prefix, so the step-time model
   starts from its deliberately bad guess.
 * **Model accuracy** (held-out R^2 of the online step model per hardware) and **zero-config** (an
-  unprofiled H100 joins a loaded cluster), from ``nexus_experiments``.
+  unprofiled H100 joins a loaded cluster), from ``experiments``.
 
 JSON (last line with ``--json``): the headline setting's ``baselines`` (policy -> SLO capacity),
 ``strongest_baseline``, ``ratio_vs_strongest``, ``ratio_vs_paper_baseline``, ``seeds``, ``num_jobs``,

@@ -1,6 +1,6 @@
 """``slosched bench relserve``: RelServe on the scoreboard (DESIGN section 9) and the paper's latency view.
 
-For each setting (``relserve_setup``: OPT-13B and Llama-2-70B, one engine each as in the paper),
+For each setting (``setup``: OPT-13B and Llama-2-70B, one engine each as in the paper),
 relQuery traces of a fixed number of jobs (``relquery`` generator, mixed query types, 1-100 rows, Poisson
 arrivals, a discarded warm-up prefix so learned state is warm, leak-free deadlines at ``SLO_SCALE`` x the
 client's estimate) give:

@@ -1,6 +1,6 @@
 """``slosched bench stack``: the composed policy ``slosched`` against the strongest baseline on five workloads.
 
-Per workload (``stack_setup``: Text-to-SQL, relQueries, chat, code, mixed multi-tenant; each on a cluster of
+Per workload (``setup``: Text-to-SQL, relQueries, chat, code, mixed multi-tenant; each on a cluster of
 at least two GPU types), ``scoreboard.evaluate`` gives (DESIGN section 9):
 
 * **SLO capacity** (>= 90% and >= 95% of jobs meeting their SLO, bisection to 2%, median over seeds with the
