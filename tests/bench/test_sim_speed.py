@@ -35,8 +35,11 @@ def test_results_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_demo_cluster() -> None:
     cluster = demo_cluster()
     assert [(spec.name, spec.gpu) for spec in cluster] == [
-        ("a100-0", "A100-80G"), ("a100-1", "A100-80G"), ("a6000-0", "A6000"), ("a6000-1", "A6000"),
-    ]  # fmt: skip
+        ("a100-0", "A100-80G"),
+        ("a100-1", "A100-80G"),
+        ("a6000-0", "A6000"),
+        ("a6000-1", "A6000"),
+    ]
     assert {(spec.model, spec.max_running, spec.max_batched_tokens) for spec in cluster} == {("Llama-3-8B", 256, 2048)}
 
 

@@ -72,8 +72,12 @@ def peer_router(install: bool) -> tuple[Path | None, str]:
     if not executable.exists() and install:
         try:
             subprocess.run([sys.executable, "-m", "venv", str(_PEER_VENV)], check=True, timeout=120)
-            subprocess.run([str(_PEER_VENV / "bin" / "pip"), "install", "-q", "vllm-router"], check=True,
-                           timeout=600, capture_output=True)  # fmt: skip
+            subprocess.run(
+                [str(_PEER_VENV / "bin" / "pip"), "install", "-q", "vllm-router"],
+                check=True,
+                timeout=600,
+                capture_output=True,
+            )
         except (subprocess.SubprocessError, OSError) as error:
             return None, f"`pip install vllm-router` failed: {error}"
     if not executable.exists():
@@ -155,8 +159,19 @@ def _peer(stub_url: str, install: bool) -> Iterator[tuple[str | None, str, int]]
         yield None, description, -1
         return
     port = free_port()
-    command = [str(executable), "--host", "127.0.0.1", "--port", str(port), "--worker-urls", stub_url,
-               "--policy", "round_robin", "--log-level", "error"]  # fmt: skip
+    command = [
+        str(executable),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--worker-urls",
+        stub_url,
+        "--policy",
+        "round_robin",
+        "--log-level",
+        "error",
+    ]
     try:
         with _process(command, f"http://127.0.0.1:{port}/health") as process:
             yield f"http://127.0.0.1:{port}", description, process.pid

@@ -76,10 +76,18 @@ class FakeEngine:
 
 def _request(rng: np.random.Generator, index: int, now_s: float) -> Request:
     request = Request(
-        id=f"r{index}", job_id=f"j{index}", stage="call", template="chat", prompt_tokens=int(rng.integers(100, 2000)),
-        max_output_tokens=1024, arrival_s=now_s - float(rng.uniform(0, 2)), job_arrival_s=0.0,
-        session_id=f"s{index % 50}", ttft_slo_s=1.0, tpot_slo_s=0.05,
-    )  # fmt: skip
+        id=f"r{index}",
+        job_id=f"j{index}",
+        stage="call",
+        template="chat",
+        prompt_tokens=int(rng.integers(100, 2000)),
+        max_output_tokens=1024,
+        arrival_s=now_s - float(rng.uniform(0, 2)),
+        job_arrival_s=0.0,
+        session_id=f"s{index % 50}",
+        ttft_slo_s=1.0,
+        tpot_slo_s=0.05,
+    )
     request.predicted_output_tokens = 250.0
     return request
 

@@ -52,10 +52,15 @@ class SizingRow:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "policy": self.policy, "group": self.group, "gpu": self.gpu, "min_instances": self.min_count,
-            "gpus_per_instance": self.gpus_per_instance, "price_per_gpu_hour": self.price_per_gpu_hour,
-            "cost_per_hour": self.cost_per_hour, "attainment_by_count": {str(n): a for n, a in self.tried.items()},
-        }  # fmt: skip
+            "policy": self.policy,
+            "group": self.group,
+            "gpu": self.gpu,
+            "min_instances": self.min_count,
+            "gpus_per_instance": self.gpus_per_instance,
+            "price_per_gpu_hour": self.price_per_gpu_hour,
+            "cost_per_hour": self.cost_per_hour,
+            "attainment_by_count": {str(n): a for n, a in self.tried.items()},
+        }
 
 
 def price_per_gpu_hour(gpu: str) -> float | None:
@@ -122,9 +127,13 @@ def size(
         group = by_name[task.group]
         rows.append(
             SizingRow(
-                policy=task.candidate.label, group=task.group, gpu=group.gpu, gpus_per_instance=group.tp,
-                min_count=min_passing(tried, target), price_per_gpu_hour=price_per_gpu_hour(group.gpu),
+                policy=task.candidate.label,
+                group=task.group,
+                gpu=group.gpu,
+                gpus_per_instance=group.tp,
+                min_count=min_passing(tried, target),
+                price_per_gpu_hour=price_per_gpu_hour(group.gpu),
                 tried=dict(sorted(tried.items())),
             )
-        )  # fmt: skip
+        )
     return rows

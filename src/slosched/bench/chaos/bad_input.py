@@ -48,23 +48,34 @@ def _posts(*bodies: bytes) -> list[Raw]:
 
 def _wrong_types(route: str) -> list[Raw]:
     if route == JOBS:
-        return _posts(_json(route, kind=5), _json(route, slo_s="soon"), _json(route, kind="relquery", rows="x"),
-                      _json(route, template=["t"]))  # fmt: skip
+        return _posts(
+            _json(route, kind=5),
+            _json(route, slo_s="soon"),
+            _json(route, kind="relquery", rows="x"),
+            _json(route, template=["t"]),
+        )
     if route == STAGES:
         return _posts(_json(route, prompt=5), _json(route, max_tokens="many"), json.dumps({"calls": "x"}).encode())
     field = "messages" if route == CHAT else "prompt"
-    return _posts(_json(route, **{field: 5}), _json(route, stream="yes"), _json(route, model=5),
-                  _json(route, max_tokens="many"), _json(route, **{field: {"a": 1}}))  # fmt: skip
+    return _posts(
+        _json(route, **{field: 5}),
+        _json(route, stream="yes"),
+        _json(route, model=5),
+        _json(route, max_tokens="many"),
+        _json(route, **{field: {"a": 1}}),
+    )
 
 
 def _limits(route: str) -> list[Raw]:
     """n -1 / 1e8 and max_tokens 1e12 (for jobs: slo_s -1 / 0 and 20,001 rows)."""
     if route == JOBS:
         rows = [{"x": 1}] * 20_001
-        return _posts(_json(route, slo_s=-1), _json(route, slo_s=0),
-                      _json(route, kind="relquery", template="{x}", rows=rows))  # fmt: skip
-    return _posts(_json(route, n=-1), _json(route, n=100_000_000), _json(route, max_tokens=10**12),
-                  _json(route, max_tokens=0))  # fmt: skip
+        return _posts(
+            _json(route, slo_s=-1), _json(route, slo_s=0), _json(route, kind="relquery", template="{x}", rows=rows)
+        )
+    return _posts(
+        _json(route, n=-1), _json(route, n=100_000_000), _json(route, max_tokens=10**12), _json(route, max_tokens=0)
+    )
 
 
 def _empty(route: str) -> list[Raw]:
@@ -97,8 +108,10 @@ def _bad_utf8(route: str) -> list[Raw]:
 
 def _content_type(route: str) -> list[Raw]:
     body = json.dumps(VALID[route]).encode()
-    return [("POST", body, {"content-type": "text/plain"}),
-            ("POST", b"prompt=hi&max_tokens=4", {"content-type": "application/x-www-form-urlencoded"})]  # fmt: skip
+    return [
+        ("POST", body, {"content-type": "text/plain"}),
+        ("POST", b"prompt=hi&max_tokens=4", {"content-type": "application/x-www-form-urlencoded"}),
+    ]
 
 
 def _not_object(route: str) -> list[Raw]:
@@ -161,8 +174,9 @@ async def _other_routes(ctx: Ctx, client: httpx.AsyncClient) -> None:
     probe = ctx.probe("input", "hostile-job-ids")
     for job_id in ("x" * 10_000, "..%2F..%2Fetc%2Fpasswd", "%00", "j%C3%B6b-%E2%9C%93", "job-" + "9" * 400):
         for method, suffix in (("GET", ""), ("DELETE", ""), ("POST", "/stages"), ("POST", "/complete")):
-            reply = await send(client, method, f"{JOBS}/{job_id}{suffix}", ctx.bound_s, json_body={},
-                               headers=auth(TENANT_A))  # fmt: skip
+            reply = await send(
+                client, method, f"{JOBS}/{job_id}{suffix}", ctx.bound_s, json_body={}, headers=auth(TENANT_A)
+            )
             probe.judge(reply, BAD_INPUT, f"{method} /v1/jobs/<{len(job_id)} chars>{suffix}")
 
 

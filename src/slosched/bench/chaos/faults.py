@@ -23,8 +23,14 @@ from slosched.bench.chaos.core import FAULT, OK, SHED, Ctx, Probe, Reply, gather
 from slosched.bench.chaos.setup import TENANT_A, auth
 
 TERMINAL_JOB = ("completed", "failed", "cancelled")
-FAULTS = (("error500", None), ("hang", None), ("invalid", None), ("reset", None), ("slow_stream", 0.3),
-          ("slow_first_byte", 3.0))  # fmt: skip
+FAULTS = (
+    ("error500", None),
+    ("hang", None),
+    ("invalid", None),
+    ("reset", None),
+    ("slow_stream", 0.3),
+    ("slow_first_byte", 3.0),
+)
 SLOW_CLIENT_BOUND_S = 20.0  # the gateway's header/body/idle limits must close a socket sooner
 
 
@@ -71,8 +77,14 @@ async def _under_fault(ctx: Ctx, client: httpx.AsyncClient, mode: str, delay_s: 
     probe = ctx.probe("backend", f"fault {mode}")
     await ctx.fault(mode, delay_s)
     try:
-        job = await send(client, "POST", JOBS, ctx.bound_s, headers=auth(TENANT_A), json_body={
-            "kind": "relquery", "template": "row {x}", "rows": [{"x": i} for i in range(6)], "slo_s": 60})  # fmt: skip
+        job = await send(
+            client,
+            "POST",
+            JOBS,
+            ctx.bound_s,
+            headers=auth(TENANT_A),
+            json_body={"kind": "relquery", "template": "row {x}", "rows": [{"x": i} for i in range(6)], "slo_s": 60},
+        )
         calls = gather_limited((call(client, ctx, probe, i, OK | FAULT | SHED) for i in range(ctx.count(120))), 16)
         await calls
         payload = job.json()

@@ -20,8 +20,26 @@ from slosched.bench.chaos.setup import KEYS, TENANT_A, auth
 from slosched.contract import HEADER_DEADLINE_MS, HEADER_PRIORITY, HEADER_TENANT, HEADER_TPOT_MS, HEADER_TTFT_MS
 
 ANY = OK | BAD_INPUT | SHED
-FIELDS = ("prompt", "messages", "max_tokens", "max_completion_tokens", "n", "stream", "model", "temperature",
-          "top_p", "stop", "logprobs", "kind", "slo_s", "rows", "template", "priority", "params", "tenant")  # fmt: skip
+FIELDS = (
+    "prompt",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "n",
+    "stream",
+    "model",
+    "temperature",
+    "top_p",
+    "stop",
+    "logprobs",
+    "kind",
+    "slo_s",
+    "rows",
+    "template",
+    "priority",
+    "params",
+    "tenant",
+)
 JUNK_HEADER_VALUES = ("", "0", "-1", "1e400", "nan", "inf", "soon", "1" * 5000, "%31%32", "0x10", "1e-300")
 SLO_HEADER_NAMES = (HEADER_DEADLINE_MS, HEADER_TTFT_MS, HEADER_TPOT_MS, HEADER_PRIORITY, HEADER_TENANT)
 CONCURRENCY = 32

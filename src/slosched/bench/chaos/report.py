@@ -17,8 +17,14 @@ COUNTS = ("sent", "clear_4xx", "server_errors", "hangs", "lost", "isolation_viol
 
 
 def progress() -> Progress:
-    return Progress(TextColumn("chaos: {task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                    TimeElapsedColumn(), console=Console(stderr=True), transient=False)  # fmt: skip
+    return Progress(
+        TextColumn("chaos: {task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
 
 
 def family_rows(probes: Sequence[Probe]) -> dict[str, dict[str, Any]]:

@@ -55,8 +55,9 @@ async def _flow(ctx: Ctx, client: httpx.AsyncClient, probe: Any) -> None:
     if not (probe.judge(created, OK, "POST /v1/jobs") and isinstance(payload, dict)):
         return
     job = f"{JOBS}/{payload['id']}"
-    stage = await send(client, "POST", f"{job}/stages", ctx.bound_s, json_body=VALID["/v1/jobs/{id}/stages"],
-                       headers=headers)  # fmt: skip
+    stage = await send(
+        client, "POST", f"{job}/stages", ctx.bound_s, json_body=VALID["/v1/jobs/{id}/stages"], headers=headers
+    )
     probe.judge(stage, OK, "POST stage")
     probe.judge(await send(client, "POST", f"{job}/complete", ctx.bound_s, headers=headers), OK, "POST complete")
     check_job_end(probe, await wait_job(client, str(payload["id"]), headers, ctx.bound_s), str(payload["id"]))
@@ -113,8 +114,15 @@ def families(seed: int) -> list[Family]:
     async def fuzz(ctx: Ctx) -> None:
         await run_fuzz(ctx, seed)
 
-    return [("tenants", run_tenants), ("input", run_input), ("fuzz", fuzz), ("traffic", run_traffic),
-            ("backend", run_backend), ("overload", run_overload), ("slow-clients", run_slow_clients)]  # fmt: skip
+    return [
+        ("tenants", run_tenants),
+        ("input", run_input),
+        ("fuzz", fuzz),
+        ("traffic", run_traffic),
+        ("backend", run_backend),
+        ("overload", run_overload),
+        ("slow-clients", run_slow_clients),
+    ]
 
 
 async def _suite(servers: setup.ServerProcesses, ctx: Ctx, seed: int, only: tuple[str, ...] | None) -> float:

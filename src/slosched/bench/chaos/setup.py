@@ -34,8 +34,15 @@ MIN_SLO_S = 2.0  # tenant B's tightest deadline: a 1 ms claim must be clamped up
 MAX_JOBS = 64  # gateway-wide open jobs; tenant B may hold only B_MAX_JOBS of them
 B_MAX_JOBS = 8
 BACKEND_WINDOW, BACKEND_QUEUE = 8, 32  # per backend: small, so a burst overflows them
-TIMEOUTS = {"connect_s": 1.0, "queue_s": 4.0, "first_byte_s": 2.0, "read_s": 2.0, "request_s": 10.0,
-            "health_s": 1.0, "job_idle_s": 5.0}  # fmt: skip
+TIMEOUTS = {
+    "connect_s": 1.0,
+    "queue_s": 4.0,
+    "first_byte_s": 2.0,
+    "read_s": 2.0,
+    "request_s": 10.0,
+    "health_s": 1.0,
+    "job_idle_s": 5.0,
+}
 START_S = 60.0
 
 
@@ -47,17 +54,30 @@ def tenants_block() -> dict[str, Any]:
     common: dict[str, Any] = {"min_slo_s": None, "token_rate_limit_tps": None, "max_concurrency": None, "act_as": []}
     return {
         TENANT_A: {**common, "api_keys": [KEYS[TENANT_A]], "priority": 0, "rate_limit_rps": None, "max_jobs": 32},
-        TENANT_B: {**common, "api_keys": [KEYS[TENANT_B]], "priority": 1, "rate_limit_rps": None,
-                   "max_jobs": B_MAX_JOBS, "min_slo_s": MIN_SLO_S},
-        TENANT_LIMITED: {**common, "api_keys": [KEYS[TENANT_LIMITED]], "priority": 1,
-                         "rate_limit_rps": LIMITED_RPS, "max_jobs": 4},
-    }  # fmt: skip
+        TENANT_B: {
+            **common,
+            "api_keys": [KEYS[TENANT_B]],
+            "priority": 1,
+            "rate_limit_rps": None,
+            "max_jobs": B_MAX_JOBS,
+            "min_slo_s": MIN_SLO_S,
+        },
+        TENANT_LIMITED: {
+            **common,
+            "api_keys": [KEYS[TENANT_LIMITED]],
+            "priority": 1,
+            "rate_limit_rps": LIMITED_RPS,
+            "max_jobs": 4,
+        },
+    }
 
 
 def gateway_config(port: int, backend_urls: dict[str, str], store: Path, tenants: bool) -> dict[str, Any]:
     """The gateway's config; ``tenants`` False gives the legacy form (flat keys, no store)."""
-    backends = [{"name": name, "url": url, "max_concurrency": BACKEND_WINDOW, "max_queue": BACKEND_QUEUE}
-                for name, url in backend_urls.items()]  # fmt: skip
+    backends = [
+        {"name": name, "url": url, "max_concurrency": BACKEND_WINDOW, "max_queue": BACKEND_QUEUE}
+        for name, url in backend_urls.items()
+    ]
     config: dict[str, Any] = {
         "port": port,
         "backends": backends,

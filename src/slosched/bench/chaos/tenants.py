@@ -27,8 +27,9 @@ A, B = auth(TENANT_A), auth(TENANT_B)
 WORKFLOW = VALID[JOBS]
 
 
-async def _create(client: httpx.AsyncClient, ctx: Ctx, probe: Probe, headers: dict[str, str],
-                  body: dict[str, Any] | None = None) -> str | None:  # fmt: skip
+async def _create(
+    client: httpx.AsyncClient, ctx: Ctx, probe: Probe, headers: dict[str, str], body: dict[str, Any] | None = None
+) -> str | None:
     reply = await send(client, "POST", JOBS, ctx.bound_s, json_body=body or WORKFLOW, headers=headers)
     payload = reply.json()
     if probe.judge(reply, OK | SHED, "POST /v1/jobs") and reply.status == 201 and isinstance(payload, dict):
@@ -91,8 +92,9 @@ async def _rotating_tenant(ctx: Ctx, client: httpx.AsyncClient) -> None:
     started = time.monotonic()
     headers = [{**auth(TENANT_LIMITED), HEADER_TENANT: f"rot-{index}"} for index in range(count)]
     body = VALID[COMPLETIONS]
-    replies = await gather_limited((send(client, "POST", COMPLETIONS, ctx.bound_s, json_body=body, headers=h)
-                                    for h in headers), 8)  # fmt: skip
+    replies = await gather_limited(
+        (send(client, "POST", COMPLETIONS, ctx.bound_s, json_body=body, headers=h) for h in headers), 8
+    )
     elapsed = time.monotonic() - started
     for reply in replies:
         probe.judge(reply, OK | SHED | BAD_INPUT, "rotating x-tenant call")
@@ -131,8 +133,11 @@ async def _idle_jobs(ctx: Ctx, client: httpx.AsyncClient) -> None:
 async def run_tenants(ctx: Ctx) -> None:
     async with ctx.client(limit=16) as client:
         probe = ctx.probe("tenants", "keys: unknown 401, x-api-key accepted")
-        for headers, expect in (({"authorization": "Bearer sk-nobody"}, BAD_INPUT), ({}, BAD_INPUT),
-                                ({"x-api-key": auth(TENANT_A)["authorization"][7:]}, OK)):  # fmt: skip
+        for headers, expect in (
+            ({"authorization": "Bearer sk-nobody"}, BAD_INPUT),
+            ({}, BAD_INPUT),
+            ({"x-api-key": auth(TENANT_A)["authorization"][7:]}, OK),
+        ):
             reply = await send(client, "POST", COMPLETIONS, ctx.bound_s, json_body=VALID[COMPLETIONS], headers=headers)
             probe.judge(reply, expect, f"call with {sorted(headers) or 'no key'}")
         for check in (_cross_tenant, _spoofed_tenant, _rotating_tenant, _deadline_claim, _idle_jobs):

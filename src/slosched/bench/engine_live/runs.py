@@ -99,8 +99,11 @@ def plan(quick: bool, speed: ServerSpeed) -> list[tuple[str, list[LiveJob], list
     flows = traces.workflow_trace(rng, 12 * scale, 1.1 * capacity / 250.0, speed)
     rel = traces.relquery_trace(rng, 6 * scale, 1.0, speed)
     if quick:
-        return [("chat", chat, ["stock", "urgency", "saber", "lens"]), ("workflow", flows, ["stock", "urgency"]),
-                ("relquery", rel, ["stock", "relserve"])]  # fmt: skip
+        return [
+            ("chat", chat, ["stock", "urgency", "saber", "lens"]),
+            ("workflow", flows, ["stock", "urgency"]),
+            ("relquery", rel, ["stock", "relserve"]),
+        ]
     return [
         ("chat", chat, ["stock", "urgency", "saber", "lens", "static-priority"]),
         ("workflow", flows, ["stock", "urgency", "saber", "lens"]),
@@ -183,10 +186,18 @@ def _print(figures: dict[str, Any]) -> None:
     flat: dict[str, Any] = {}
     for row in figures["rows"]:
         key = f"{row['trace']}/{row['policy']}"
-        flat[key] = (f"SLO {row['slo_attainment']:.0%}  mean {row['mean_latency_s']:.2f} s  "
-                     f"P90 {row['p90_latency_s']:.2f} s  plugin {row['plugin_us_per_step']:.0f} us/step")  # fmt: skip
-    for key in ("plugin_us_per_step", "bypass_us_per_step", "vllm_schedule_us_per_step", "model_step_ms",
-                "server_start_s", "wall_s"):  # fmt: skip
+        flat[key] = (
+            f"SLO {row['slo_attainment']:.0%}  mean {row['mean_latency_s']:.2f} s  "
+            f"P90 {row['p90_latency_s']:.2f} s  plugin {row['plugin_us_per_step']:.0f} us/step"
+        )
+    for key in (
+        "plugin_us_per_step",
+        "bypass_us_per_step",
+        "vllm_schedule_us_per_step",
+        "model_step_ms",
+        "server_start_s",
+        "wall_s",
+    ):
         flat[key] = round(float(figures[key]), 1)
     print_figures("engine-live: vLLM CPU server with the slosched scheduler plugin", flat)
 

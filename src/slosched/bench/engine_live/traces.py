@@ -121,11 +121,14 @@ class Replay:
         budget = max((deadline - (self.start_unix + stage_start)) * remaining[0] / sum(remaining), 0.01)
         predicted = max(1.0, call.max_tokens * float(self.noise.lognormal(0.0, 0.3)))
         meta: dict[str, Any] = {
-            c.XARG_JOB_ID: job.id, c.XARG_STAGE: f"s{stage}", c.XARG_TEMPLATE: job.kind,
-            c.XARG_DEADLINE_UNIX_S: round(deadline, 3), c.XARG_BUDGET_S: round(budget, 3),
+            c.XARG_JOB_ID: job.id,
+            c.XARG_STAGE: f"s{stage}",
+            c.XARG_TEMPLATE: job.kind,
+            c.XARG_DEADLINE_UNIX_S: round(deadline, 3),
+            c.XARG_BUDGET_S: round(budget, 3),
             c.XARG_PREDICTED_TOKENS: round(predicted, 1),
             c.XARG_JOB_ARRIVAL_UNIX_S: round(self.start_unix + job.arrival_s, 3),
-        }  # fmt: skip
+        }
         if job.kind == "relquery":
             meta[c.XARG_RELQUERY_ID] = job.id
             meta[c.XARG_RELQUERY_SIZE] = len(job.stages[0])
@@ -134,9 +137,12 @@ class Replay:
     async def call(self, client: httpx.AsyncClient, job: LiveJob, stage: int, call: LiveCall) -> None:
         self.counter += 1
         body = {
-            "model": "tiny", "prompt": prompt(call.prompt_words, self.counter), "max_tokens": call.max_tokens,
-            "ignore_eos": True, "vllm_xargs": self.xargs(job, stage, call, time.monotonic() - self.start_mono),
-        }  # fmt: skip
+            "model": "tiny",
+            "prompt": prompt(call.prompt_words, self.counter),
+            "max_tokens": call.max_tokens,
+            "ignore_eos": True,
+            "vllm_xargs": self.xargs(job, stage, call, time.monotonic() - self.start_mono),
+        }
         try:
             response = await client.post(f"{self.url}/v1/completions", json=body, timeout=600)
             response.raise_for_status()

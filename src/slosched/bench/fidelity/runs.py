@@ -61,10 +61,15 @@ def case_duration_s(quick: bool) -> float:
 def simulate_trace(jobs: list[JobSpec], profile_path: Path) -> RunResult:
     """The trace on one simulated instance whose truth is the measured profile (vLLM's scheduler limits)."""
     spec = InstanceSpec(
-        name="engine", gpu="A100-80G", model="Llama-3-8B", max_running=MAX_NUM_SEQS,
-        max_batched_tokens=MAX_BATCHED_TOKENS, max_model_len=MAX_MODEL_LEN, block_size=BLOCK_SIZE,
+        name="engine",
+        gpu="A100-80G",
+        model="Llama-3-8B",
+        max_running=MAX_NUM_SEQS,
+        max_batched_tokens=MAX_BATCHED_TOKENS,
+        max_model_len=MAX_MODEL_LEN,
+        block_size=BLOCK_SIZE,
         profile=str(profile_path),
-    )  # fmt: skip
+    )
     options = SimOptions(noise_sigma=0.0)
     return simulate([spec], jobs, PolicyPair.parse("round-robin+chunked-fcfs"), SEED, options)
 

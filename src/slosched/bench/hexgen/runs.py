@@ -106,8 +106,14 @@ def drift(
     workload = drift_trace(rate, jobs, DRIFT_SEED)
     history = setup.unit_rate_trace(trace_name, 200, HISTORY_SEED)
     options = setup.workbench(cluster_name, trace_name, 1, 0).options
-    online = run_online(instances, workload, options, AlphaTuner(TuneConfig(instances, options=options), pool),
-                        WINDOW_S, history=history)  # fmt: skip
+    online = run_online(
+        instances,
+        workload,
+        options,
+        AlphaTuner(TuneConfig(instances, options=options), pool),
+        WINDOW_S,
+        history=history,
+    )
     held = setup.run(instances, workload, PAPER_POLICY, options, alpha, history=history)
     return {
         "rate": rate,
@@ -135,8 +141,9 @@ def descriptive(trace_cluster: tuple[str, str], board: Scoreboard, alpha: float)
     scales: dict[str, float] = {}
     results: dict[str, RunResult] = {}
     for label in (board.strongest, PAPER_BASELINE, PAPER_POLICY):
-        results[label] = setup.run_candidate(every[label].candidate, workbench.instances, jobs, workbench.options,
-                                             0, history)  # fmt: skip
+        results[label] = setup.run_candidate(
+            every[label].candidate, workbench.instances, jobs, workbench.options, 0, history
+        )
         scales[label] = min_scale_for(results[label].jobs, 0.95)
     captured: dict[str, Any] = {}
 
@@ -145,8 +152,7 @@ def descriptive(trace_cluster: tuple[str, str], board: Scoreboard, alpha: float)
         captured.update(instance=name, time_s=now, queue=[asdict(entry) for entry in entries[:12]])
 
     at_s = 0.5 * max(job.arrival_s for job in jobs)
-    setup.run(workbench.instances, jobs, PAPER_POLICY, workbench.options, alpha, on_time=(at_s, probe),
-              history=history)  # fmt: skip
+    setup.run(workbench.instances, jobs, PAPER_POLICY, workbench.options, alpha, on_time=(at_s, probe), history=history)
     return {
         "rate": rate,
         "min_scale_95": scales,

@@ -48,8 +48,11 @@ def summarize(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     for workload, by_row in grouped.items():
         table = {row: _row_summary(row_runs) for row, row_runs in by_row.items()}
-        summary[workload] = {"rows": table, "vllm_router_best": _best(table, PEER_PREFIX),
-                             "stack_vs_strongest": stack_vs_strongest(table)}  # fmt: skip
+        summary[workload] = {
+            "rows": table,
+            "vllm_router_best": _best(table, PEER_PREFIX),
+            "stack_vs_strongest": stack_vs_strongest(table),
+        }
     return summary
 
 
@@ -97,8 +100,10 @@ def table_lines(summary: Mapping[str, Any]) -> list[str]:
             shares = cells["tenants"]
             tenants = ", ".join(f"{t} {v:.2f}" for t, v in shares.items()) if len(shares) > 1 else "-"
             per_seed = " / ".join(f"{v:.2f}" for v in cells["per_seed"])
-            lines.append(f"| {workload} | {name} | {spread_over_seeds(cells)} | {per_seed} | {tenants} | "
-                         f"{cells['mean_latency_s']:.2f} | {cells['jobs']} |")  # fmt: skip
+            lines.append(
+                f"| {workload} | {name} | {spread_over_seeds(cells)} | {per_seed} | {tenants} | "
+                f"{cells['mean_latency_s']:.2f} | {cells['jobs']} |"
+            )
     return lines
 
 
@@ -107,8 +112,10 @@ def verdict_lines(summary: Mapping[str, Any]) -> list[str]:
     for workload, figures in summary.items():
         best = figures["vllm_router_best"]
         if best is not None:
-            lines.append(f"- {workload}: vllm-router's best policy is `{best.removeprefix(PEER_PREFIX)}` "
-                         f"({spread_over_seeds(figures['rows'][best])}).")  # fmt: skip
+            lines.append(
+                f"- {workload}: vllm-router's best policy is `{best.removeprefix(PEER_PREFIX)}` "
+                f"({spread_over_seeds(figures['rows'][best])})."
+            )
         versus = figures["stack_vs_strongest"]
         if versus is not None:
             sign = "+" if versus["difference"] >= 0 else ""
@@ -123,12 +130,16 @@ def verdict_lines(summary: Mapping[str, Any]) -> list[str]:
 
 def run_lines(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per run: where the requests went and the engines' prefix-cache hit rate."""
-    lines = ["| workload | seed | policy | attainment | requests per server | prefix-cache hit rate | wall (s) |",
-             "|---|---:|---|---:|---|---:|---:|"]  # fmt: skip
+    lines = [
+        "| workload | seed | policy | attainment | requests per server | prefix-cache hit rate | wall (s) |",
+        "|---|---:|---|---:|---|---:|---:|",
+    ]
     for run in runs:
         split = " / ".join(str(round(n)) for n in run["requests_per_server"])
-        lines.append(f"| {run['workload']} | {run['seed']} | {run['row']} | {run['slo_attainment']:.2f} | {split} | "
-                     f"{run['prefix_hit_rate']:.2f} | {run['wall_s']:.0f} |")  # fmt: skip
+        lines.append(
+            f"| {run['workload']} | {run['seed']} | {run['row']} | {run['slo_attainment']:.2f} | {split} | "
+            f"{run['prefix_hit_rate']:.2f} | {run['wall_s']:.0f} |"
+        )
     return lines
 
 

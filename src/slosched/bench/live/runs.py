@@ -119,11 +119,25 @@ def _counters(urls: Sequence[str]) -> list[dict[str, float]]:
 
 
 def _config(urls: Sequence[str], row: Row) -> dict[str, Any]:
-    backends = [{"name": f"vllm-{i}", "url": url, "model": "tiny", "max_concurrency": 64, "max_queue": 1024,
-                 "forward_priority": row.forward_priority} for i, url in enumerate(urls)]  # fmt: skip
+    backends = [
+        {
+            "name": f"vllm-{i}",
+            "url": url,
+            "model": "tiny",
+            "max_concurrency": 64,
+            "max_queue": 1024,
+            "forward_priority": row.forward_priority,
+        }
+        for i, url in enumerate(urls)
+    ]
     # Multi-tenant workloads name their tenants themselves on this open bench gateway.
-    return {"backends": backends, "policies": dict(row.policies), "scrape_interval_s": 0.5,
-            "timeouts": {"queue_s": 300, "first_byte_s": 300}, "trust_tenant_header": True}  # fmt: skip
+    return {
+        "backends": backends,
+        "policies": dict(row.policies),
+        "scrape_interval_s": 0.5,
+        "timeouts": {"queue_s": 300, "first_byte_s": 300},
+        "trust_tenant_header": True,
+    }
 
 
 async def _replay_gateway(urls: Sequence[str], row: Row, jobs: list[JobSpec]) -> list[ReplayResult]:
@@ -141,8 +155,19 @@ async def _replay_direct(url: str, jobs: list[JobSpec]) -> list[ReplayResult]:
 def _peer(executable: Path, urls: Sequence[str], policy: str) -> Iterator[str]:
     """A fresh vllm-router with ``policy`` in front of ``urls``, stopped by PID afterwards."""
     port = free_port()
-    command = [str(executable), "--host", "127.0.0.1", "--port", str(port), "--worker-urls", *urls,
-               "--policy", policy, "--log-level", "error"]  # fmt: skip
+    command = [
+        str(executable),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--worker-urls",
+        *urls,
+        "--policy",
+        policy,
+        "--log-level",
+        "error",
+    ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_http(f"http://127.0.0.1:{port}/health", process)
@@ -163,8 +188,13 @@ def run_figures(jobs: Sequence[JobSpec], results: Sequence[ReplayResult]) -> dic
     for job, result in zip(jobs, results, strict=True):
         done, count = tenants.get(job.tenant, (0, 0))
         tenants[job.tenant] = (done + result.slo_met, count + 1)
-    return {"slo_attainment": met, "met": sum(r.slo_met for r in results), "jobs": len(results),
-            "mean_latency_s": mean, "tenants": tenants}  # fmt: skip
+    return {
+        "slo_attainment": met,
+        "met": sum(r.slo_met for r in results),
+        "jobs": len(results),
+        "mean_latency_s": mean,
+        "tenants": tenants,
+    }
 
 
 def _run_once(servers: Servers, row: Row, jobs: list[JobSpec], peer: Path | None) -> dict[str, Any]:
@@ -182,8 +212,12 @@ def _run_once(servers: Servers, row: Row, jobs: list[JobSpec], peer: Path | None
     delta = [{key: a[key] - b[key] for key in a} for a, b in zip(after, before, strict=True)]
     queries = sum(d["vllm:prefix_cache_queries_total"] for d in delta)
     hits = sum(d["vllm:prefix_cache_hits_total"] for d in delta)
-    return {**run_figures(jobs, results), "wall_s": wall_s, "prefix_hit_rate": hits / queries if queries else 0.0,
-            "requests_per_server": [d["vllm:request_success_total"] for d in delta]}  # fmt: skip
+    return {
+        **run_figures(jobs, results),
+        "wall_s": wall_s,
+        "prefix_hit_rate": hits / queries if queries else 0.0,
+        "requests_per_server": [d["vllm:request_success_total"] for d in delta],
+    }
 
 
 def _measure(servers: Servers, table: Sequence[Row], peer: Path | None, quick: bool) -> dict[str, Any]:
@@ -202,8 +236,10 @@ def _measure(servers: Servers, table: Sequence[Row], peer: Path | None, quick: b
                 salted = salt_prefixes(jobs, f"{salt}-{seed}-{row.label}")
                 run = {"workload": workload, "seed": seed, "row": row.label, **_run_once(servers, row, salted, peer)}
                 runs.append(run)
-                _say(f"live: {workload} seed {seed} {row.label}: attainment {run['slo_attainment']:.2f}, "
-                     f"mean {run['mean_latency_s']:.2f} s, {run['wall_s']:.0f} s")  # fmt: skip
+                _say(
+                    f"live: {workload} seed {seed} {row.label}: attainment {run['slo_attainment']:.2f}, "
+                    f"mean {run['mean_latency_s']:.2f} s, {run['wall_s']:.0f} s"
+                )
     return {
         "runs": runs,
         "speed": asdict(speed),

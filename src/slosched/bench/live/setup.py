@@ -59,11 +59,20 @@ ROWS = (
     *(Row(f"vllm-router {policy}", "peer", peer_policy=policy) for policy in PEER_POLICIES),
 )
 EXTRA_ROWS = (
-    Row("round-robin+fcfs", "gateway", "plain", {"router": "round-robin", "engine": "fcfs", "job": "deadline"},
-        forward_priority=False),
-    Row("workload-balanced+urgency", "gateway", "plain",
-        {"router": "workload-balanced", "engine": "urgency", "job": "stage-budget"}),
-)  # fmt: skip
+    Row(
+        "round-robin+fcfs",
+        "gateway",
+        "plain",
+        {"router": "round-robin", "engine": "fcfs", "job": "deadline"},
+        forward_priority=False,
+    ),
+    Row(
+        "workload-balanced+urgency",
+        "gateway",
+        "plain",
+        {"router": "workload-balanced", "engine": "urgency", "job": "stage-budget"},
+    ),
+)
 
 
 def rows(extra: bool) -> tuple[Row, ...]:
@@ -104,8 +113,11 @@ class Speed:
     @staticmethod
     def mean(speeds: Sequence[Speed]) -> Speed:
         count = len(speeds)
-        return Speed(sum(s.s_per_call for s in speeds) / count, sum(s.s_per_token for s in speeds) / count,
-                     sum(s.s_per_prompt_token for s in speeds) / count)  # fmt: skip
+        return Speed(
+            sum(s.s_per_call for s in speeds) / count,
+            sum(s.s_per_token for s in speeds) / count,
+            sum(s.s_per_prompt_token for s in speeds) / count,
+        )
 
 
 def scale_call(call: CallSpec) -> CallSpec:
@@ -150,8 +162,13 @@ def critical_path_s(job: JobSpec, speed: Speed) -> float:
     finish: dict[str, float] = {}
     for stage in job.topological_stages():
         start = max((finish[parent] for parent in deps[stage.name]), default=0.0)
-        work = max((speed.s_per_call + c.output_tokens * speed.s_per_token + c.input_tokens * speed.s_per_prompt_token
-                    for c in stage.calls), default=0.0)  # fmt: skip
+        work = max(
+            (
+                speed.s_per_call + c.output_tokens * speed.s_per_token + c.input_tokens * speed.s_per_prompt_token
+                for c in stage.calls
+            ),
+            default=0.0,
+        )
         finish[stage.name] = start + work + stage.tool_duration_s
     return max(finish.values())
 

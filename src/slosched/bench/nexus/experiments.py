@@ -65,9 +65,15 @@ def build_sim(
     job_layer = JOB_POLICIES.build("deadline", {}, context)
     router_policy = ROUTERS.build(router, {}, context)
     sim = ClusterSim(
-        models, engines, router_policy, job_layer, context.output_predictor, OPTIONS,
-        seed=int(sim_seed.generate_state(1)[0]), policy_name=f"{router}+{engine}",
-    )  # fmt: skip
+        models,
+        engines,
+        router_policy,
+        job_layer,
+        context.output_predictor,
+        OPTIONS,
+        seed=int(sim_seed.generate_state(1)[0]),
+        policy_name=f"{router}+{engine}",
+    )
     return sim, engines
 
 

@@ -93,9 +93,17 @@ def headline(boards: list[Scoreboard], colds: list[Scoreboard]) -> dict[str, Any
     per_setting = {board.workbench: board_figures(board) for board in boards}
     top = per_setting[boards[0].workbench]
     keys = (
-        "baselines", "strongest_baseline", "paper_policy", "ratio_vs_strongest", "paper_baseline",
-        "ratio_vs_paper_baseline", "seeds", "num_jobs", "goodput_1.5x", "goodput_2x",
-    )  # fmt: skip
+        "baselines",
+        "strongest_baseline",
+        "paper_policy",
+        "ratio_vs_strongest",
+        "paper_baseline",
+        "ratio_vs_paper_baseline",
+        "seeds",
+        "num_jobs",
+        "goodput_1.5x",
+        "goodput_2x",
+    )
     figures: dict[str, Any] = {key: top[key] for key in keys if key in top}
     figures["capacity"] = {
         label: top["capacity"][label] for label in (PAPER_POLICY, top["strongest_baseline"], PAPER_BASELINE)

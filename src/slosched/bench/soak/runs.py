@@ -85,8 +85,10 @@ class Accounting:
 def request_bytes(host: str, port: int, path: str, body: bytes, headers: dict[str, str] | None = None) -> bytes:
     """A pre-encoded HTTP/1.1 POST (keep-alive) with extra headers."""
     extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
-    head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n{extra}"
-            f"Content-Length: {len(body)}\r\n\r\n")  # fmt: skip
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n{extra}"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
     return head.encode() + body
 
 
@@ -188,8 +190,9 @@ class SoakLoad:
         await self.http.aclose()
 
 
-async def drive(load: SoakLoad, rate: float, duration_s: float, sample: Callable[[float], None],
-                sample_every_s: float) -> None:  # fmt: skip
+async def drive(
+    load: SoakLoad, rate: float, duration_s: float, sample: Callable[[float], None], sample_every_s: float
+) -> None:
     """``rate`` operations/s for ``duration_s`` (open loop), ``sample(elapsed)`` every ``sample_every_s``;
     then wait (bounded) for every operation to end."""
     pending: set[asyncio.Task[None]] = set()
@@ -214,8 +217,11 @@ async def drive(load: SoakLoad, rate: float, duration_s: float, sample: Callable
 def gateway_accounting(metrics_text: str) -> dict[str, float]:
     """accepted calls, calls in a terminal outcome, jobs in a terminal state, from /metrics."""
     totals = {"accepted": 0.0, "terminal": 0.0, "jobs_terminal": 0.0}
-    names = {"slosched_requests_accepted_total": "accepted", "slosched_requests_total": "terminal",
-             "slosched_jobs_total": "jobs_terminal"}  # fmt: skip
+    names = {
+        "slosched_requests_accepted_total": "accepted",
+        "slosched_requests_total": "terminal",
+        "slosched_jobs_total": "jobs_terminal",
+    }
     for family in text_string_to_metric_families(metrics_text):
         for sample in family.samples:
             key = names.get(sample.name)
@@ -255,8 +261,9 @@ async def _scrape_accounting(http: httpx.AsyncClient) -> tuple[dict[str, float],
         return dict.fromkeys(("accepted", "terminal", "jobs_terminal"), float("nan")), {}
 
 
-async def _soak_async(url: str, pid: int, rate: float, duration_s: float, warmup_s: float,
-                      sample_every_s: float) -> dict[str, Any]:  # fmt: skip
+async def _soak_async(
+    url: str, pid: int, rate: float, duration_s: float, warmup_s: float, sample_every_s: float
+) -> dict[str, Any]:
     accounting = Accounting()
     load = SoakLoad(url, accounting)
     samples: list[tuple[float, float, int]] = []  # (elapsed s, RSS MB, unexpected answers so far)
@@ -273,16 +280,28 @@ async def _soak_async(url: str, pid: int, rate: float, duration_s: float, warmup
     after = [(t, rss) for t, rss, _ in samples if t >= warmup_s] or [samples[-1][:2]]
     rss_after = [rss for _, rss in after]
     return {
-        "duration_s": duration_s, "warmup_s": warmup_s, "rate_rps": rate,
-        "rss_start_mb": rss_after[0], "rss_end_mb": rss_after[-1], "growth_mb": rss_after[-1] - rss_after[0],
-        "rss_peak_mb": max(rss_after), "slope_mb_per_min": _slope_per_min(after),
-        "requests": accounting.sent, "terminal": dict(accounting.terminal),
-        "lost": accounting.lost, "unexpected": accounting.unexpected,
-        "gateway": {"accepted": side["accepted"], "terminal": side["terminal"],
-                    "lost": side["accepted"] - side["terminal"], "jobs_created": load.jobs_created,
-                    "jobs_terminal": side["jobs_terminal"], "not_completed": outcomes},
+        "duration_s": duration_s,
+        "warmup_s": warmup_s,
+        "rate_rps": rate,
+        "rss_start_mb": rss_after[0],
+        "rss_end_mb": rss_after[-1],
+        "growth_mb": rss_after[-1] - rss_after[0],
+        "rss_peak_mb": max(rss_after),
+        "slope_mb_per_min": _slope_per_min(after),
+        "requests": accounting.sent,
+        "terminal": dict(accounting.terminal),
+        "lost": accounting.lost,
+        "unexpected": accounting.unexpected,
+        "gateway": {
+            "accepted": side["accepted"],
+            "terminal": side["terminal"],
+            "lost": side["accepted"] - side["terminal"],
+            "jobs_created": load.jobs_created,
+            "jobs_terminal": side["jobs_terminal"],
+            "not_completed": outcomes,
+        },
         "samples": [[round(t, 2), round(rss, 2), bad] for t, rss, bad in samples],
-    }  # fmt: skip
+    }
 
 
 def soak(duration_s: float, warmup_s: float, rate: float, sample_every_s: float) -> dict[str, Any]:
@@ -303,9 +322,11 @@ def soak(duration_s: float, warmup_s: float, rate: float, sample_every_s: float)
         config_path.unlink(missing_ok=True)
     gateway_side = figures["gateway"]
     figures["passed"] = bool(
-        figures["growth_mb"] < GROWTH_BOUND_MB and figures["lost"] == 0 and gateway_side["lost"] == 0
+        figures["growth_mb"] < GROWTH_BOUND_MB
+        and figures["lost"] == 0
+        and gateway_side["lost"] == 0
         and gateway_side["jobs_terminal"] == gateway_side["jobs_created"]
-    )  # fmt: skip
+    )
     return figures
 
 

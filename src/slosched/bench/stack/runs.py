@@ -114,8 +114,16 @@ def target_checks(workloads: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         )
         for target, value, threshold in items:
             met = math.isfinite(value) and value >= threshold
-            checks.append({"workload": name, "target": target, "value": value, "threshold": threshold, "met": met,
-                           "short_by": math.nan if met or not math.isfinite(value) else threshold - value})  # fmt: skip
+            checks.append(
+                {
+                    "workload": name,
+                    "target": target,
+                    "value": value,
+                    "threshold": threshold,
+                    "met": met,
+                    "short_by": math.nan if met or not math.isfinite(value) else threshold - value,
+                }
+            )
     return checks
 
 

@@ -109,9 +109,12 @@ def run(quick: bool) -> dict[str, Any]:
     figures = load_stack_figures(Path(os.environ.get(JSON_ENV, str(DEFAULT_JSON))))
     seeds = QUICK_SEEDS if quick else FULL_SEEDS
     rows = figures["workloads"]
-    tasks = [(name, label, OVERLOAD * row["capacity_rps"][row["strongest_baseline"]], seed)
-             for name, row in rows.items() for label in (setup.STACK_LABEL, row["strongest_baseline"])
-             for seed in seeds]  # fmt: skip
+    tasks = [
+        (name, label, OVERLOAD * row["capacity_rps"][row["strongest_baseline"]], seed)
+        for name, row in rows.items()
+        for label in (setup.STACK_LABEL, row["strongest_baseline"])
+        for seed in seeds
+    ]
     values = run_tasks(_saturation, tasks, "stack limits: saturation runs")
     per: dict[str, dict[str, list[float]]] = {}
     for (name, label, _, _), value in zip(tasks, values, strict=True):
