@@ -1,4 +1,4 @@
-"""``bench.chaos``: the verdict on single replies, counting against fake gateways (a broken one must show
+"""``bench.chaos.runs``: the verdict on single replies, counting against fake gateways (a broken one must show
 server errors, a hanging one hangs, a strict one clear 4xx only), and a tiny run against the real stack."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``bench.fidelity_report``: the fidelity page holds every figure it is given, one row per trace/load."""
+"""``bench.fidelity.report``: the fidelity page holds every figure it is given, one row per trace/load."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``evaluation.throughput``: saturation throughput on a tiny burst (the demo cluster), and the sustained
+"""``evaluation.throughput``: saturation throughput on a tiny burst, and the sustained
 throughput of a candidate on a workbench under overload."""
 
 from __future__ import annotations

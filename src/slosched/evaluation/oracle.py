@@ -1,4 +1,4 @@
-"""The benches' ORACLE: an output-length predictor that reads the true lengths from the job specs.
+"""The evaluation's ORACLE: an output-length predictor that reads the true lengths from the job specs.
 
 It measures the limit (what a policy would reach if it knew every call's true output length) and is
 reported beside every result, labelled. It lives here, outside the policy registries, so no scenario,
@@ -15,7 +15,7 @@ from slosched.core.request import Request
 
 
 class OracleOutputPredictor:
-    """ORACLE (bench only): predicts every call's *true* output length, read from the job specs.
+    """ORACLE (evaluation only): predicts every call's *true* output length, read from the job specs.
 
     Used to label an upper bound; a live system cannot know this.
     """

@@ -1,5 +1,5 @@
 """``slosched bench chaos``: a chaos suite that counts. It starts the gateway as a real server process in
-front of two fake vLLM servers (one with switchable faults, ``devtools.faulty``; see ``bench.chaos.setup``) and
+front of two fake vLLM servers (one with switchable faults, ``devtools.faulty``; see ``setup``) and
 runs probe families against it, in this order:
 
 ``tenants`` (isolation, ``tenants``), ``input`` (bad input on every route, ``bad_input``), ``fuzz``
