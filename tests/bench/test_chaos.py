@@ -1,4 +1,4 @@
-"""``bench.chaos``: the verdict on single replies, counting against fake gateways (a broken one must show
+"""``bench.chaos.runs``: the verdict on single replies, counting against fake gateways (a broken one must show
 server errors, a hanging one hangs, a strict one clear 4xx only), and a tiny run against the real stack."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from slosched.bench.chaos import run_suite
-from slosched.bench.chaos_core import BAD_INPUT, FAULT, OK, SHED, Ctx, Probe, Reply, totals
-from slosched.bench.chaos_fuzz import requests, run_fuzz
-from slosched.bench.chaos_input import run_input
+from slosched.bench.chaos.bad_input import run_input
+from slosched.bench.chaos.core import BAD_INPUT, FAULT, OK, SHED, Ctx, Probe, Reply, totals
+from slosched.bench.chaos.fuzz import requests, run_fuzz
+from slosched.bench.chaos.runs import run_suite
 from slosched.devtools.stub import serve_app
 
 KEYS = ["probes", "sent", "clear_4xx", "server_errors", "hangs", "lost", "isolation_violations", "rss_growth_mb"]

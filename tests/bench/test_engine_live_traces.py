@@ -1,4 +1,4 @@
-"""``bench.engine_live_traces`` (pure pieces; no server): prompts, the no-contention latency estimate, the
+"""``bench.engine_live.traces`` (pure pieces; no server): prompts, the no-contention latency estimate, the
 three traces' shapes and SLOs, the plugin metadata a replayed call carries, and the summary."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from slosched import contract as c
-from slosched.bench.engine_live_traces import (
+from slosched.bench.engine_live.traces import (
     LiveCall,
     LiveJob,
     Replay,

@@ -1,11 +1,11 @@
-"""``bench.fidelity_report``: the fidelity page holds every figure it is given, one row per trace/load."""
+"""``bench.fidelity.report``: the fidelity page holds every figure it is given, one row per trace/load."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from slosched.bench.fidelity_report import write_report
+from slosched.bench.fidelity.report import write_report
 
 
 def make_figures() -> dict[str, Any]:

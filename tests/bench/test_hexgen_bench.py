@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from slosched.bench import hexgen, hexgen_report
-from slosched.bench import hexgen_setup as setup
-from slosched.bench.capacity import Spread
-from slosched.bench.hexgen_online import OnlineRun, WindowStep
-from slosched.bench.scoreboard import BaselinePlan, CapacityResult, Scoreboard, baseline_candidates
-from slosched.bench.workbench import Candidate
+import slosched.bench.hexgen.report as hexgen_report
+import slosched.bench.hexgen.runs as hexgen
+import slosched.bench.hexgen.setup as setup
+from slosched.bench.hexgen.online import OnlineRun, WindowStep
 from slosched.core.records import RunResult
+from slosched.evaluation.capacity import Spread
+from slosched.evaluation.scoreboard import BaselinePlan, CapacityResult, Scoreboard, baseline_candidates
+from slosched.evaluation.workbench import Candidate
 
 
 def test_paper_candidates_carry_alpha_job_policy_and_oracle_label() -> None:
@@ -73,8 +74,14 @@ def _outcome() -> hexgen.Outcome:
     step = WindowStep(0.0, 20, 50.0, None, 0.2, True, 0)
     tuning = OnlineRun(RunResult(policy="p", seed=0, end_s=1.0, requests=[], jobs=[], instances=[]), [step])
     outcome = hexgen.Outcome("natural", "paper-tp2", 0.2, tuning, _board(), Scoreboard("cold", 100, (0, 1)))
-    outcome.drift = {"rate": 0.5, "num_jobs": 10, "attainment_online": 0.8, "attainment_held": 0.7,
-                     "held_alpha": 0.2, "windows": [asdict(step)]}  # fmt: skip
+    outcome.drift = {
+        "rate": 0.5,
+        "num_jobs": 10,
+        "attainment_online": 0.8,
+        "attainment_held": 0.7,
+        "held_alpha": 0.2,
+        "windows": [asdict(step)],
+    }
     outcome.descriptive = {
         "rate": 0.55,
         "min_scale_95": {"least-tokens+fcfs": 2.0, "workload-balanced+urgency": 2.5},
@@ -95,8 +102,16 @@ def test_json_carries_both_ratios_the_baselines_and_the_seeds() -> None:
 
 def test_report_states_both_ratios_and_where_the_policy_loses(tmp_path: Path) -> None:
     bench = hexgen.outcome_json(_outcome())
-    figures = {"workbenches": [bench], "seeds": [0, 1], "num_jobs": 100, "num_warmup_jobs": 20, "slo_scale": 3.0,
-               "alpha_tune_seconds": 1.0, "alpha_tune_seconds_1qps": 2.0, "bench_seconds": 60.0}  # fmt: skip
+    figures = {
+        "workbenches": [bench],
+        "seeds": [0, 1],
+        "num_jobs": 100,
+        "num_warmup_jobs": 20,
+        "slo_scale": 3.0,
+        "alpha_tune_seconds": 1.0,
+        "alpha_tune_seconds_1qps": 2.0,
+        "bench_seconds": 60.0,
+    }
     path = hexgen_report.write(figures, [_outcome().board], [_outcome().cold], tmp_path)
     text = path.read_text()
     assert "0.82x against the strongest baseline" in text and "3.00x against the paper's baseline" in text

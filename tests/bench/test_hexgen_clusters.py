@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slosched.bench.hexgen_setup import CLUSTERS, TENSOR_PARALLEL, OracleOutputPredictor, cluster, trace
+from slosched.bench.hexgen.setup import CLUSTERS, TENSOR_PARALLEL, OracleOutputPredictor, cluster, trace
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
 from slosched.perf.hardware import measured_anchor_points

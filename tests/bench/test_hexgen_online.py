@@ -3,8 +3,8 @@ the rest, and the drift trace really changes mid-run."""
 
 from __future__ import annotations
 
-from slosched.bench.hexgen_online import drift_trace, run_online
-from slosched.bench.hexgen_setup import cluster
+from slosched.bench.hexgen.online import drift_trace, run_online
+from slosched.bench.hexgen.setup import cluster
 from slosched.sim.options import SimOptions
 from slosched.tuning.alpha import AlphaTuner, TuneConfig
 

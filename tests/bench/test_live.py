@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from slosched.bench import live, live_report, live_setup
-from slosched.bench.live_setup import Speed
+import slosched.bench.live.report as live_report
+import slosched.bench.live.runs as live
+import slosched.bench.live.setup as live_setup
+from slosched.bench.live.setup import Speed
 from slosched.client.sdk import ReplayResult
 from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
 from slosched.gateway.ops.config import parse_config
@@ -54,8 +56,12 @@ def test_mixed_has_several_kinds_and_two_tenants() -> None:
 def test_salt_renames_prefix_keys_consistently() -> None:
     jobs = live_setup.build_jobs("text2sql", 3, seed=1)
     salted = live_setup.salt_prefixes(jobs, "run7")
-    pairs = [(a, b) for ja, jb in zip(jobs, salted, strict=True) for sa, sb in zip(ja.stages, jb.stages, strict=True)
-             for a, b in zip(sa.calls, sb.calls, strict=True)]  # fmt: skip
+    pairs = [
+        (a, b)
+        for ja, jb in zip(jobs, salted, strict=True)
+        for sa, sb in zip(ja.stages, jb.stages, strict=True)
+        for a, b in zip(sa.calls, sb.calls, strict=True)
+    ]
     assert all(b.prefix_key == f"{a.prefix_key}@run7" and b.prefix_tokens == a.prefix_tokens for a, b in pairs)
     assert [job.arrival_s for job in salted] == [job.arrival_s for job in jobs]
 
@@ -85,8 +91,13 @@ def test_slos_scale_by_workload_and_tenant() -> None:
 
 def test_required_rows_and_their_servers() -> None:
     table = {row.label: row for row in live_setup.rows(extra=False)}
-    assert list(table) == ["slosched", "least-tokens+chunked-fcfs", "vllm-router round_robin",
-                           "vllm-router power_of_two", "vllm-router cache_aware"]  # fmt: skip
+    assert list(table) == [
+        "slosched",
+        "least-tokens+chunked-fcfs",
+        "vllm-router round_robin",
+        "vllm-router power_of_two",
+        "vllm-router cache_aware",
+    ]
     assert table["slosched"].servers == "plugin" and dict(table["slosched"].policies) == {"stack": "slosched"}
     assert all(row.servers == "plain" for label, row in table.items() if label != "slosched")
     assert {row.peer_policy for row in table.values() if row.kind == "peer"} == set(live_setup.PEER_POLICIES)
@@ -124,22 +135,40 @@ def test_parse_counters_sums_labels() -> None:
 
 def test_run_figures_per_tenant() -> None:
     jobs = [_job("interactive"), _job("batch"), _job("batch")]
-    results = [ReplayResult("j", "", "completed", 1.0, 2.0, True), ReplayResult("j", "", "completed", 3.0, 2.0, False),
-               ReplayResult("j", "", "completed", 2.0, 2.0, True)]  # fmt: skip
+    results = [
+        ReplayResult("j", "", "completed", 1.0, 2.0, True),
+        ReplayResult("j", "", "completed", 3.0, 2.0, False),
+        ReplayResult("j", "", "completed", 2.0, 2.0, True),
+    ]
     figures = live.run_figures(jobs, results)
     assert figures["met"] == 2 and figures["jobs"] == 3 and figures["mean_latency_s"] == pytest.approx(2.0)
     assert figures["tenants"] == {"interactive": (1, 1), "batch": (1, 2)}
 
 
 def _run(row: str, seed: int, attained: float, workload: str = "mixed") -> dict[str, object]:
-    return {"workload": workload, "seed": seed, "row": row, "slo_attainment": attained, "met": round(attained * 10),
-            "jobs": 10, "mean_latency_s": 1.0, "wall_s": 30.0, "tenants": {"interactive": (1, 4), "batch": (4, 6)},
-            "requests_per_server": [5.0, 5.0], "prefix_hit_rate": 0.1}  # fmt: skip
+    return {
+        "workload": workload,
+        "seed": seed,
+        "row": row,
+        "slo_attainment": attained,
+        "met": round(attained * 10),
+        "jobs": 10,
+        "mean_latency_s": 1.0,
+        "wall_s": 30.0,
+        "tenants": {"interactive": (1, 4), "batch": (4, 6)},
+        "requests_per_server": [5.0, 5.0],
+        "prefix_hit_rate": 0.1,
+    }
 
 
 def _runs() -> list[dict[str, object]]:
-    figures = {"slosched": (0.9, 0.8), "least-tokens+chunked-fcfs": (0.6, 0.7), "vllm-router round_robin": (0.3, 0.4),
-               "vllm-router power_of_two": (0.5, 0.5), "vllm-router cache_aware": (0.2, 0.3)}  # fmt: skip
+    figures = {
+        "slosched": (0.9, 0.8),
+        "least-tokens+chunked-fcfs": (0.6, 0.7),
+        "vllm-router round_robin": (0.3, 0.4),
+        "vllm-router power_of_two": (0.5, 0.5),
+        "vllm-router cache_aware": (0.2, 0.3),
+    }
     return [_run(row, seed, values[seed - 1]) for seed in (1, 2) for row, values in figures.items()]
 
 
@@ -157,9 +186,17 @@ def test_summary_spread_best_peer_and_stack_verdict() -> None:
 
 def test_report_names_every_row_and_the_verdicts(tmp_path: Path) -> None:
     runs = _runs()
-    figures = {"runs": runs, "summary": live_report.summarize(runs), "speed": asdict(SPEED),
-               "peer": "vllm-router 0.1.17", "rates": {"mixed": 1.6}, "jobs": {"mixed": 10}, "seeds": [1, 2],
-               "wall_s": 600.0, "server_startup_s": 120.0}  # fmt: skip
+    figures = {
+        "runs": runs,
+        "summary": live_report.summarize(runs),
+        "speed": asdict(SPEED),
+        "peer": "vllm-router 0.1.17",
+        "rates": {"mixed": 1.6},
+        "jobs": {"mixed": 10},
+        "seeds": [1, 2],
+        "wall_s": 600.0,
+        "server_startup_s": 120.0,
+    }
     path = tmp_path / "live.md"
     live_report.write_report(figures, path)
     text = path.read_text()

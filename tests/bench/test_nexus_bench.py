@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from slosched.bench.capacity import Spread
-from slosched.bench.nexus import board_figures, headline
-from slosched.bench.nexus_experiments import miss_breakdown
-from slosched.bench.nexus_report import write_report
-from slosched.bench.nexus_setup import (
+from slosched.bench.nexus.experiments import miss_breakdown
+from slosched.bench.nexus.report import write_report
+from slosched.bench.nexus.runs import board_figures, headline
+from slosched.bench.nexus.setup import (
     FULL_SETTINGS,
     PAPER_BASELINE,
     PAPER_POLICY,
@@ -21,8 +20,9 @@ from slosched.bench.nexus_setup import (
     paper_candidates,
     unit_rate_jobs,
 )
-from slosched.bench.scoreboard import LOADS, TARGETS, CapacityResult, Scoreboard
-from slosched.bench.workbench import WARMUP_PREFIX, Candidate
+from slosched.evaluation.capacity import Spread
+from slosched.evaluation.scoreboard import LOADS, TARGETS, CapacityResult, Scoreboard
+from slosched.evaluation.workbench import WARMUP_PREFIX, Candidate
 
 
 def test_settings_fix_the_job_counts_and_warm_up() -> None:
@@ -86,10 +86,24 @@ def test_report_states_both_ratios_and_the_loss(tmp_path: Path) -> None:
     board = _board("sharegpt on hetero")
     cold = Scoreboard("cold", 100, (1, 2, 3))
     cold.others = {PAPER_POLICY: _result(PAPER_POLICY, PAPER_POLICY, 4.0)}
-    accuracy = [{"hardware": "H100", "r2": 0.99, "median_rel_error": 0.01, "num_steps": 3, "shape_fits": 1,
-                 "linear_fits": 2, "points": [(0.01, 0.011), (0.02, 0.019)]}]  # fmt: skip
-    zero = {"rate": 10.0, "join_s": 10.0, "converge_s": 4.0, "error_curve": [(0.0, 0.5), (1.0, 0.05)],
-            "latency_curve": [(0.0, 1.0, 1.2), (2.0, 1.1, 1.0)]}  # fmt: skip
+    accuracy = [
+        {
+            "hardware": "H100",
+            "r2": 0.99,
+            "median_rel_error": 0.01,
+            "num_steps": 3,
+            "shape_fits": 1,
+            "linear_fits": 2,
+            "points": [(0.01, 0.011), (0.02, 0.019)],
+        }
+    ]
+    zero = {
+        "rate": 10.0,
+        "join_s": 10.0,
+        "converge_s": 4.0,
+        "error_curve": [(0.0, 0.5), (1.0, 0.05)],
+        "latency_curve": [(0.0, 1.0, 1.2), (2.0, 1.1, 1.0)],
+    }
     figures = {**headline([board], [cold]), "settings": ["quick"], "wall_s": 60.0, "cpu_s": 100.0}
     row = {"calls": 10, "ttft_missed": 6, "tpot_missed": 1, "met": 3, "shares": {"h100": 0.7, "a6000": 0.3}}
     figures["overload_diagnostic"] = {"rate": 20.0, "seed": 1, "results": {PAPER_POLICY: row}}

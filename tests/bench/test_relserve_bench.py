@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from slosched.bench import relserve, relserve_setup
-from slosched.bench.capacity import Spread
-from slosched.bench.relserve_report import write_report
-from slosched.bench.scoreboard import BASELINE_ROUTERS, TARGETS, CapacityResult, Scoreboard
-from slosched.bench.workbench import Candidate
+import slosched.bench.relserve.runs as relserve
+import slosched.bench.relserve.setup as relserve_setup
+from slosched.bench.relserve.report import write_report
+from slosched.evaluation.capacity import Spread
+from slosched.evaluation.scoreboard import BASELINE_ROUTERS, TARGETS, CapacityResult, Scoreboard
+from slosched.evaluation.workbench import Candidate
 from slosched.metrics.summary import json_safe
 
 ONE_ENGINE = relserve_setup.Setting("OPT-13B", 1, "amazon")

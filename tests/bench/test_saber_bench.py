@@ -8,12 +8,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from slosched.bench import saber_runs as setup
-from slosched.bench.capacity import Spread
-from slosched.bench.saber import LOADS, MixResult, RunPlan, _paper_row, figures_of
-from slosched.bench.scoreboard import BASELINE_ROUTERS, CapacityResult, Scoreboard
-from slosched.bench.workbench import Candidate
+import slosched.bench.saber.setup as setup
+from slosched.bench.saber.figures import MixResult
+from slosched.bench.saber.runs import LOADS, RunPlan, _paper_row, figures_of
 from slosched.core.errors import ConfigError
+from slosched.evaluation.capacity import Spread
+from slosched.evaluation.scoreboard import BASELINE_ROUTERS, CapacityResult, Scoreboard
+from slosched.evaluation.workbench import Candidate
 from slosched.perf.speed_models import LinearSpeedModel, LogisticSpeedModel, SpeedFit, SpeedProfile, UslSpeedModel
 from slosched.sim.runner import PolicyPair, simulate
 

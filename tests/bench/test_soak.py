@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from slosched.bench.soak import (
+from slosched.bench.soak.report import write_report
+from slosched.bench.soak.runs import (
     TERMINAL_CLASSES,
     Accounting,
     SoakLoad,
@@ -21,7 +22,6 @@ from slosched.bench.soak import (
     rss_mb,
     soak,
 )
-from slosched.bench.soak_report import write_report
 from slosched.gateway.ops.prometheus import GatewayMetrics
 from tests.gateway.helpers import background_gateway
 
@@ -40,8 +40,13 @@ def test_classify_and_accounting_give_each_request_exactly_one_class() -> None:
         assert classify(status) == expected
     assert classify(None) == "conn_error" and classify(None, timed_out=True) == "timeout"
     accounting = Accounting(sent=6)
-    for status, timed_out, malformed in ((200, False, False), (400, False, True), (200, False, True),
-                                         (503, False, False), (None, True, False)):  # fmt: skip
+    for status, timed_out, malformed in (
+        (200, False, False),
+        (400, False, True),
+        (200, False, True),
+        (503, False, False),
+        (None, True, False),
+    ):
         accounting.end(status, timed_out, malformed)
     assert sum(accounting.terminal.values()) == 5 and accounting.lost == 1
     assert accounting.unexpected == 3  # a malformed request answered 2xx, a 503, a timeout

@@ -15,13 +15,15 @@ from typing import Any
 
 import pytest
 
-from slosched.bench import stack, stack_setup, workbench
-from slosched.bench.oracle import OracleOutputPredictor
-from slosched.bench.scoreboard import BaselinePlan
-from slosched.bench.stack_setup import MIXED, WORKLOADS, Sizes
-from slosched.bench.workbench import Candidate
+import slosched.bench.stack.runs as stack
+import slosched.bench.stack.setup as stack_setup
+import slosched.evaluation.workbench as workbench
+from slosched.bench.stack.setup import MIXED, WORKLOADS, Sizes
 from slosched.core.job import JobKind, JobSpec, validate_job
 from slosched.core.request import Outcome, Request
+from slosched.evaluation.oracle import OracleOutputPredictor
+from slosched.evaluation.scoreboard import BaselinePlan
+from slosched.evaluation.workbench import Candidate
 from slosched.metrics.summary import json_safe
 from slosched.sim.models import InstanceModels
 from slosched.sim.runner import PolicyPair, simulate

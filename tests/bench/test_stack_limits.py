@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from slosched.bench import stack_limits
-from slosched.bench.stack_limits_report import write_page
+import slosched.bench.stack_limits.runs as stack_limits
+from slosched.bench.stack_limits.report import write_page
 from slosched.core.errors import ConfigError
 
 ROW = {

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from slosched.bench.fidelity import simulate_trace
+from slosched.bench.fidelity.runs import simulate_trace
 from slosched.core.request import Outcome
 from slosched.devtools.up import ServerAddress
 from slosched.fidelity.compare import compare_runs, run_metrics, summarize_cases

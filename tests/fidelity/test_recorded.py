@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slosched.bench.fidelity import simulate_trace
+from slosched.bench.fidelity.runs import simulate_trace
 from slosched.core.request import Outcome
 from slosched.fidelity.compare import MEAN_METRICS, compare_runs, summarize_cases
 from slosched.fidelity.records_io import load_run

@@ -146,7 +146,7 @@ def test_workload_balanced_trades_speed_for_balance() -> None:
     "pair", ["round-robin+fcfs", "round-robin+urgency", "workload-balanced+fcfs", "workload-balanced+urgency"]
 )
 def test_presets_run_chess_workflows_end_to_end(pair: str) -> None:
-    from slosched.bench.hexgen_setup import cluster, trace
+    from slosched.bench.hexgen.setup import cluster, trace
     from slosched.core.request import Outcome
     from slosched.sim.options import SimOptions
     from slosched.sim.runner import PolicyPair, PolicyParams, simulate

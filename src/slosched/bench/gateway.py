@@ -26,9 +26,10 @@ from typing import Any
 
 import httpx
 
-from slosched.bench.common import print_figures
+from slosched.bench.base import Benchmark
 from slosched.bench.loadgen import LoadResult, closed_loop, open_loop, run_load
 from slosched.devtools.stub import free_port
+from slosched.evaluation.formatting import print_figures
 
 _BODY = json.dumps({"model": "tiny", "prompt": "hello", "max_tokens": 8}).encode()
 _STREAM_BODY = json.dumps({"model": "tiny", "prompt": "hello", "max_tokens": 8, "stream": True}).encode()
@@ -71,8 +72,12 @@ def peer_router(install: bool) -> tuple[Path | None, str]:
     if not executable.exists() and install:
         try:
             subprocess.run([sys.executable, "-m", "venv", str(_PEER_VENV)], check=True, timeout=120)
-            subprocess.run([str(_PEER_VENV / "bin" / "pip"), "install", "-q", "vllm-router"], check=True,
-                           timeout=600, capture_output=True)  # fmt: skip
+            subprocess.run(
+                [str(_PEER_VENV / "bin" / "pip"), "install", "-q", "vllm-router"],
+                check=True,
+                timeout=600,
+                capture_output=True,
+            )
         except (subprocess.SubprocessError, OSError) as error:
             return None, f"`pip install vllm-router` failed: {error}"
     if not executable.exists():
@@ -154,8 +159,19 @@ def _peer(stub_url: str, install: bool) -> Iterator[tuple[str | None, str, int]]
         yield None, description, -1
         return
     port = free_port()
-    command = [str(executable), "--host", "127.0.0.1", "--port", str(port), "--worker-urls", stub_url,
-               "--policy", "round_robin", "--log-level", "error"]  # fmt: skip
+    command = [
+        str(executable),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--worker-urls",
+        stub_url,
+        "--policy",
+        "round_robin",
+        "--log-level",
+        "error",
+    ]
     try:
         with _process(command, f"http://127.0.0.1:{port}/health") as process:
             yield f"http://127.0.0.1:{port}", description, process.pid
@@ -235,3 +251,10 @@ def _write_report(figures: dict[str, Any]) -> None:
     lines += ["", f"Gateway resident memory growth over the run: {figures['gateway_rss_growth_mb']:.1f} MB."]
     _RESULTS.mkdir(parents=True, exist_ok=True)
     (_RESULTS / "gateway.md").write_text("\n".join(lines) + "\n")
+
+
+BENCHMARK = Benchmark(
+    name="gateway",
+    summary="latency the gateway adds in front of a backend and its max request rate, against the peer router",
+    run=run,
+)

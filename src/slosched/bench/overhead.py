@@ -22,11 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from slosched.bench.common import print_figures
+from slosched.bench.base import Benchmark
 from slosched.core.belief import StepPredictor
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
 from slosched.core.views import StepObservation
+from slosched.evaluation.formatting import print_figures
 from slosched.perf.linear import LinearStepPredictor
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.perf.roofline import RooflineModel
@@ -75,10 +76,18 @@ class FakeEngine:
 
 def _request(rng: np.random.Generator, index: int, now_s: float) -> Request:
     request = Request(
-        id=f"r{index}", job_id=f"j{index}", stage="call", template="chat", prompt_tokens=int(rng.integers(100, 2000)),
-        max_output_tokens=1024, arrival_s=now_s - float(rng.uniform(0, 2)), job_arrival_s=0.0,
-        session_id=f"s{index % 50}", ttft_slo_s=1.0, tpot_slo_s=0.05,
-    )  # fmt: skip
+        id=f"r{index}",
+        job_id=f"j{index}",
+        stage="call",
+        template="chat",
+        prompt_tokens=int(rng.integers(100, 2000)),
+        max_output_tokens=1024,
+        arrival_s=now_s - float(rng.uniform(0, 2)),
+        job_arrival_s=0.0,
+        session_id=f"s{index % 50}",
+        ttft_slo_s=1.0,
+        tpot_slo_s=0.05,
+    )
     request.predicted_output_tokens = 250.0
     return request
 
@@ -174,3 +183,10 @@ def run(quick: bool) -> dict[str, Any]:
     figures = {"prism_us": figures["router_prism_us"], "lens_us": figures["engine_lens_us"], **figures}
     print_figures("overhead (median us per decision)", figures)
     return figures
+
+
+BENCHMARK = Benchmark(
+    name="overhead",
+    summary="median wall time of one scheduling decision on synthetic views",
+    run=run,
+)

@@ -1,4 +1,5 @@
-"""Benchmarks by name: each returns a JSON-able dict of figures and prints a human summary."""
+"""Benchmarks by name, the one place they are listed: each module holds a ``BENCHMARK`` (``bench.base``),
+imported only when that benchmark runs (several need optional extras or a server)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from slosched.bench.base import Benchmark
 from slosched.core.errors import UnknownNameError
 
 BenchFn = Callable[[bool], dict[str, Any]]
@@ -34,10 +36,16 @@ def bench_names() -> list[str]:
 
 
 @functools.cache
-def get_bench(name: str) -> BenchFn:
+def get_benchmark(name: str) -> Benchmark:
     module_name = _BENCH_MODULES.get(name)
     if module_name is None:
         raise UnknownNameError("bench", name, bench_names())
-    module = importlib.import_module(module_name)
-    run: BenchFn = module.run
-    return run
+    benchmark = importlib.import_module(module_name).BENCHMARK
+    if not isinstance(benchmark, Benchmark) or benchmark.name != name:
+        raise TypeError(f"{module_name}.BENCHMARK must be a Benchmark named {name!r}, got {benchmark!r}")
+    return benchmark
+
+
+def get_bench(name: str) -> BenchFn:
+    """The run function of benchmark ``name`` (what ``slosched bench NAME`` calls)."""
+    return get_benchmark(name).run

@@ -98,8 +98,9 @@ def write_html(path: Path, rows: Sequence[SweepRow], sizing: Sequence[SizingRow]
         lines.append(f"<tr{marker}>{names}{cells}</tr>")
     lines.append("</table>")
     if sizing:
-        lines.append("<h2>Sizing</h2><table><tr><th>policy</th><th>group</th><th>gpu</th><th>instances</th>"
-                     "<th>$/hour</th></tr>")  # fmt: skip
+        lines.append(
+            "<h2>Sizing</h2><table><tr><th>policy</th><th>group</th><th>gpu</th><th>instances</th><th>$/hour</th></tr>"
+        )
         for item in sizing:
             count = "-" if item.min_count is None else str(item.min_count)
             cost = "-" if item.cost_per_hour is None else f"{item.cost_per_hour:.2f}"

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slosched.bench.workbench import Candidate
 from slosched.core.errors import ConfigError
-from slosched.planning.executor import run_sweep_tasks
+from slosched.evaluation.runners import run_tasks
+from slosched.evaluation.workbench import Candidate
 from slosched.planning.sweep import SweepSettings
 from slosched.planning.workload import candidates_of, instances_with_counts, workbench_of
 from slosched.scenario.config import Scenario
@@ -52,10 +52,15 @@ class SizingRow:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "policy": self.policy, "group": self.group, "gpu": self.gpu, "min_instances": self.min_count,
-            "gpus_per_instance": self.gpus_per_instance, "price_per_gpu_hour": self.price_per_gpu_hour,
-            "cost_per_hour": self.cost_per_hour, "attainment_by_count": {str(n): a for n, a in self.tried.items()},
-        }  # fmt: skip
+            "policy": self.policy,
+            "group": self.group,
+            "gpu": self.gpu,
+            "min_instances": self.min_count,
+            "gpus_per_instance": self.gpus_per_instance,
+            "price_per_gpu_hour": self.price_per_gpu_hour,
+            "cost_per_hour": self.cost_per_hour,
+            "attainment_by_count": {str(n): a for n, a in self.tried.items()},
+        }
 
 
 def price_per_gpu_hour(gpu: str) -> float | None:
@@ -116,17 +121,19 @@ def size(
         raise ConfigError("--size", f"unknown instance group(s) {unknown}; the scenario has {sorted(by_name)}")
     candidates = candidates_of(scenario, policies or scenario.policies)
     tasks = [SizingTask(scenario, g, c, rate, target, settings) for c in candidates for g in groups]
-    found = run_sweep_tasks(
-        sizing_task, tasks, f"sizing: {len(tasks)} searches", settings.workers, settings.ray_address
-    )
+    found = run_tasks(sizing_task, tasks, f"sizing: {len(tasks)} searches", settings.workers, settings.ray_address)
     rows = []
     for task, tried in zip(tasks, found, strict=True):
         group = by_name[task.group]
         rows.append(
             SizingRow(
-                policy=task.candidate.label, group=task.group, gpu=group.gpu, gpus_per_instance=group.tp,
-                min_count=min_passing(tried, target), price_per_gpu_hour=price_per_gpu_hour(group.gpu),
+                policy=task.candidate.label,
+                group=task.group,
+                gpu=group.gpu,
+                gpus_per_instance=group.tp,
+                min_count=min_passing(tried, target),
+                price_per_gpu_hour=price_per_gpu_hour(group.gpu),
                 tried=dict(sorted(tried.items())),
             )
-        )  # fmt: skip
+        )
     return rows

@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slosched.bench.capacity import Spread, find_capacity
-from slosched.bench.workbench import Candidate, Workbench
 from slosched.core.instance import InstanceSpec
-from slosched.planning.executor import run_sweep_tasks
+from slosched.evaluation.capacity import Spread, find_capacity
+from slosched.evaluation.runners import run_tasks
+from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.planning.workload import candidates_of, instances_with_counts, workbench_of
 from slosched.scenario.config import Scenario
 
@@ -149,7 +149,7 @@ def sweep(
                     CapacityTask(bench, candidate, seed, first_guess(scenario), settings.precision, settings.targets)
                     for seed in settings.seeds
                 )
-    found = run_sweep_tasks(
+    found = run_tasks(
         capacity_task, tasks, f"sweep: {len(tasks)} capacity searches", settings.workers, settings.ray_address
     )
     per_row = len(settings.seeds)

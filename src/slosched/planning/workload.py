@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from slosched.bench.workbench import Candidate, Workbench
 from slosched.core.errors import ConfigError
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
+from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.scenario.config import Scenario
 from slosched.workloads.arrivals import ArrivalSpec
 from slosched.workloads.generators import generate_jobs

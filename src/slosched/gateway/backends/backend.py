@@ -22,7 +22,7 @@ from slosched.gateway.backends.engine_state import LINE_PREFIXES, ScrapedEngineS
 from slosched.gateway.backends.upstream import UpstreamError, UpstreamPool
 from slosched.gateway.ops.config import BackendConfig, GatewayConfig
 
-log = logging.getLogger("slosched.serve")
+log = logging.getLogger("slosched.gateway")
 
 # vLLM metric name -> field of EngineMetrics (gauges; summed over the engines a server reports).
 _GAUGES = {

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from slosched.gateway.ops.config import EjectionConfig
 
-log = logging.getLogger("slosched.serve")
+log = logging.getLogger("slosched.gateway")
 
 
 @dataclass(slots=True)

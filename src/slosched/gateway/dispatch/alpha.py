@@ -28,7 +28,7 @@ from slosched.sim.runner import PolicyParams
 from slosched.tuning.alpha import ROUTER, AlphaTuner, TuneConfig
 from slosched.tuning.window import AlphaController, ControllerStep, WindowRecorder
 
-log = logging.getLogger("slosched.serve")
+log = logging.getLogger("slosched.gateway")
 
 
 def observed_job(

@@ -53,7 +53,7 @@ from slosched.policies.spec import PolicyParams
 
 DRAIN_POLL_S = 0.2  # how often a reload's retired backends are looked at while they drain
 
-log = logging.getLogger("slosched.serve")
+log = logging.getLogger("slosched.gateway")
 
 
 class Dispatcher:

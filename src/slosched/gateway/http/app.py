@@ -31,7 +31,7 @@ from slosched.gateway.ops.config import GatewayConfig
 from slosched.gateway.ops.identity import Identities, Principal
 from slosched.gateway.ops.limits import TenantLimits
 
-log = logging.getLogger("slosched.serve")
+log = logging.getLogger("slosched.gateway")
 Handler = Callable[[Request, Principal], Awaitable[Response]]
 Endpoint = Callable[[Request], Awaitable[Response]]
 

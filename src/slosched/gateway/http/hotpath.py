@@ -36,7 +36,7 @@ from slosched.gateway.ops.config import GatewayConfig
 from slosched.gateway.ops.identity import Identities, Principal, scoped
 from slosched.gateway.ops.limits import TenantLimits
 
-log = logging.getLogger("slosched.serve")
+log = logging.getLogger("slosched.gateway")
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]

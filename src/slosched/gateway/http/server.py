@@ -42,7 +42,7 @@ try:
 except ImportError:  # pragma: no cover - httptools ships with uvicorn[standard] on every supported platform
     HttpToolsProtocol = None  # type: ignore[assignment, misc]
 
-log = logging.getLogger("slosched.serve")
+log = logging.getLogger("slosched.gateway")
 
 # Beyond the grace for calls in flight: the app's own shutdown (closing backend clients, job store).
 SHUTDOWN_MARGIN_S = 5.0

@@ -41,7 +41,7 @@ from slosched.gateway.jobs.store.base import TERMINAL, JobStore
 from slosched.gateway.jobs.sync import JobSync
 from slosched.gateway.ops.identity import Principal
 
-log = logging.getLogger("slosched.serve")
+log = logging.getLogger("slosched.gateway")
 KINDS = ("workflow", "relquery")
 
 

@@ -43,7 +43,7 @@ class SyncHost(Protocol):
     async def reap_idle(self) -> None: ...
 
 
-log = logging.getLogger("slosched.serve")
+log = logging.getLogger("slosched.gateway")
 _PROGRESS_EVERY_S = 1.0
 _ROWS_PER_PROGRESS_S = 2_000  # 10,000 rows: one progress write every 5 s
 _STALE_BEATS = 3

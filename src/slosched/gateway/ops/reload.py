@@ -21,7 +21,7 @@ from typing import Protocol
 from slosched.core.errors import ConfigError
 from slosched.gateway.ops.config import GatewayConfig, load_config
 
-log = logging.getLogger("slosched.serve")
+log = logging.getLogger("slosched.gateway")
 
 # Fields a running gateway cannot change: the socket, the policy objects' construction, the store.
 RESTART_ONLY = ("host", "port", "policies", "alpha_tuning", "server", "job_store", "replica")

@@ -1,0 +1,183 @@
+"""``slosched bench stack``: the composed policy ``slosched`` against the strongest baseline on five workloads.
+
+Per workload (``setup``: Text-to-SQL, relQueries, chat, code, mixed multi-tenant; each on a cluster of
+at least two GPU types), ``scoreboard.evaluate`` gives (DESIGN section 9):
+
+* **SLO capacity** (>= 90% and >= 95% of jobs meeting their SLO, bisection to 2%, median over seeds with the
+  min-max spread) of every baseline of the sweep (chunked-fcfs token budgets, static-concurrency caps, the
+  baseline routers), of the stack and of its ORACLE twin (true output lengths: the limit). The strongest
+  baseline is the one with the highest median capacity, chosen after the fact.
+* **Goodput** at 0.5x-2x the strongest baseline's capacity; at each load the stack is compared with the
+  strongest baseline *at that load* (highest median goodput, chosen after the fact).
+
+Runs: ``--quick`` 2 seeds, the quick job counts and a reduced sweep (``stack_setup.baseline_plan``); full:
+5 seeds, the full counts and sweep. The issue's targets (``TARGETS``) are checked from the run's own figures.
+JSON (last line with ``--json``): ``{"workloads": {NAME: {"capacity_rps": {POLICY: x}, "strongest_baseline",
+"ratio_vs_strongest", "goodput_ratio_2x", "oracle_ratio", ...}}, "min_ratio_vs_strongest", "seeds", ...}``.
+The full run writes ``docs/results/stack.md``; ``SLOSCHED_STACK_REPORT=DIR`` writes the page to ``DIR`` in
+any run (e.g. to look at a quick run's page without touching the committed one).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import slosched.bench.stack.setup as setup
+from slosched.bench.stack.figures import WorkloadRun
+from slosched.bench.stack.setup import Sizes, StackWorkload
+from slosched.evaluation.formatting import finite_ratio, print_figures
+from slosched.evaluation.scoreboard import Scoreboard, evaluate
+
+RESULTS_DIR = Path("docs/results")  # relative to the working directory, like the other benches
+REPORT_ENV = "SLOSCHED_STACK_REPORT"
+QUICK_SEEDS = (1, 2)
+FULL_SEEDS = (1, 2, 3, 4, 5)
+LOADS = (0.5, 1.0, 1.5, 2.0)  # x the strongest baseline's median SLO capacity
+CAPACITY_TARGET = 1.2  # workloads 1-4
+MIXED_CAPACITY_TARGET = 1.5
+GOODPUT_2X_TARGET = 2.0
+MAX_LOSS = 0.02  # never below the strongest baseline by more than this, at any load
+ORACLE_SHARE = 0.95  # where even the oracle misses a target, the stack reaches this share of its ratio
+
+
+def capacity_target(name: str) -> float:
+    return MIXED_CAPACITY_TARGET if name == setup.MIXED.name else CAPACITY_TARGET
+
+
+def score(workload: StackWorkload, quick: bool, seeds: Sequence[int], sizes: Sizes | None = None) -> WorkloadRun:
+    start = time.perf_counter()
+    chosen = sizes or (workload.quick if quick else workload.full)
+    bench = workload.workbench(quick, chosen)
+    board = evaluate(bench, seeds, setup.stack_candidates(), setup.baseline_plan(quick), workload.guess, LOADS)
+    return WorkloadRun(workload, chosen, board, time.perf_counter() - start)
+
+
+def _per_load_goodput(board: Scoreboard, label: str) -> dict[float, float]:
+    return {load: spreads[1].median for load, spreads in board.overload.get(label, {}).items()}
+
+
+def workload_figures(run: WorkloadRun) -> dict[str, Any]:
+    """The issue's fields of one workload, and the per-load comparisons behind its targets."""
+    board = run.board
+    stack, oracle = setup.STACK_LABEL, setup.ORACLE_LABEL
+    every = {**board.baselines, **board.others}
+    ours, limit = _per_load_goodput(board, stack), _per_load_goodput(board, oracle)
+    by_capacity = _per_load_goodput(board, board.strongest)
+    at_load = {load: board.strongest_at(load) for load in sorted(ours)}
+    per_load = {load: finite_ratio(ours[load], goodput) for load, (_, goodput) in at_load.items()}
+    finite = [value for value in per_load.values() if math.isfinite(value)]
+    return {
+        "description": run.workload.description,
+        "gpus": [spec.gpu for spec in run.workload.instances],
+        "num_jobs": run.sizes.num_jobs,
+        "num_warmup_jobs": run.sizes.num_warmup_jobs,
+        "capacity_rps": {label: result.median_90 for label, result in every.items()},
+        "capacity_spread": {label: result.capacity[0.9].as_json() for label, result in every.items()},
+        "capacity_95_rps": {label: result.capacity[0.95].median for label, result in every.items()},
+        "strongest_baseline": board.strongest,
+        "ratio_vs_strongest": board.ratio(stack),
+        "goodput_ratio_2x": per_load.get(2.0, math.nan),
+        "goodput_ratio_2x_vs_capacity_strongest": finite_ratio(ours.get(2.0, math.nan), by_capacity.get(2.0, math.nan)),
+        "oracle_ratio": board.ratio(oracle),
+        "stack_vs_oracle": finite_ratio(board.capacity_of(stack), board.capacity_of(oracle)),
+        "oracle_goodput_ratio_2x": finite_ratio(limit.get(2.0, math.nan), at_load.get(2.0, ("", math.nan))[1]),
+        "strongest_per_load": {
+            f"{load:g}x": {"label": label, "goodput": value} for load, (label, value) in at_load.items()
+        },
+        "goodput_per_load": {
+            label: {f"{load:g}x": value for load, value in _per_load_goodput(board, label).items()}
+            for label in (stack, oracle, board.strongest)
+        },
+        "goodput_ratio_per_load": {f"{load:g}x": value for load, value in per_load.items()},
+        "min_goodput_ratio_any_load": min(finite) if finite else math.nan,
+        "capacity_target": capacity_target(run.workload.name),
+        "wall_s": run.wall_s,
+    }
+
+
+def target_checks(workloads: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each target per workload: the run's value, the threshold, met or missed and by how much."""
+    checks = []
+    for name, row in workloads.items():
+        oracle_short = not row["oracle_ratio"] >= row["capacity_target"]  # NaN counts as short
+        items = (
+            ("capacity ratio vs strongest", row["ratio_vs_strongest"], row["capacity_target"]),
+            ("goodput ratio at 2x", row["goodput_ratio_2x"], GOODPUT_2X_TARGET),
+            ("worst goodput ratio at any load", row["min_goodput_ratio_any_load"], 1.0 - MAX_LOSS),
+            *((("capacity vs the oracle's", row["stack_vs_oracle"], ORACLE_SHARE),) if oracle_short else ()),
+        )
+        for target, value, threshold in items:
+            met = math.isfinite(value) and value >= threshold
+            checks.append(
+                {
+                    "workload": name,
+                    "target": target,
+                    "value": value,
+                    "threshold": threshold,
+                    "met": met,
+                    "short_by": math.nan if met or not math.isfinite(value) else threshold - value,
+                }
+            )
+    return checks
+
+
+def figures_of(runs: Sequence[WorkloadRun], seeds: Sequence[int], quick: bool) -> dict[str, Any]:
+    workloads = {run.workload.name: workload_figures(run) for run in runs}
+    ratios = [row["ratio_vs_strongest"] for row in workloads.values()]
+    checks = target_checks(workloads)
+    return {
+        "workloads": workloads,
+        "min_ratio_vs_strongest": min(ratios, key=lambda value: value if math.isfinite(value) else -math.inf),
+        "seeds": len(seeds),
+        "seed_list": list(seeds),
+        "mode": "quick" if quick else "full",
+        "stack": {"label": setup.STACK_LABEL, "policy": setup.STACK_POLICY, "job_policy": setup.STACK_JOB_POLICY},
+        "loads": list(LOADS),
+        "targets": checks,
+        "targets_met": sum(check["met"] for check in checks),
+        "targets_total": len(checks),
+    }
+
+
+def run(quick: bool) -> dict[str, Any]:
+    start = time.perf_counter()
+    seeds = QUICK_SEEDS if quick else FULL_SEEDS
+    runs = [score(workload, quick, seeds) for workload in setup.WORKLOADS]
+    figures = figures_of(runs, seeds, quick)
+    figures["wall_s"] = time.perf_counter() - start
+    figures["cpu_s"] = cpu_seconds()
+    _print_summary(figures)
+    directory = os.environ.get(REPORT_ENV)
+    if directory or not quick:
+        from slosched.bench.stack.report import write_report
+
+        write_report(Path(directory) if directory else RESULTS_DIR, runs, figures)
+    return figures
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its finished workers (wall time on an idle machine is about this over
+    the worker count, whatever else shares the machine)."""
+    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
+
+
+def _print_summary(figures: dict[str, Any]) -> None:
+    summary: dict[str, Any] = {}
+    for name, row in figures["workloads"].items():
+        summary[f"{name}: {setup.STACK_LABEL} capacity"] = row["capacity_rps"].get(setup.STACK_LABEL, math.nan)
+        summary[f"{name}: strongest {row['strongest_baseline']}"] = row["capacity_rps"][row["strongest_baseline"]]
+        summary[f"{name}: ratio vs strongest"] = row["ratio_vs_strongest"]
+        summary[f"{name}: goodput ratio at 2x"] = row["goodput_ratio_2x"]
+        summary[f"{name}: oracle ratio"] = row["oracle_ratio"]
+    summary["min_ratio_vs_strongest"] = figures["min_ratio_vs_strongest"]
+    summary["targets met"] = f"{figures['targets_met']} of {figures['targets_total']}"
+    summary["wall_s"] = figures["wall_s"]
+    summary["cpu_s"] = figures["cpu_s"]
+    print_figures("stack", summary)

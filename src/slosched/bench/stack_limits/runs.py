@@ -1,0 +1,145 @@
+"""``slosched bench stack-limits``: why the stack's targets sit where they do (issue 15: "where a target is
+missed, the page says by how much and why, with the experiment that shows it").
+
+Two ceilings per workload of ``slosched bench stack``, read against that bench's full run (its JSON, saved as
+``docs/results/stack/stack.json``; ``SLOSCHED_STACK_JSON`` names another):
+
+1. **Capacity ceiling.** No policy can meet 90% of deadlines at an arrival rate much above what the cluster
+   completes at all. The experiment offers each workload at ``OVERLOAD`` x the strongest baseline's capacity
+   (its full job count, warm-up prefix, the bench's seeds) under the stack and under the strongest baseline
+   and counts the measured jobs completed per second from their first arrival to the last finish (SLOs
+   ignored): the sustained throughput. ``throughput / capacity of the strongest baseline`` estimates the
+   capacity ratio the cluster leaves room for (an estimate, not a proof: another policy could sustain
+   more, and a run of a few hundred jobs can absorb a short burst above it). Where it sits near 1, the
+   strongest baseline already runs the cluster near saturation at its capacity, and a 1.2x target is out of
+   reach for these policies.
+2. **Goodput ceiling at 2x.** Goodput counts SLO-meeting jobs per second of the arrival window, so it cannot
+   exceed the arrival rate, ``2 x capacity of the strongest baseline``; the ratio against the strongest
+   baseline at 2x therefore cannot exceed ``2 x capacity / its goodput there``. A baseline that keeps its
+   goodput near its capacity under overload (it does not collapse) caps every policy's ratio below 2.
+
+Quick: 2 seeds; full: 5.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import slosched.bench.stack.setup as setup
+from slosched.core.errors import ConfigError
+from slosched.evaluation.formatting import print_figures
+from slosched.evaluation.runners import run_tasks
+from slosched.evaluation.throughput import sustained_throughput
+from slosched.evaluation.workbench import Candidate
+
+JSON_ENV = "SLOSCHED_STACK_JSON"
+DEFAULT_JSON = Path("docs/results/stack/stack.json")
+PAGE = Path("docs/results/stack-limits.md")
+QUICK_SEEDS, FULL_SEEDS = (1, 2), (1, 2, 3, 4, 5)
+
+
+def load_stack_figures(path: Path) -> dict[str, Any]:
+    """The stack bench's JSON (its last printed line, or a file holding just that object); a missing or
+    unreadable file is a ``ConfigError`` naming where the path came from."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+        figures = json.loads(text.splitlines()[-1]) if text else None
+    except (OSError, json.JSONDecodeError) as error:
+        raise ConfigError(JSON_ENV, f"cannot read the stack bench's JSON at {path}: {error}") from None
+    if not isinstance(figures, dict) or "workloads" not in figures:
+        raise ConfigError(JSON_ENV, f"{path} holds no `slosched bench stack --json` result (no 'workloads')")
+    return figures
+
+
+def _policy_text(label: str) -> str:
+    """A scoreboard label (``least-tokens+chunked-fcfs[token_budget=512]``) as the policy it names."""
+    return label.split("[", 1)[0]
+
+
+def _engine_params(label: str) -> dict[str, int]:
+    if "[" not in label:
+        return {}
+    inner = label.split("[", 1)[1].rstrip("]")
+    return {key: int(value) for key, value in (item.split("=") for item in inner.split(",") if item)}
+
+
+OVERLOAD = 3.0  # x the strongest baseline's capacity: every engine stays saturated through the window
+
+
+def _saturation(task: tuple[str, str, float, int]) -> float:
+    """Sustained throughput of one policy (a scoreboard label) on one workload under a steady overload (at
+    3x the queue never empties before the arrivals end). A burst queued at once would undercount it where a
+    burst thrashes the KV cache (chat), hence ``sustained_throughput``, not ``saturation_throughput``."""
+    name, label, rate, seed = task
+    bench = setup.workload(name).workbench(quick=False)
+    candidate = (
+        setup.stack_candidates()[0]
+        if label == setup.STACK_LABEL
+        else Candidate.of(_policy_text(label), _engine_params(label) or None)
+    )
+    return sustained_throughput(bench, candidate, rate, seed)
+
+
+def limits_of(name: str, row: dict[str, Any], saturation: dict[str, float]) -> dict[str, Any]:
+    strongest = row["strongest_baseline"]
+    capacity = row["capacity_rps"][strongest]
+    at_2x = row.get("strongest_per_load", {}).get("2x", {}).get("goodput", math.nan)
+    best_saturation = max((value for value in saturation.values() if math.isfinite(value)), default=math.nan)
+    return {
+        "strongest_baseline": strongest,
+        "capacity_strongest": capacity,
+        "saturation_jobs_per_s": saturation,
+        "capacity_ceiling_ratio": best_saturation / capacity if capacity > 0 else math.nan,
+        "capacity_ratio_measured": row["ratio_vs_strongest"],
+        "capacity_target": row["capacity_target"],
+        "strongest_goodput_2x": at_2x,
+        "strongest_goodput_2x_over_capacity": at_2x / capacity if capacity > 0 else math.nan,
+        "goodput_ceiling_2x": 2.0 * capacity / at_2x if at_2x and at_2x > 0 else math.nan,
+        "goodput_ratio_2x_measured": row["goodput_ratio_2x"],
+    }
+
+
+def run(quick: bool) -> dict[str, Any]:
+    figures = load_stack_figures(Path(os.environ.get(JSON_ENV, str(DEFAULT_JSON))))
+    seeds = QUICK_SEEDS if quick else FULL_SEEDS
+    rows = figures["workloads"]
+    tasks = [
+        (name, label, OVERLOAD * row["capacity_rps"][row["strongest_baseline"]], seed)
+        for name, row in rows.items()
+        for label in (setup.STACK_LABEL, row["strongest_baseline"])
+        for seed in seeds
+    ]
+    values = run_tasks(_saturation, tasks, "stack limits: saturation runs")
+    per: dict[str, dict[str, list[float]]] = {}
+    for (name, label, _, _), value in zip(tasks, values, strict=True):
+        per.setdefault(name, {}).setdefault(label, []).append(value)
+    result = {
+        name: limits_of(name, rows[name], {label: _median(found) for label, found in per[name].items()})
+        for name in rows
+    }
+    out = {"workloads": result, "seeds": len(seeds), "source_mode": figures.get("mode", "?")}
+    print_figures("stack-limits", _summary(result))
+    if not quick:
+        from slosched.bench.stack_limits.report import write_page
+
+        write_page(PAGE, out)
+    return out
+
+
+def _median(values: Sequence[float]) -> float:
+    finite = [value for value in values if math.isfinite(value)]
+    return float(statistics.median(finite)) if finite else math.nan
+
+
+def _summary(result: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for name, row in result.items():
+        summary[f"{name}: capacity ceiling ratio"] = row["capacity_ceiling_ratio"]
+        summary[f"{name}: goodput ceiling at 2x"] = row["goodput_ceiling_2x"]
+    return summary

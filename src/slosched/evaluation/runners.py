@@ -1,0 +1,69 @@
+"""Run independent evaluation tasks in local worker processes or on a Ray cluster, with a rich progress bar
+on stderr.
+
+Results come back in task order whatever order they finish in, so a scoreboard or a sweep never depends on
+scheduling or on where it ran. ``SLOSCHED_BENCH_WORKERS`` overrides the local worker count (1: in-process,
+e.g. under a profiler). Ray is reached the one way the tuner reaches it too (``tuning.executors``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from typing import Any, TypeVar
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from slosched.tuning.executors import connect_ray, ray_map
+
+TaskT = TypeVar("TaskT")
+ResultT = TypeVar("ResultT")
+
+
+def worker_count(default: int) -> int:
+    text = os.environ.get("SLOSCHED_BENCH_WORKERS")
+    return max(1, int(text)) if text and text.isdigit() else max(1, default)
+
+
+def _progress() -> Progress:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    return Progress(*columns, console=Console(stderr=True), transient=True)
+
+
+def run_tasks(
+    fn: Callable[[TaskT], ResultT],
+    tasks: Sequence[TaskT],
+    description: str,
+    workers: int = 2,
+    ray_address: str | None = None,
+) -> list[ResultT]:
+    """``[fn(task) for task in tasks]`` (``fn`` module-level): on the Ray cluster at ``ray_address`` when
+    given, else spread over ``workers`` local processes."""
+    if ray_address is not None:
+        return run_on_ray(fn, tasks, description, ray_address)
+    workers = worker_count(workers)
+    with _progress() as progress:
+        bar = progress.add_task(description, total=len(tasks))
+        if workers == 1 or len(tasks) <= 1:
+            results = []
+            for task in tasks:
+                results.append(fn(task))
+                progress.advance(bar)
+            return results
+        slots: list[Any] = [None] * len(tasks)
+        with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+            futures: dict[Future[ResultT], int] = {pool.submit(fn, task): index for index, task in enumerate(tasks)}
+            for future in as_completed(futures):
+                slots[futures[future]] = future.result()
+                progress.advance(bar)
+        return slots
+
+
+def run_on_ray(fn: Callable[[TaskT], ResultT], tasks: Sequence[TaskT], description: str, address: str) -> list[ResultT]:
+    """Each task a Ray task on the cluster at ``address`` (``local`` starts a local Ray instance)."""
+    ray = connect_ray(None if address == "local" else address, "--ray")
+    with _progress() as progress:
+        bar = progress.add_task(f"{description} (ray)", total=len(tasks))
+        return ray_map(ray, fn, tasks, on_result=lambda: progress.advance(bar))

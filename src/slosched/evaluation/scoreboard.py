@@ -1,0 +1,279 @@
+"""The scoreboard: every paper policy against the strongest baseline users run today (DESIGN section 9).
+
+For one ``Workbench`` (a workload on a cluster):
+
+1. **Engine sweep.** ``chunked-fcfs`` with each static token budget and ``static-concurrency`` with each
+   static max concurrency, behind the reference router ``least-tokens``: the best budget and the best cap
+   are chosen after the fact (as SABER's paper chooses its best static cap).
+2. **Router sweep.** Every baseline router (``least-tokens``, ``least-loaded``, ``power-of-two``,
+   ``cache-aware``, ``predicted-latency``, ``prism``) with the best budget and the best cap.
+3. **The strongest baseline** is the candidate of steps 1-2 with the highest median SLO capacity.
+4. **Paper policies** (and labelled oracles, and the paper's own baseline) get their SLO capacity too.
+5. **Overload**: attainment and goodput of the paper policies, the paper's baseline and every baseline at
+   fixed multiples (0.5x-2x) of the strongest baseline's capacity; at each load the strongest baseline
+   *at that load* (highest goodput) is chosen after the fact too.
+
+SLO capacity = the highest rate at which >= 90% (and 95%) of jobs meet their SLO, to 2%, per seed; the
+figure is the median over seeds with the min-max spread. Runs spread over local worker processes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from slosched.evaluation.capacity import Spread, find_capacity
+from slosched.evaluation.formatting import ratio
+from slosched.evaluation.runners import run_tasks
+from slosched.evaluation.workbench import Candidate, RunFigures, Workbench
+
+SCOREBOARD_API_READY = True
+
+BASELINE_ROUTERS = ("least-tokens", "least-loaded", "power-of-two", "cache-aware", "predicted-latency", "prism")
+REFERENCE_ROUTER = "least-tokens"
+TARGETS = (0.90, 0.95)
+LOADS = (0.5, 1.0, 1.5, 2.0)
+
+
+@dataclass(slots=True, frozen=True)
+class BaselinePlan:
+    """What the strongest-baseline search sweeps: token budgets, caps, routers."""
+
+    token_budgets: tuple[int, ...] = (256, 512, 1024, 2048)
+    caps: tuple[int, ...] = (16, 32, 64, 128, 256)
+    routers: tuple[str, ...] = BASELINE_ROUTERS
+
+    @classmethod
+    def quick(cls) -> BaselinePlan:
+        return cls(token_budgets=(512, 2048), caps=(32, 128))
+
+
+@dataclass(slots=True)
+class CapacityResult:
+    """One candidate's SLO capacity at 90% and 95% over seeds."""
+
+    candidate: Candidate
+    capacity: dict[float, Spread]
+
+    @property
+    def median_90(self) -> float:
+        return self.capacity[TARGETS[0]].median
+
+
+@dataclass(slots=True)
+class Scoreboard:
+    """Results of one workbench: capacities, the strongest baseline, overload figures."""
+
+    workbench: str
+    num_jobs: int
+    seeds: tuple[int, ...]
+    baselines: dict[str, CapacityResult] = field(default_factory=dict)
+    others: dict[str, CapacityResult] = field(default_factory=dict)
+    strongest: str = ""
+    overload: dict[str, dict[float, tuple[Spread, Spread]]] = field(default_factory=dict)
+    # Every baseline at every load: the strongest baseline *at a load* is chosen after the fact among them.
+    overload_baselines: dict[str, dict[float, tuple[Spread, Spread]]] = field(default_factory=dict)
+
+    def strongest_at(self, load: float) -> tuple[str, float]:
+        """(label, median goodput) of the baseline with the highest median goodput at ``load`` (the
+        strongest-by-capacity one when the per-load runs are missing)."""
+        runs = {label: per_load[load] for label, per_load in self.overload_baselines.items() if load in per_load}
+        if not runs and self.strongest in self.overload and load in self.overload[self.strongest]:
+            runs = {self.strongest: self.overload[self.strongest][load]}
+        if not runs:
+            return self.strongest, math.nan
+        label = max(runs, key=lambda name: _finite_or_minus(runs[name][1].median))
+        return label, runs[label][1].median
+
+    def capacity_of(self, label: str) -> float:
+        result = self.baselines.get(label) or self.others[label]
+        return result.median_90
+
+    def ratio(self, label: str, versus: str | None = None) -> float:
+        """Median 90% capacity of ``label`` over ``versus`` (default: the strongest baseline)."""
+        base = self.capacity_of(versus or self.strongest)
+        return self.capacity_of(label) / base if base > 0 else math.nan
+
+    def as_json(self, paper_policy: str | None = None, paper_baseline: str | None = None) -> dict[str, Any]:
+        """The fields every benchmark's JSON carries (issue 13, item 4)."""
+        figures: dict[str, Any] = {
+            "workbench": self.workbench,
+            "num_jobs": self.num_jobs,
+            "seeds": list(self.seeds),
+            "baselines": {label: result.median_90 for label, result in self.baselines.items()},
+            "strongest_baseline": self.strongest,
+            "capacity": {
+                label: {f"slo_{round(100 * t)}": spread.as_json() for t, spread in result.capacity.items()}
+                for label, result in {**self.baselines, **self.others}.items()
+            },
+            "overload": {
+                label: {
+                    f"{load}x": {"attainment": att.as_json(), "goodput_jobs_per_s": good.as_json()}
+                    for load, (att, good) in per_load.items()
+                }
+                for label, per_load in self.overload.items()
+            },
+        }
+        loads = sorted({load for per_load in self.overload.values() for load in per_load})
+        figures["strongest_per_load"] = {
+            f"{load}x": dict(zip(("label", "goodput_jobs_per_s"), self.strongest_at(load), strict=True))
+            for load in loads
+        }
+        if paper_policy is not None:
+            figures["paper_policy"] = paper_policy
+            figures["ratio_vs_strongest"] = self.ratio(paper_policy)
+            ours = self.overload.get(paper_policy, {})
+            figures["goodput_ratio_vs_strongest_per_load"] = {
+                f"{load}x": ratio(ours[load][1].median, self.strongest_at(load)[1]) for load in loads if load in ours
+            }
+        if paper_policy is not None and paper_baseline is not None:
+            figures["paper_baseline"] = paper_baseline
+            figures["ratio_vs_paper_baseline"] = self.ratio(paper_policy, paper_baseline)
+        return figures
+
+
+@dataclass(slots=True, frozen=True)
+class _CapacityTask:
+    workbench: Workbench
+    candidate: Candidate
+    seed: int
+    guess: float
+
+
+def _capacity_task(task: _CapacityTask) -> dict[float, float]:
+    cache: dict[float, float] = {}
+
+    def attainment(rate: float) -> float:
+        return task.workbench.run(task.candidate, rate, task.seed).attainment
+
+    # The 95% search starts from the points of the 90% one: its capacity is at most the 90% capacity.
+    return {target: find_capacity(attainment, target, task.guess, cache=cache) for target in TARGETS}
+
+
+@dataclass(slots=True, frozen=True)
+class _RunTask:
+    workbench: Workbench
+    candidate: Candidate
+    rate: float
+    seed: int
+
+
+def _run_task(task: _RunTask) -> RunFigures:
+    return task.workbench.run(task.candidate, task.rate, task.seed)
+
+
+def capacities(
+    workbench: Workbench, candidates: Sequence[Candidate], seeds: Sequence[int], guess: float, workers: int = 2
+) -> dict[str, CapacityResult]:
+    """SLO capacity of every candidate on every seed (in parallel), by label."""
+    tasks = [_CapacityTask(workbench, candidate, seed, guess) for candidate in candidates for seed in seeds]
+    found = run_tasks(_capacity_task, tasks, f"{workbench.name}: capacity of {len(candidates)} policies", workers)
+    results: dict[str, CapacityResult] = {}
+    for index, candidate in enumerate(candidates):
+        per_seed = found[index * len(seeds) : (index + 1) * len(seeds)]
+        results[candidate.label] = CapacityResult(
+            candidate, {target: Spread.of([values[target] for values in per_seed]) for target in TARGETS}
+        )
+    return results
+
+
+def baseline_candidates(plan: BaselinePlan, best_budget: int | None, best_cap: int | None) -> list[Candidate]:
+    """Step 1 (``best_*`` None: the engine sweep) or step 2 (every router with the best engine settings)."""
+    if best_budget is None or best_cap is None:
+        policy = f"{REFERENCE_ROUTER}+chunked-fcfs"
+        sweep = [Candidate.of(policy, {"token_budget": budget}) for budget in plan.token_budgets]
+        capped = f"{REFERENCE_ROUTER}+static-concurrency"
+        return sweep + [Candidate.of(capped, {"cap": cap}) for cap in plan.caps]
+    routers = [router for router in plan.routers if router != REFERENCE_ROUTER]
+    return [Candidate.of(f"{router}+chunked-fcfs", {"token_budget": best_budget}) for router in routers] + [
+        Candidate.of(f"{router}+static-concurrency", {"cap": best_cap}) for router in routers
+    ]
+
+
+def evaluate(
+    workbench: Workbench,
+    seeds: Sequence[int],
+    others: Sequence[Candidate] = (),
+    plan: BaselinePlan | None = None,
+    guess: float = 1.0,
+    loads: Sequence[float] = LOADS,
+    overload_labels: Sequence[str] = (),
+    workers: int = 2,
+) -> Scoreboard:
+    """The whole scoreboard of one workbench. ``others``: paper policies, their ablations, oracles and the
+    paper's baselines (never chosen as the strongest baseline). ``overload_labels``: which of ``others``
+    get the overload figures beside the strongest baseline (default: all of them)."""
+    plan = plan or BaselinePlan()
+    board = Scoreboard(workbench.name, workbench.num_jobs, tuple(seeds))
+    pilot = capacities(workbench, baseline_candidates(plan, None, None)[:1], seeds[:1], guess, workers)
+    guess = max(next(iter(pilot.values())).median_90, 1e-3)
+    board.baselines = capacities(workbench, baseline_candidates(plan, None, None), seeds, guess, workers)
+    best_budget = _best_param(board, plan.token_budgets, "chunked-fcfs", "token_budget")
+    best_cap = _best_param(board, plan.caps, "static-concurrency", "cap")
+    board.baselines.update(
+        capacities(workbench, baseline_candidates(plan, best_budget, best_cap), seeds, guess, workers)
+    )
+    board.strongest = max(board.baselines, key=lambda label: board.baselines[label].median_90)
+    board.others = capacities(workbench, others, seeds, guess, workers) if others else {}
+    chosen = list(overload_labels) if overload_labels else [candidate.label for candidate in others]
+    every = overload(workbench, board, [*chosen, *board.baselines], seeds, loads, workers)
+    board.overload = {label: every[label] for label in [board.strongest, *chosen] if label in every}
+    board.overload_baselines = {label: every[label] for label in board.baselines if label in every}
+    return board
+
+
+def _finite_or_minus(value: float) -> float:
+    return value if math.isfinite(value) else -math.inf
+
+
+def _best_param(board: Scoreboard, values: Sequence[int], engine: str, key: str) -> int:
+    def capacity(value: int) -> float:
+        label = Candidate.of(f"{REFERENCE_ROUTER}+{engine}", {key: value}).label
+        return board.baselines[label].median_90
+
+    return max(values, key=capacity)
+
+
+def overload(
+    workbench: Workbench,
+    board: Scoreboard,
+    labels: Sequence[str],
+    seeds: Sequence[int],
+    loads: Sequence[float],
+    workers: int = 2,
+) -> dict[str, dict[float, tuple[Spread, Spread]]]:
+    """(attainment, goodput) spreads at ``loads`` x the strongest baseline's capacity."""
+    every = {**board.baselines, **board.others}
+    chosen = [board.strongest, *dict.fromkeys(label for label in labels if label != board.strongest)]
+    base_rate = board.capacity_of(board.strongest)
+    if not base_rate > 0:
+        return {}
+    tasks = [
+        _RunTask(workbench, every[label].candidate, load * base_rate, seed)
+        for label in chosen
+        for load in loads
+        for seed in seeds
+    ]
+    figures = run_tasks(_run_task, tasks, f"{workbench.name}: overload runs", workers)
+    out: dict[str, dict[float, tuple[Spread, Spread]]] = {}
+    position = 0
+    for label in chosen:
+        out[label] = {}
+        for load in loads:
+            runs = figures[position : position + len(seeds)]
+            position += len(seeds)
+            out[label][load] = (
+                Spread.of([run.attainment for run in runs]),
+                Spread.of([run.goodput_jobs_per_s for run in runs]),
+            )
+    return out
+
+
+def cold_start(workbench: Workbench, candidates: Sequence[Candidate], seeds: Sequence[int], guess: float) -> Scoreboard:
+    """The same capacities with no warm-up prefix (learned state starts cold): its own table."""
+    cold = replace(workbench, name=f"{workbench.name} (cold start)", num_warmup_jobs=0)
+    board = Scoreboard(cold.name, cold.num_jobs, tuple(seeds))
+    board.others = capacities(cold, candidates, seeds, guess)
+    return board

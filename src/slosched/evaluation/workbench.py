@@ -1,0 +1,143 @@
+"""One workload on one cluster, run the scoreboard's way (DESIGN section 9).
+
+A ``Workbench`` turns (candidate policy, arrival rate, seed) into the figures of one run:
+
+- **Fixed size, common random numbers.** ``jobs(num_jobs, seed)`` gives the jobs at unit rate; every rate
+  replays the same jobs with arrival times divided by the rate, so attainment falls with the rate and a
+  capacity bisection is stable.
+- **Warm learned state.** A discarded warm-up prefix (``num_warmup_jobs`` jobs of another seed, at the same
+  rate) runs before the measured jobs: step-time models, output-length predictors and routers' learned
+  state are warm when measurement starts. ``num_warmup_jobs=0`` is the cold-start experiment.
+- **Leak-free deadlines.** Deadlines are learned from past traffic (the warm-up sample, which is another
+  seed's jobs), from template statistics, input lengths and max_tokens; never from the measured jobs' true
+  output lengths (``sim/deadlines.py``).
+- **Goodput** counts SLO-meeting measured jobs per second of their arrival window.
+
+Everything here is picklable (``jobs`` and ``run`` must be module-level functions or ``functools.partial``
+of them) so that runs spread over worker processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from slosched.core.instance import InstanceSpec
+from slosched.core.job import JobSpec
+from slosched.core.records import RunResult
+from slosched.evaluation.oracle import OracleOutputPredictor
+from slosched.metrics.summary import token_slo_missed_jobs
+from slosched.sim.options import SimOptions
+from slosched.sim.runner import PolicyPair, PolicyParams, simulate
+
+WARMUP_PREFIX = "warmup-"
+HISTORY_SEED_OFFSET = 7919
+
+
+@dataclass(slots=True, frozen=True)
+class Candidate:
+    """A policy as the scoreboard runs it: a ``ROUTER+ENGINE`` pair, its parameters and job policy.
+
+    ``label`` names it in tables (``least-tokens+chunked-fcfs[token_budget=512]``); ``oracle`` marks a
+    candidate that reads ground truth (an upper bound, never a baseline); ``extras`` carries what a bench's
+    own ``run`` function needs (e.g. a tuned alpha).
+    """
+
+    label: str
+    policy: str
+    params: PolicyParams = field(default_factory=PolicyParams)
+    job_policy: str = "deadline"
+    oracle: bool = False
+    extras: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, policy: str, engine_params: dict[str, Any] | None = None, **kwargs: Any) -> Candidate:
+        """``Candidate.of("least-tokens+chunked-fcfs", {"token_budget": 512})``."""
+        engine = PolicyPair.parse(policy).engine
+        params = PolicyParams(engine={engine: engine_params}) if engine_params else PolicyParams()
+        suffix = ",".join(f"{key}={value}" for key, value in (engine_params or {}).items())
+        label = kwargs.pop("label", f"{policy}[{suffix}]" if suffix else policy)
+        return cls(label=label, policy=policy, params=params, **kwargs)
+
+    def extra(self, key: str, default: Any = None) -> Any:
+        return dict(self.extras).get(key, default)
+
+
+JobsFn = Callable[[int, int], list[JobSpec]]
+RunFn = Callable[[Candidate, Sequence[InstanceSpec], Sequence[JobSpec], SimOptions, int, Sequence[JobSpec]], RunResult]
+
+
+def simulate_candidate(
+    candidate: Candidate,
+    instances: Sequence[InstanceSpec],
+    jobs: Sequence[JobSpec],
+    options: SimOptions,
+    seed: int,
+    history: Sequence[JobSpec],
+) -> RunResult:
+    """The default ``RunFn``: the simulator with the candidate's pair, parameters and job policy; an ORACLE
+    candidate gets the output predictor that reads true lengths (same seeding otherwise), so every bench
+    measures its limit on the same path."""
+    pair = PolicyPair.parse(candidate.policy)
+    predictor = OracleOutputPredictor(jobs) if candidate.oracle else None
+    return simulate(instances, jobs, pair, seed, options, candidate.params, candidate.job_policy, history, predictor)
+
+
+@dataclass(slots=True, frozen=True)
+class RunFigures:
+    """One run's figures over its measured jobs (the warm-up prefix left out)."""
+
+    rate: float
+    seed: int
+    num_jobs: int
+    attainment: float
+    goodput_jobs_per_s: float
+    num_preemptions: int
+
+
+@dataclass(slots=True, frozen=True)
+class Workbench:
+    """``jobs(num_jobs, seed)`` returns jobs with arrivals at rate 1.0 (any arrival process, rescaled)."""
+
+    name: str
+    instances: tuple[InstanceSpec, ...]
+    jobs: JobsFn
+    num_jobs: int
+    options: SimOptions
+    num_warmup_jobs: int = 0
+    run_fn: RunFn = simulate_candidate
+
+    def workload(self, rate: float, seed: int) -> tuple[list[JobSpec], list[JobSpec]]:
+        """(jobs to run: warm-up prefix + measured, history for the deadlines)."""
+        history = self.jobs(max(self.num_warmup_jobs, 200), seed + HISTORY_SEED_OFFSET)
+        warmup = [
+            replace(job, id=f"{WARMUP_PREFIX}{job.id}", arrival_s=job.arrival_s / rate)
+            for job in history[: self.num_warmup_jobs]
+        ]
+        # The measured jobs start one mean inter-arrival time after the last warm-up arrival.
+        offset = (warmup[-1].arrival_s + 1.0 / rate) if warmup else 0.0
+        measured = [replace(job, arrival_s=offset + job.arrival_s / rate) for job in self.jobs(self.num_jobs, seed)]
+        return warmup + measured, history
+
+    def run(self, candidate: Candidate, rate: float, seed: int) -> RunFigures:
+        jobs, history = self.workload(rate, seed)
+        result = self.run_fn(candidate, self.instances, jobs, self.options, seed, history)
+        return measure(result, rate, seed)
+
+
+def measure(result: RunResult, rate: float, seed: int) -> RunFigures:
+    """Attainment and goodput of the measured jobs of ``result`` (the warm-up prefix is discarded)."""
+    measured = [job for job in result.jobs if not job.id.startswith(WARMUP_PREFIX)]
+    missed_tokens = token_slo_missed_jobs(result.requests)
+    num_met = sum(1 for job in measured if job.deadline_met and job.id not in missed_tokens)
+    arrivals = [job.arrival_s for job in measured]
+    window = max(arrivals) - min(arrivals) if len(arrivals) > 1 else 0.0
+    return RunFigures(
+        rate=rate,
+        seed=seed,
+        num_jobs=len(measured),
+        attainment=num_met / len(measured) if measured else 0.0,
+        goodput_jobs_per_s=num_met / window if window > 0 else float("nan"),
+        num_preemptions=sum(stats.num_preemptions for stats in result.instances),
+    )

@@ -1,0 +1,43 @@
+"""``evaluation.runners``: results in task order in-process and across worker processes, and the
+``SLOSCHED_BENCH_WORKERS`` override."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from slosched.evaluation.runners import run_tasks, worker_count
+
+
+def square_late_first(task: int) -> tuple[int, int]:
+    """Module-level (workers pickle it); early tasks finish last, so completion order is reversed."""
+    time.sleep(0.02 * (4 - task) if task < 4 else 0.0)
+    return task, os.getpid()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_results_come_back_in_task_order(workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLOSCHED_BENCH_WORKERS", raising=False)
+    results = run_tasks(square_late_first, list(range(6)), "demo", workers=workers)
+    assert [task for task, _ in results] == list(range(6))
+    pids = {pid for _, pid in results}
+    assert (os.getpid() in pids) is (workers == 1)  # in-process only with one worker
+
+
+def test_no_tasks_and_one_task_run_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLOSCHED_BENCH_WORKERS", raising=False)
+    assert run_tasks(square_late_first, [], "none", workers=4) == []
+    assert run_tasks(square_late_first, [5], "one", workers=4) == [(5, os.getpid())]
+
+
+def test_the_environment_overrides_the_worker_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLOSCHED_BENCH_WORKERS", raising=False)
+    assert (worker_count(3), worker_count(0)) == (3, 1)
+    for text, expected in (("1", 1), ("6", 6), ("0", 1), ("-2", 3), ("two", 3), ("", 3)):
+        monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", text)
+        assert worker_count(3) == expected
+    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
+    results = run_tasks(square_late_first, [0, 1, 2], "forced in-process", workers=2)
+    assert results == [(0, os.getpid()), (1, os.getpid()), (2, os.getpid())]

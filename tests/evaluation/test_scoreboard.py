@@ -1,0 +1,88 @@
+"""The scoreboard on a tiny workbench: strongest baseline chosen after the fact, both ratios, fields."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from slosched.core.job import JobSpec
+from slosched.evaluation.scoreboard import BaselinePlan, Scoreboard, baseline_candidates, evaluate
+from slosched.evaluation.scoreboard_report import capacity_table, overload_table, plot_capacities, plot_overload
+from slosched.evaluation.workbench import Candidate, Workbench
+from slosched.sim.options import SimOptions
+from slosched.workloads.generators import make_workload
+from tests.conftest import make_cluster
+
+
+def _chat_jobs(num_jobs: int, seed: int) -> list[JobSpec]:
+    return make_workload("azure-conv", {"process": "poisson", "rate": 1.0}, num_jobs, {}, seed=seed)
+
+
+@pytest.fixture(scope="module")
+def board() -> Scoreboard:
+    bench = Workbench("chat", make_cluster(1, 1), _chat_jobs, 80, SimOptions(slo_scale=6.0), num_warmup_jobs=20)
+    plan = BaselinePlan(token_budgets=(512, 2048), caps=(16, 64), routers=("least-tokens", "least-loaded"))
+    paper = [Candidate.of("round-robin+static-priority"), Candidate.of("round-robin+fcfs")]
+    pytest.MonkeyPatch().setenv("SLOSCHED_BENCH_WORKERS", "1")
+    return evaluate(bench, seeds=[1, 2], others=paper, plan=plan, guess=2.0, loads=(1.0, 2.0))
+
+
+def test_engine_sweep_then_every_router_with_the_best_settings() -> None:
+    plan = BaselinePlan(token_budgets=(256, 512), caps=(8,), routers=("least-tokens", "prism"))
+    sweep = [candidate.label for candidate in baseline_candidates(plan, None, None)]
+    assert sweep == [
+        "least-tokens+chunked-fcfs[token_budget=256]",
+        "least-tokens+chunked-fcfs[token_budget=512]",
+        "least-tokens+static-concurrency[cap=8]",
+    ]
+    routers = [candidate.label for candidate in baseline_candidates(plan, 512, 8)]
+    assert routers == ["prism+chunked-fcfs[token_budget=512]", "prism+static-concurrency[cap=8]"]
+
+
+def test_strongest_is_the_best_baseline_and_never_a_paper_policy(board: Scoreboard) -> None:
+    best = max(result.median_90 for result in board.baselines.values())
+    assert board.strongest in board.baselines
+    assert board.capacity_of(board.strongest) == best
+    assert board.ratio(board.strongest) == 1.0
+    for result in board.baselines.values():
+        spread = result.capacity[0.9]
+        assert spread.low <= spread.median <= spread.high
+        for at_95, at_90 in zip(result.capacity[0.95].values, spread.values, strict=True):
+            assert at_95 <= at_90 * 1.02  # the 95% search starts inside the 90% one's bracket
+
+
+def test_json_carries_both_ratios_and_the_seeds(board: Scoreboard) -> None:
+    figures = board.as_json("round-robin+static-priority", "round-robin+fcfs")
+    for key in ("baselines", "strongest_baseline", "ratio_vs_strongest", "ratio_vs_paper_baseline", "seeds"):
+        assert key in figures
+    assert figures["seeds"] == [1, 2]
+    expected = board.capacity_of("round-robin+static-priority") / board.capacity_of(board.strongest)
+    assert figures["ratio_vs_strongest"] == pytest.approx(expected)
+    overload = figures["overload"][board.strongest]
+    assert set(overload) == {"1.0x", "2.0x"}
+    assert not math.isnan(overload["2.0x"]["goodput_jobs_per_s"]["median"])
+
+
+def test_tables_and_plots(board: Scoreboard, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    table = "\n".join(capacity_table(board))
+    assert "**strongest baseline**" in table and "round-robin+fcfs" in table
+    assert "2.0x" in "\n".join(overload_table(board))
+    plot_capacities([board], tmp_path / "capacity.png", "test")
+    plot_overload([board], tmp_path / "overload.png", "test")
+    assert (tmp_path / "capacity.png").stat().st_size > 0 and (tmp_path / "overload.png").stat().st_size > 0
+
+
+def test_strongest_at_each_load_is_chosen_after_the_fact_among_every_baseline(board: Scoreboard) -> None:
+    assert set(board.overload_baselines) == set(board.baselines)
+    figures = board.as_json("round-robin+static-priority", "round-robin+fcfs")
+    for load in (1.0, 2.0):
+        label, goodput = board.strongest_at(load)
+        assert label in board.baselines
+        every = [per_load[load][1].median for per_load in board.overload_baselines.values()]
+        assert goodput == max(every)
+        assert goodput >= board.overload[board.strongest][load][1].median
+        assert figures["strongest_per_load"][f"{load}x"] == {"label": label, "goodput_jobs_per_s": goodput}
+        ours = board.overload["round-robin+static-priority"][load][1].median
+        assert figures["goodput_ratio_vs_strongest_per_load"][f"{load}x"] == pytest.approx(ours / goodput)
+    assert "best baseline at this load" in "\n".join(overload_table(board))
