@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import bisect
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from slosched.core.views import EngineView, SeqView
@@ -175,7 +175,10 @@ class PolicyQueue(Generic[S]):
         admitted: list[S] = []
         admit = self.admission.admit
         fair = self.fair
-        for seq in self.waiting if fair is None else fair.picks(self.waiting, engine.now_s, engine.running_seqs, engine.spec.max_running):
+        candidates: Iterable[S] = self.waiting
+        if fair is not None:  # the fair order, within each tenant's share of the instance's slots
+            candidates = fair.picks(self.waiting, engine.now_s, engine.running_seqs, engine.spec.max_running)
+        for seq in candidates:
             if len(admitted) >= free_slots or token_room <= 0:
                 break
             if not admit(seq, engine):
