@@ -198,6 +198,8 @@ class SlotSet:
             queue = self.queues[feasible[position].index]
             if len(queue.waiting) < queue.max_queue or queue.num_running < queue.window:
                 return queue
+            if queue.places is not None and queue.places.victim(request.tenant, queue.max_queue) is not None:
+                return queue  # full, but this tenant is under its fair share: it displaces (queues.py)
             feasible.pop(position)  # the router's pick is full: let it choose among the others
         raise HttpError(429, "queue_full", "every backend queue is full", 1.0)
 
