@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from slosched.core.job import JobSpec
@@ -36,3 +37,48 @@ def compare_policies(
             specs, jobs, pair, scenario.seed, scenario.options(), scenario.params(), scenario.job_policy, history
         )
     return results
+
+
+@dataclass(slots=True, frozen=True)
+class FloodFigures:
+    """Attainment (in [0, 1]) of the tenants other than the flooding one, per run of a flood scenario."""
+
+    flooder: str
+    calm_fair: float  # no flood, fair sharing on
+    flood_fair: float  # flood, fair sharing on
+    calm_fcfs: float  # no flood, fair sharing off
+    flood_fcfs: float  # flood, fair sharing off
+    flooder_fair: float  # the flooding tenant's own attainment, fair sharing on
+    flooder_fcfs: float
+
+    @property
+    def drop_fair_points(self) -> float:
+        return 100.0 * (self.calm_fair - self.flood_fair)
+
+    @property
+    def drop_fcfs_points(self) -> float:
+        return 100.0 * (self.calm_fcfs - self.flood_fcfs)
+
+
+def attainment_of(result: RunResult, tenants: Callable[[str], bool]) -> float:
+    """Share of the jobs of the tenants ``tenants`` accepts that met their deadline (1.0 when none)."""
+    jobs = [job for job in result.jobs if tenants(job.tenant)]
+    return sum(job.deadline_met for job in jobs) / len(jobs) if jobs else 1.0
+
+
+def flood_figures(scenario: Scenario, base_dir: Path | None = None) -> FloodFigures:
+    """Run ``scenario`` (its ``workload.also`` entries are the flood, their tenants the flooders) with and
+    without the flood, with and without its ``fair_share``, on its first policy."""
+    flooders = {extra.tenant or "default" for extra in scenario.workload.also}
+    calm = scenario.model_copy(update={"workload": scenario.workload.model_copy(update={"also": []})})
+    pair = scenario.policy_pairs()[:1]
+    figures: dict[str, float] = {}
+    for fair in (True, False):
+        for name, variant in (("calm", calm), ("flood", scenario)):
+            run = variant if fair else variant.model_copy(update={"fair_share": None})
+            result = next(iter(compare_policies(run, pair, base_dir=base_dir).values()))
+            suffix = "fair" if fair else "fcfs"
+            figures[f"{name}_{suffix}"] = attainment_of(result, lambda tenant: tenant not in flooders)
+            if name == "flood":
+                figures[f"flooder_{suffix}"] = attainment_of(result, lambda tenant: tenant in flooders)
+    return FloodFigures(", ".join(sorted(flooders)), **figures)

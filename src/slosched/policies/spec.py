@@ -13,6 +13,7 @@ factories may draw from the context's seeded RNG and the same seed must give the
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,8 @@ from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.policies.cluster.base import ROUTERS, Router
 from slosched.policies.engine.base import ENGINE_PRESETS, EnginePolicy
 from slosched.policies.engine.spec import EngineSpec
+from slosched.policies.fairness.share import FairShare
+from slosched.policies.fairness.spec import FairShareSpec
 from slosched.policies.job.base import JOB_POLICIES, JobPolicy
 from slosched.policies.registry import PolicyContext
 from slosched.policies.stacks.base import STACKS, stack_names
@@ -37,6 +40,8 @@ class PolicyParams:
     engine: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     job: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     stack: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Fair sharing across tenants (a scenario's ``fair_share``); None: none, exactly the behaviour without it.
+    fair_share: FairShareSpec | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -111,6 +116,7 @@ class PolicySpec:
     job: str | None = None
     router_params: Mapping[str, Any] = field(default_factory=dict)
     job_params: Mapping[str, Any] = field(default_factory=dict)
+    fair_share: FairShareSpec | None = None
 
     @property
     def name(self) -> str:
@@ -130,9 +136,11 @@ class PolicySpec:
         if pair.stack is not None:  # a stack sets its job policy too, and takes its one parameter block
             stack = STACKS[pair.stack]
             router_params, engine_params, job_params = stack.split_params(params.stack.get(stack.name))
-            return cls.of(stack.router, stack.engine, stack.job, router_params, engine_params, job_params)
-        given_router, given_engine = params.router.get(pair.router), params.engine.get(pair.engine)
-        return cls.of(pair.router, pair.engine, job, given_router, given_engine, params.job.get(job))
+            spec = cls.of(stack.router, stack.engine, stack.job, router_params, engine_params, job_params)
+        else:
+            given_router, given_engine = params.router.get(pair.router), params.engine.get(pair.engine)
+            spec = cls.of(pair.router, pair.engine, job, given_router, given_engine, params.job.get(job))
+        return spec if params.fair_share is None else dataclasses.replace(spec, fair_share=params.fair_share)
 
     @classmethod
     def of(
@@ -162,5 +170,12 @@ class PolicySpec:
         """Fresh policies over ``context`` (instances, seeded RNG, shared output predictor)."""
         router = ROUTERS.build(self.router, self.router_params, context) if self.router is not None else None
         job = JOB_POLICIES.build(self.job, self.job_params, context) if self.job is not None else None
-        engine = self.engine
-        return PolicySet(self.name, router, job, lambda: engine.build(context), context)
+        engine, fair = self.engine, self.fair_share
+
+        def new_engine() -> EnginePolicy:
+            policy = engine.build(context)
+            if fair is not None:  # one FairShare per instance, as the engine policy itself
+                policy.fair_share = FairShare(fair)
+            return policy
+
+        return PolicySet(self.name, router, job, new_engine, context)

@@ -5,6 +5,7 @@ Every error names the field (dotted path) and, where there is a fixed set, the a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -29,6 +30,7 @@ from slosched.core.job import JobSpec
 from slosched.perf.hardware import gpu_facts, model_facts, use_hardware
 from slosched.perf.profile_fit import MeasuredProfile
 from slosched.perf.roofline import CALIBRATION
+from slosched.policies.fairness.spec import FairShareSpec
 from slosched.policies.job.base import JOB_POLICIES
 from slosched.scenario.overrides import apply_overrides
 from slosched.scenario.validation import Problem, ScenarioError, policy_param_problems, problems_of, unknown_message
@@ -100,7 +102,12 @@ class ClusterConfig(BaseModel):
 
 
 class WorkloadConfig(BaseModel):
-    """Either a generator (name, params, arrival process, number of jobs) or a JSONL ``trace`` file."""
+    """Either a generator (name, params, arrival process, number of jobs) or a JSONL ``trace`` file.
+
+    ``tenant``: the tenant of the generated jobs (default: the generator's, ``default``). ``also``: more
+    generated workloads, each with its own arrivals and tenant, merged in by arrival time (several tenants
+    on one cluster, e.g. one flooding the others with a large relQuery); each draws from its own seed stream,
+    so adding one leaves the others' jobs unchanged."""
 
     model_config = _STRICT
     generator: str | None = None
@@ -108,6 +115,16 @@ class WorkloadConfig(BaseModel):
     arrival: dict[str, Any] = Field(default_factory=lambda: {"process": "poisson", "rate": 1.0})
     num_jobs: int = Field(default=1000, ge=1)
     trace: str | None = None
+    tenant: str | None = Field(default=None, min_length=1)
+    also: list[WorkloadConfig] = Field(default_factory=list)
+
+    def generated(self, rng: np.random.Generator) -> list[JobSpec]:
+        """This generator's jobs (not ``also``), under ``tenant`` when one is given."""
+        assert self.generator is not None
+        arrivals = ArrivalSpec.from_mapping(self.arrival).sample(self.num_jobs, rng)
+        jobs = generate_jobs(self.generator, self.params, arrivals, rng)
+        tenant = self.tenant
+        return jobs if tenant is None else [dataclasses.replace(job, tenant=tenant) for job in jobs]
 
     @model_validator(mode="after")
     def _one_source(self) -> WorkloadConfig:
@@ -115,6 +132,8 @@ class WorkloadConfig(BaseModel):
             raise ConfigError("workload", "give exactly one of 'generator' or 'trace'")
         if self.generator is not None:
             _check_arrival(self.arrival)
+        if any(extra.generator is None or extra.also for extra in self.also):
+            raise ConfigError("workload.also", "each entry needs a 'generator' (no trace) and no 'also' of its own")
         return self
 
 
@@ -200,6 +219,15 @@ class Scenario(BaseModel):
     job_policy: str = "deadline"
     policy_params: PolicyParamsConfig = Field(default_factory=PolicyParamsConfig)
     simulator: SimulatorConfig = Field(default_factory=SimulatorConfig)
+    # Fair sharing across tenants ({tenants: {NAME: {weight, band}}, default_weight, max_wait_s}); absent: none.
+    fair_share: dict[str, Any] | None = None
+
+    @field_validator("fair_share")
+    @classmethod
+    def _fair_share(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            FairShareSpec.from_mapping(value)  # errors name the field
+        return value
 
     @field_validator("job_policy")
     @classmethod
@@ -217,6 +245,7 @@ class Scenario(BaseModel):
             engine=self.policy_params.engine,
             job=self.policy_params.job,
             stack=self.policy_params.stack,
+            fair_share=None if self.fair_share is None else FairShareSpec.from_mapping(self.fair_share),
         )
 
     def options(self) -> SimOptions:
@@ -251,9 +280,15 @@ class Scenario(BaseModel):
                 path = base_dir / path
             return load_jobs(path)
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 1]))
-        arrivals = ArrivalSpec.from_mapping(self.workload.arrival).sample(self.workload.num_jobs, rng)
-        assert self.workload.generator is not None
-        return generate_jobs(self.workload.generator, self.workload.params, arrivals, rng)
+        jobs = self.workload.generated(rng)
+        for index, extra in enumerate(self.workload.also):
+            extra_rng = np.random.default_rng(np.random.SeedSequence([self.seed, 1, index + 1]))
+            jobs += extra.generated(extra_rng)
+        if self.workload.also:
+            jobs.sort(key=lambda job: job.arrival_s)  # stable: ties keep workload order
+            if len({job.id for job in jobs}) != len(jobs):
+                raise ConfigError("workload.also", "job ids collide; give each workload a distinct id_prefix")
+        return jobs
 
 
 def parse_scenario(

@@ -54,7 +54,7 @@ def admission_pass(
     """The queue's admission pass (``queue.waiting`` ordered) with vLLM's token accounting: an admission costs
     its uncached prompt tokens (at least one). Without a gate (``always``) every waiting request is handed to
     vLLM, whose own capacity checks apply the same stop rule, exactly as stock vLLM."""
-    if not queue.gated:
+    if not queue.gated and queue.fair is None:
         return list(queue.waiting)
 
     def charge(seq: VllmSeq, room: int) -> int:

@@ -40,7 +40,7 @@ from slosched.gateway.backends.upstream import UpstreamError
 from slosched.gateway.calls.call import Call, HttpError
 from slosched.gateway.dispatch.alpha import LiveAlphaTuner
 from slosched.gateway.dispatch.attempts import Attempt, RetryElsewhere, first_byte_timeout_s, is_json
-from slosched.gateway.dispatch.queues import InstanceQueue, LiveSeq, QueueFullError
+from slosched.gateway.dispatch.queues import DisplacedError, InstanceQueue, LiveSeq, QueueFullError
 from slosched.gateway.dispatch.slots import SlotSet, instance_rows
 from slosched.gateway.ops.config import GatewayConfig
 from slosched.gateway.ops.prometheus import GatewayMetrics, QueueRow
@@ -82,7 +82,9 @@ class Dispatcher:
                 self.clock,
             )
         rows = self._queue_rows
-        self.metrics = GatewayMetrics(rows, lambda: self.config.tenants, config.metrics_max_tenants)
+        self.metrics = GatewayMetrics(
+            rows, lambda: self.config.tenants, config.metrics_max_tenants, lambda: self._slots.tenant_places()
+        )
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -129,6 +131,10 @@ class Dispatcher:
 
     def capacity(self) -> int:
         return self._slots.capacity()
+
+    def tenant_room(self, tenant: str) -> int | None:
+        """Calls ``tenant`` may still add within its fair share of ``capacity``; None without fair sharing."""
+        return self._slots.tenant_room(tenant)
 
     # --- lifecycle --------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -204,11 +210,15 @@ class Dispatcher:
         metrics = self.metrics
         metrics.routed_to(self.clock(), call.request.id, backend.name, reason, len(queue.waiting), queue.num_running)
         try:
-            if not seq.admitted.done():  # admitted on enqueue (the common case): no timer needed
-                try:
+            try:
+                if not seq.admitted.done():  # admitted on enqueue (the common case): no timer needed
                     await asyncio.wait_for(seq.admitted, timeout=max(deadline - time.monotonic(), 0.0))
-                except TimeoutError as error:
-                    raise HttpError(503, "queue_timeout", "timed out waiting for a backend slot", 1.0) from error
+                else:
+                    seq.admitted.result()  # raises when displaced in the same step
+            except TimeoutError as error:
+                raise HttpError(503, "queue_timeout", "timed out waiting for a backend slot", 1.0) from error
+            except DisplacedError as error:  # fair sharing gave its place to a tenant under its share
+                raise HttpError(429, "displaced", str(error), 1.0) from error
             metrics.labelled(metrics.queue_time, backend.name).observe(self.clock() - seq.enqueue_s)
             return await self._forward(call, backend, queue, seq, probe)
         except RetryElsewhere:

@@ -30,10 +30,15 @@ from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
 from slosched.policies.engine.base import EnginePolicy
 from slosched.policies.engine.queue import UNLIMITED_TOKENS, PolicyQueue
+from slosched.policies.fairness.places import FairPlaces
 
 
 class QueueFullError(Exception):
     """The instance's bounded queue holds ``max_queue`` requests already."""
+
+
+class DisplacedError(QueueFullError):
+    """A queued call gave its place to a tenant under its fair share (``policies/fairness/places.py``)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -89,6 +94,9 @@ class InstanceQueue:
         self._kv = _Kv(spec.num_kv_blocks or 1)
         self.waiting_prefill_tokens = 0
         self.num_admitted_total = 0
+        # Fair sharing: places held per tenant, and whom a full queue displaces (None: first come, first served).
+        fair = engine.fair_share
+        self.places = FairPlaces(fair.spec) if fair is not None else None
 
     # --- EngineView -------------------------------------------------------------------------------------
     @property
@@ -132,24 +140,49 @@ class InstanceQueue:
 
     def enqueue(self, request: Request, prompt_tokens: int) -> LiveSeq:
         """Add a request; raises QueueFullError when the bounded queue is full. Pumps once."""
+        places = self.places
         if len(self._waiting) >= self.max_queue and self.num_running >= self.window:
-            raise QueueFullError(self._spec.name)
+            victim = None if places is None else places.victim(request.tenant, self.max_queue)
+            if victim is None:
+                raise QueueFullError(self._spec.name)
+            self._displace(victim, request.tenant)
         loop = asyncio.get_running_loop()
         seq = LiveSeq(request, prompt_tokens, self._clock(), loop.create_future())
         self._queue.push(seq, self)
         self.waiting_prefill_tokens += prompt_tokens
+        if places is not None:
+            places.joined(request.tenant)
         self.pump()
         return seq
+
+    def _displace(self, tenant: str, arriving: str) -> None:
+        """Give the newest queued call of ``tenant`` a clear refusal (its waiter raises) and free its place."""
+        newest: LiveSeq | None = None
+        for seq in self._waiting:
+            if seq.request.tenant == tenant and (newest is None or seq.enqueue_s >= newest.enqueue_s):
+                newest = seq
+        assert newest is not None and self.places is not None
+        self._queue.remove([newest])
+        self.waiting_prefill_tokens -= newest.num_prompt_tokens
+        self.places.left_waiting(tenant)
+        if not newest.admitted.done():
+            message = f"queue of {self._spec.name} is full: tenant {tenant!r} is over its fair share, {arriving!r} not"
+            newest.admitted.set_exception(DisplacedError(message))
 
     def withdraw(self, seq: LiveSeq) -> None:
         """Remove ``seq`` wherever it is (timeout, client gone, finished); idempotent. Pumps. The waiter
         owns ``seq.admitted`` (``asyncio.wait_for`` cancels it on timeout), so it is never touched here."""
+        places = self.places
         if seq.running:
             self._running.remove(seq)
             seq.running = False
+            if places is not None:
+                places.left_running(seq.request.tenant)
         elif seq in self._waiting:
             self._queue.remove([seq])
             self.waiting_prefill_tokens -= seq.num_prompt_tokens
+            if places is not None:
+                places.left_waiting(seq.request.tenant)
         self.pump()
 
     def pump(self) -> int:
@@ -160,7 +193,10 @@ class InstanceQueue:
         queue.order(self)
         admitted = queue.admission_pass(self, self.window - len(self._running), UNLIMITED_TOKENS)
         queue.remove(admitted)
+        places = self.places
         for seq in admitted:
+            if places is not None:
+                places.started(seq.request.tenant)
             self.waiting_prefill_tokens -= seq.num_prompt_tokens
             self._running.append(seq)
             seq.running = True

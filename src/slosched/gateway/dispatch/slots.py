@@ -28,12 +28,13 @@ from slosched.gateway.dispatch.attempts import Attempt
 from slosched.gateway.dispatch.queues import InstanceQueue
 from slosched.gateway.dispatch.retired import RetiredBackend
 from slosched.gateway.dispatch.views import BackendView
-from slosched.gateway.ops.config import GatewayConfig
+from slosched.gateway.ops.config import GatewayConfig, fair_share_spec
 from slosched.gateway.ops.prometheus import QueueRow
 from slosched.perf.linear import LinearStepPredictor
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.policies.cluster.base import CompletionObserver, Router
 from slosched.policies.engine.queue import fits_model_len
+from slosched.policies.fairness.places import fair_room
 from slosched.policies.job.base import JobPolicy
 from slosched.policies.registry import PolicyContext
 
@@ -132,6 +133,26 @@ class SlotSet:
         """Calls all queues hold at once: in-flight windows plus queue places."""
         return sum(queue.window + queue.max_queue for queue in self.queues)
 
+    def tenant_room(self, tenant: str) -> int | None:
+        """Calls ``tenant`` may add within its weighted share of the capacity (None: no fair sharing)."""
+        held: dict[str, int] = {}
+        spec = None
+        for queue in self.queues:
+            if queue.places is not None:
+                spec = queue.places.spec
+                for name, count in queue.places.held.items():
+                    held[name] = held.get(name, 0) + count
+        return None if spec is None else fair_room(spec, tenant, self.capacity(), held)
+
+    def tenant_places(self) -> dict[str, int]:
+        """Queued calls per tenant over every queue (the per-tenant occupancy gauge); empty without fair sharing."""
+        waiting: dict[str, int] = {}
+        for queue in self.queues:
+            if queue.places is not None:
+                for name, count in queue.places.waiting.items():
+                    waiting[name] = waiting.get(name, 0) + count
+        return waiting
+
     def queue_rows(self) -> list[QueueRow]:
         return [
             (
@@ -177,6 +198,8 @@ class SlotSet:
             queue = self.queues[feasible[position].index]
             if len(queue.waiting) < queue.max_queue or queue.num_running < queue.window:
                 return queue
+            if queue.places is not None and queue.places.victim(request.tenant, queue.max_queue) is not None:
+                return queue  # full, but this tenant is under its fair share: it displaces (queues.py)
             feasible.pop(position)  # the router's pick is full: let it choose among the others
         raise HttpError(429, "queue_full", "every backend queue is full", 1.0)
 
@@ -242,7 +265,8 @@ def _assemble(
         extras={**extras, "step_predictors": predictors},
     )
     # The shared builder (policies/spec.py): the same names build the same objects as in the simulator.
-    built = config.policies.spec().build(context)
+    spec = dataclasses.replace(config.policies.spec(), fair_share=fair_share_spec(config))
+    built = spec.build(context)
     router, job_policy = built.cluster_layer()
     slots: list[Slot] = []
     for index, (backend, queue, predictor) in enumerate(layout):

@@ -5,6 +5,11 @@ a second. Here a runner sends a batch no larger than the queues' free room (less
 about to take, and its fair share when several relQueries run), renders each row's prompt only then, and
 refills as its calls finish. A row refused with ``queue_full`` anyway (other traffic took the room first)
 goes back to the pending rows and is retried, a bounded number of times.
+
+With fair sharing on, a runner also keeps its tenant within the tenant's weighted share of the queues' capacity
+(``policies/fairness/places.fair_room``: the whole capacity while no other tenant holds calls), so a large
+relQuery trickles in at its share instead of taking every free place; a row displaced by another tenant's
+call (429 ``displaced``) goes back to the pending rows without counting as a refusal.
 """
 
 from __future__ import annotations
@@ -93,6 +98,9 @@ class RowRunner:
         dispatcher = self.manager.dispatcher
         share = max(dispatcher.capacity() // max(self.manager.active_relqueries, 1), 1)
         room = dispatcher.free_room() - self.manager.starting
+        fair = dispatcher.tenant_room(self.job.tenant)
+        if fair is not None:
+            room = min(room, fair - self.unstarted)
         return max(min(room, share - self.outstanding, len(self.pending), _YIELD_EVERY), 0)
 
     def _launch(self, count: int) -> None:
@@ -135,7 +143,11 @@ class RowRunner:
 
     def _record(self, index: int, result: dict[str, Any]) -> None:
         self.outstanding -= 1
-        refused = result["outcome"] == Outcome.REJECTED.value and result["reason"] == "queue_full"
+        rejected = result["outcome"] == Outcome.REJECTED.value
+        if rejected and result["reason"] == "displaced":
+            self.pending.append(index)  # its place went to a tenant under its share: not a refusal
+            return
+        refused = rejected and result["reason"] == "queue_full"
         if refused and self.refusals.get(index, 0) < _MAX_REFUSALS:
             self.refusals[index] = self.refusals.get(index, 0) + 1
             self.pending.append(index)

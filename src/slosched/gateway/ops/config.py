@@ -18,6 +18,7 @@ from slosched.gateway.ops.server_config import ServerConfig
 from slosched.gateway.ops.tenants_config import Tenants
 
 if TYPE_CHECKING:
+    from slosched.policies.fairness.spec import FairShareSpec
     from slosched.policies.spec import PolicySpec
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -146,6 +147,15 @@ class AlphaTuningConfig(BaseModel):
     p_threshold: float = Field(default=0.01, gt=0, lt=1)
 
 
+class FairShareConfig(BaseModel):
+    """Fair sharing across tenants (``policies/fairness``): weights are the tenants' ``weight``, bands their
+    ``priority``; ``max_wait_s`` bounds how long a lower band waits behind a higher one."""
+
+    model_config = _STRICT
+    default_weight: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    max_wait_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+
+
 class GatewayConfig(BaseModel):
     """The whole gateway. ``host`` defaults to loopback; expose it deliberately."""
 
@@ -172,6 +182,8 @@ class GatewayConfig(BaseModel):
     api_keys: list[str] = Field(default_factory=list)
     # Identity from the operator (gateway/ops/identity.py): keys -> tenants; after api_keys (their validator reads it).
     tenants: Tenants = Field(default_factory=dict)
+    # Fair sharing of queue places and slots by tenant weight (on when set or when a tenant has a weight).
+    fair_share: FairShareConfig | None = None
     # Let the x-tenant header pick the tenant of open-mode callers and legacy api_keys (dev/bench setups).
     trust_tenant_header: bool = False
     tenant_rate_limits: dict[str, float] = Field(default_factory=dict)
@@ -206,6 +218,18 @@ class GatewayConfig(BaseModel):
             if not rate > 0:
                 raise ConfigError(f"tenant_rate_limits.{tenant}", f"must be > 0 requests/s, got {rate}")
         return self
+
+
+def fair_share_spec(config: GatewayConfig) -> FairShareSpec | None:
+    """The fair-sharing spec of ``config``; None (first come, first served) unless configured."""
+    from slosched.policies.fairness.spec import FairShareSpec
+
+    weights = tuple((name, tenant.weight) for name, tenant in config.tenants.items() if tenant.weight is not None)
+    if config.fair_share is None and not weights:
+        return None
+    fair = config.fair_share or FairShareConfig()
+    bands = tuple((name, tenant.priority) for name, tenant in config.tenants.items())
+    return FairShareSpec(weights, bands, fair.default_weight, fair.max_wait_s)
 
 
 def parse_config(data: Any, where: str = "config") -> GatewayConfig:

@@ -12,7 +12,7 @@ with vLLM's bucket sets extended down to the gateway's faster cases. Request met
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -161,6 +161,27 @@ class _QueueCollector(Collector):
         return [queued, running, healthy, window, ejected, ejections]
 
 
+class _TenantQueueCollector(Collector):
+    """``slosched_tenant_queue_length{tenant}``: calls each tenant has queued at the gateway (fair sharing on).
+    Tenants are labelled by ``TenantLabels``, so the series stay bounded (the rest sum into ``other``)."""
+
+    def __init__(self, places: Callable[[], Mapping[str, int]], label: Callable[[str], str]) -> None:
+        self._places = places
+        self._label = label
+
+    def collect(self) -> Iterable[Metric]:
+        gauge = GaugeMetricFamily(
+            "slosched_tenant_queue_length", "calls a tenant has queued at the gateway", labels=["tenant"]
+        )
+        totals: dict[str, int] = {}
+        for tenant, count in self._places().items():
+            label = self._label(tenant)
+            totals[label] = totals.get(label, 0) + count
+        for label, count in totals.items():
+            gauge.add_metric([label], count)
+        return [gauge]
+
+
 class TenantLabels:
     """The ``tenant`` label of a tenant name: configured tenants (and ``default``) always keep their name;
     up to ``max_tenants`` others (header tenants) keep theirs in order of first appearance; the rest fold
@@ -195,6 +216,7 @@ class GatewayMetrics:
         rows: Callable[[], Iterable[QueueRow]],
         tenants: Callable[[], Collection[str]] = frozenset,
         max_tenants: int = 32,
+        tenant_places: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         registry = self.registry
@@ -203,6 +225,7 @@ class GatewayMetrics:
         self._add_counters(registry)
         self._add_histograms(registry)
         registry.register(_QueueCollector(rows))
+        registry.register(_TenantQueueCollector(tenant_places, self.tenant_label))
         self._children: dict[tuple[MetricWrapperBase, tuple[str, ...]], Any] = {}
 
     # Registered in this order, which is the order of /metrics.

@@ -21,7 +21,10 @@ class TenantConfig(BaseModel):
     ``min_ttft_slo_s`` / ``min_tpot_slo_s`` the tightest TTFT / TPOT targets (orderings that weigh token
     latency would otherwise let a tenant jump the queue by asking for 1 ms).
     Every limit is None for unlimited; ``max_jobs`` None means the gateway-wide ``max_jobs`` only.
-    ``act_as``: tenants its keys may name in ``x-tenant`` (``"*"``: any)."""
+    ``act_as``: tenants its keys may name in ``x-tenant`` (``"*"``: any).
+    ``weight``: its share of queue places and engine slots against the other active tenants (fair sharing;
+    setting any tenant's weight turns it on, unlisted tenants weigh ``fair_share.default_weight``); its
+    ``priority`` is then also its band: a lower band is served first, within ``fair_share.max_wait_s``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     api_keys: list[ApiKey] = Field(default_factory=list)
@@ -33,6 +36,7 @@ class TenantConfig(BaseModel):
     token_rate_limit_tps: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     max_concurrency: int | None = Field(default=None, ge=1)
     max_jobs: int | None = Field(default=None, ge=1)
+    weight: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     act_as: list[Annotated[str, StringConstraints(min_length=1, max_length=128)]] = Field(default_factory=list)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from slosched.core.views import EngineView, SeqView, StepObservation, StepPlan
+from slosched.policies.fairness.share import FairShare
 from slosched.policies.registry import Registry
 
 
@@ -54,13 +55,16 @@ class StateExporter(Protocol):
 
 @dataclass(slots=True)
 class EnginePolicy:
-    """A named (ordering, admission, batching) triple; presets are registered in ENGINE_PRESETS."""
+    """A named (ordering, admission, batching) triple; presets are registered in ENGINE_PRESETS.
+    ``fair_share``: when set, slots go to waiting requests by band, tenant weight and age first, in the
+    ordering's order within a tenant (``policies/fairness/share.py``); None keeps the ordering alone."""
 
     name: str
     ordering: OrderingPolicy
     admission: AdmissionPolicy
     batching: BatchPolicy
     observers: list[StepObserver] = field(default_factory=list)
+    fair_share: FairShare | None = None
 
     def __post_init__(self) -> None:
         for part in (self.ordering, self.admission, self.batching):

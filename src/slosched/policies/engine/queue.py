@@ -19,6 +19,10 @@ Invariants:
   (strict order: nobody behind it overtakes). The admission policy deferring a request skips it. Admitted
   requests leave ``waiting`` only after the pass (``remove``), so the view's ``num_running`` excludes the
   pass's own admissions, as in vLLM.
+- Fair sharing (the policy's ``fair_share``, optional): the pass walks ``waiting`` in the fair order (aged
+  requests first, then bands, then tenants by weighted service; the ordering's order within a tenant) and
+  charges each admitted request to its tenant. ``waiting`` itself keeps the ordering's order. Without it the
+  pass walks ``waiting`` as is.
 - Wake-up (``next_wake_s``): when nothing could be scheduled, the runtime asks again at this time. A policy
   whose parts are all ``time_invariant`` changes its mind only when the queues change: None (wait for
   that). A time-dependent part may say when its decision can next change (``next_change_s``, optional);
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 import bisect
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from slosched.core.views import EngineView, SeqView
@@ -88,13 +92,14 @@ class PolicyQueue(Generic[S]):
     first); an ``fcfs`` ordering then keeps it as it is, at no cost, as stock vLLM would.
     """
 
-    __slots__ = ("_sorted", "admission", "engine_fcfs", "ordering", "policy", "waiting")
+    __slots__ = ("_sorted", "admission", "engine_fcfs", "fair", "ordering", "policy", "waiting")
 
     def __init__(self, policy: EnginePolicy, engine_fcfs: bool = False) -> None:
         self.policy = policy
         self.ordering: OrderingPolicy = policy.ordering
         self.admission: AdmissionPolicy = policy.admission
         self.engine_fcfs = engine_fcfs
+        self.fair = policy.fair_share
         self.waiting: list[S] = []
         # Static keys: push keeps the list sorted; a sync (the runtime's own order) unsorts it.
         self._sorted = policy.ordering.static_keys
@@ -169,7 +174,11 @@ class PolicyQueue(Generic[S]):
         ``remove``). Without ``charge`` each admission costs nothing and capacity never stops the pass."""
         admitted: list[S] = []
         admit = self.admission.admit
-        for seq in self.waiting:
+        fair = self.fair
+        candidates: Iterable[S] = self.waiting
+        if fair is not None:  # the fair order, within each tenant's share of the instance's slots
+            candidates = fair.picks(self.waiting, engine.now_s, engine.running_seqs, engine.spec.max_running)
+        for seq in candidates:
             if len(admitted) >= free_slots or token_room <= 0:
                 break
             if not admit(seq, engine):
@@ -180,6 +189,9 @@ class PolicyQueue(Generic[S]):
                     break
                 token_room -= cost
             admitted.append(seq)
+        if fair is not None:
+            for seq in admitted:
+                fair.charge(seq)
         return admitted
 
     # ---- waking up ------------------------------------------------------------------------------------
