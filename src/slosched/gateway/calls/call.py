@@ -27,6 +27,7 @@ from slosched.contract import (
     HEADER_TPOT_MS,
     HEADER_TTFT_MS,
     SLO_HEADERS,
+    reserved_xarg,
 )
 from slosched.core.deadline import absolute_deadline_s
 from slosched.core.request import Request
@@ -262,6 +263,12 @@ def parse_call(
     ``models`` maps each served model to the largest ``max_model_len`` among its backends: an unknown
     ``model`` is a 404, and a call that cannot fit any of them a 400 naming the field and the limit."""
     chat = path == CHAT
+    reserved = reserved_xarg(body.get("vllm_xargs"))
+    if reserved is not None:
+        raise bad_request(
+            f"vllm_xargs.{_short(reserved)}",
+            "slosched_* fields are the gateway's to set (from the API key's tenant and the x-slo-* headers)",
+        )
     try:
         typed = validate_body(chat, body)
     except ValidationError as error:

@@ -220,7 +220,9 @@ class Dispatcher:
             raise
 
     async def _forward(self, call: Call, backend: Backend, queue: InstanceQueue, seq: LiveSeq, probe: bool) -> Attempt:
-        payload = json_bytes(backend_body(call, backend.config, self.config, self.clock()))
+        config = self.config
+        key = config.xargs_key.encode() if config.xargs_key is not None else None
+        payload = json_bytes(backend_body(call, backend.config, config, self.clock(), key))
         sent_s = self.clock()
         last = call.attempts >= self.config.max_attempts
         predictor = self.predictors[queue.index]
