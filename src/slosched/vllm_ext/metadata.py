@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slosched.contract import (
-    XARG_REQUEST_ID,
-    XARG_SIGNATURE,
     XARG_BEST_EFFORT,
     XARG_BUDGET_S,
     XARG_DEADLINE_UNIX_S,
@@ -36,7 +34,9 @@ from slosched.contract import (
     XARG_PRIORITY,
     XARG_RELQUERY_ID,
     XARG_RELQUERY_SIZE,
+    XARG_REQUEST_ID,
     XARG_SESSION_ID,
+    XARG_SIGNATURE,
     XARG_SLO_S,
     XARG_STAGE,
     XARG_TEMPLATE,

@@ -26,11 +26,12 @@ def test_engine_fields_are_refused_on_every_entry_point(field: str) -> None:
     async def scenario() -> None:
         async with harness(tenants=TENANTS) as h, httpx.AsyncClient(base_url=h.url, headers=AUTH) as client:
             xargs = {field: 1e-6, "other_plugin": 1}
+            relquery = {"kind": "relquery", "template": "q {a}", "rows": [{"a": 1}], "params": {"vllm_xargs": xargs}}
             bodies: list[tuple[str, dict[str, Any]]] = [
                 ("/v1/completions", {"prompt": "a", "max_tokens": 2, "vllm_xargs": xargs}),
                 ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "vllm_xargs": xargs}),
-                ("/v1/jobs", {"kind": "relquery", "template": "q {a}", "rows": [{"a": 1}], "params": {"vllm_xargs": xargs}}),
-            ]  # fmt: skip
+                ("/v1/jobs", relquery),
+            ]
             job = (await client.post("/v1/jobs", json={"kind": "workflow", "slo_s": 30})).json()
             stage = {"calls": [{"prompt": "a", "max_tokens": 2, "vllm_xargs": xargs}]}
             bodies.append((f"/v1/jobs/{job['id']}/stages", stage))
@@ -53,7 +54,11 @@ def test_forwarded_fields_are_the_gateways_decision_and_signed() -> None:
             (_, sent), *_ = [item for stub in h.stubs for item in stub.received]
             xargs = sent["vllm_xargs"]
             assert xargs["other_plugin"] == 1 and "priority" not in sent  # the client's vLLM priority is dropped
-            assert (xargs["slosched_tenant"], xargs["slosched_priority"], xargs["slosched_ttft_slo_s"]) == ("acme", 2, 0.2)
+            assert (xargs["slosched_tenant"], xargs["slosched_priority"], xargs["slosched_ttft_slo_s"]) == (
+                "acme",
+                2,
+                0.2,
+            )
             key = xargs_key()
             assert key is not None and XARG_SIGNATURE in xargs
             assert verify_xargs(xargs, key, f"cmpl-{xargs['slosched_request_id']}") is None

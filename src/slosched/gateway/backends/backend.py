@@ -97,6 +97,7 @@ class Backend:
     def mark_up(self) -> None:
         if not self.healthy:
             log.info("backend %s is up again", self.name)
+            self.outlier.recovered()  # ejected by the outage's failed calls: back with its health
         self.healthy = True
         self.last_error = ""
 

@@ -19,6 +19,7 @@ from slosched.gateway.ops.config import BackendConfig, GatewayConfig
 
 _NO_DEADLINE_PRIORITY = 2**62  # vLLM priority for calls without a deadline: after every deadline
 _SSE_EVENT = b"data: {"
+_DONE = b"data: [DONE]"
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens"\s*:\s*(\d+)')
 _EMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*\]')
 
@@ -92,7 +93,7 @@ class StreamTokens:
     so an event split across reads is still seen whole. With ``strip_usage`` the usage-only event
     (``"choices": []``) is dropped: the gateway asked the backend for it, the client did not."""
 
-    __slots__ = ("_clock", "_events", "_held", "_strip", "_usage", "seq")
+    __slots__ = ("_clock", "_events", "_held", "_strip", "_usage", "done", "seq")
 
     def __init__(self, seq: TokenProgress, clock: Callable[[], float], strip_usage: bool) -> None:
         self.seq = seq
@@ -101,6 +102,7 @@ class StreamTokens:
         self._held = b""
         self._events = 0
         self._usage: int | None = None
+        self.done = False  # the backend's ``data: [DONE]`` went by: the stream ended whole
 
     def feed(self, chunk: bytes) -> bytes:
         """Account ``chunk``; returns the bytes to send to the client now (whole events only)."""
@@ -128,6 +130,8 @@ class StreamTokens:
 
     def _account(self, block: bytes) -> bytes:
         events = block.count(_SSE_EVENT)
+        if not self.done and _DONE in block:
+            self.done = True
         if b'"usage"' in block:
             block, events = self._read_usage(block, events)
         seq = self.seq

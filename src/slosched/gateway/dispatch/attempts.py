@@ -87,3 +87,14 @@ def is_json(body: bytes) -> bool:
         except (ValueError, RecursionError):
             return False
     return True
+
+
+def is_event_stream(content_type: str | None) -> bool:
+    """Whether a streamed answer is declared as server-sent events (vLLM's ``text/event-stream``)."""
+    return content_type is not None and content_type.partition(";")[0].strip().lower() == "text/event-stream"
+
+
+def stream_error(message: str) -> bytes:
+    """An OpenAI-style error event (vLLM's own form) closing a stream the gateway cannot complete."""
+    error = {"error": {"message": message, "type": "bad_backend_response", "code": 502}}
+    return f"data: {json.dumps(error)}\n\n".encode()

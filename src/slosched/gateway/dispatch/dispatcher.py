@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -39,12 +38,20 @@ from slosched.gateway.backends.forwarding import (
 from slosched.gateway.backends.upstream import UpstreamError
 from slosched.gateway.calls.call import Call, HttpError
 from slosched.gateway.dispatch.alpha import LiveAlphaTuner
-from slosched.gateway.dispatch.attempts import Attempt, RetryElsewhere, first_byte_timeout_s, is_json
+from slosched.gateway.dispatch.attempts import (
+    Attempt,
+    RetryElsewhere,
+    first_byte_timeout_s,
+    is_event_stream,
+    is_json,
+    stream_error,
+)
 from slosched.gateway.dispatch.queues import InstanceQueue, LiveSeq, QueueFullError
-from slosched.gateway.dispatch.slots import SlotSet, instance_rows
+from slosched.gateway.dispatch.slots import SlotSet
+from slosched.gateway.dispatch.snapshot import status_snapshot
 from slosched.gateway.ops.config import GatewayConfig
 from slosched.gateway.ops.prometheus import GatewayMetrics, QueueRow
-from slosched.gateway.ops.status import SLO_WINDOW_S, decision_rows, slo_rows
+from slosched.gateway.ops.status import SLO_WINDOW_S
 from slosched.perf.linear import LinearStepPredictor
 from slosched.policies.cluster.base import Router
 from slosched.policies.job.base import JobPolicy
@@ -54,6 +61,7 @@ from slosched.policies.spec import PolicyParams
 DRAIN_POLL_S = 0.2  # how often a reload's retired backends are looked at while they drain
 
 log = logging.getLogger("slosched.gateway")
+DOWN_CHECK_S = 0.5
 
 
 class Dispatcher:
@@ -136,6 +144,10 @@ class Dispatcher:
         self._tasks = [
             asyncio.create_task(periodic(self.config.scrape_interval_s, self.scrape_all, self._stop)),
             asyncio.create_task(periodic(self.config.health_interval_s, self.check_all, self._stop)),
+            # A down backend is checked more often: it rejoins within ~DOWN_CHECK_S of coming back.
+            asyncio.create_task(
+                periodic(min(self.config.health_interval_s, DOWN_CHECK_S), self.check_down, self._stop)
+            ),
         ]
         if self.alpha_tuner is not None:
             interval = min(self.config.alpha_tuning.window_s / 4, 5.0)
@@ -160,6 +172,9 @@ class Dispatcher:
 
     async def check_all(self) -> None:
         await asyncio.gather(*(backend.check_health() for backend in self.backends))
+
+    async def check_down(self) -> None:
+        await asyncio.gather(*(backend.check_health() for backend in self.backends if not backend.healthy))
 
     # --- routing -----------------------------------------------------------------------------------------
     def choose(self, request: Request, excluded: set[int], model: str | None = None) -> InstanceQueue:
@@ -249,6 +264,9 @@ class Dispatcher:
                 close_response(response, True)
                 raise self._failure(backend, probe, "a body that is not JSON", code="bad_backend_response")
             backend.outlier.succeeded(probe)  # a streamed call is judged when its stream ends (relay)
+        elif response.status < 300 and not is_event_stream(response.header(b"content-type")):
+            close_response(response, False)
+            raise self._failure(backend, probe, "a stream that is not text/event-stream", code="bad_backend_response")
         call.backend = backend.name
         return Attempt(backend, queue, seq, response, first, sent_s, probe)
 
@@ -277,15 +295,19 @@ class Dispatcher:
                     await write(out, False)
                 chunk = await response.next_chunk(read_s)
             # The end of the body goes out with the last bytes (one write less per stream).
-            await write(tokens.feed(chunk) + tokens.flush(), True)
+            tail = tokens.feed(chunk) + tokens.flush()
             ok = response.status < 400
             outcome, reason = (Outcome.COMPLETED, "ok") if ok else (Outcome.FAILED, "backend_4xx")
+            if ok and not tokens.done:  # a stream must end with [DONE]; a client must not take a cut one whole
+                outcome, reason = Outcome.FAILED, "bad_backend_response"
+                attempt.backend.outlier.failed(time.monotonic(), attempt.probe, "a stream without [DONE]")
+                tail += stream_error("backend stream ended without [DONE]")
+            await write(tail, True)
         except UpstreamError as error:
             if is_broken(error):
                 attempt.backend.mark_down(f"{type(error).__name__} mid-stream")
             outcome, reason = Outcome.FAILED, "backend_stream_broken"
-            message = {"error": {"message": f"backend failed mid-stream: {type(error).__name__}", "code": 502}}
-            await write(f"data: {json.dumps(message)}\n\n".encode(), True)
+            await write(stream_error(f"backend failed mid-stream: {type(error).__name__}"), True)
         finally:
             close_response(response, outcome is Outcome.COMPLETED)
             attempt.judge_stream(outcome, reason)
@@ -374,19 +396,4 @@ class Dispatcher:
 
     def snapshot(self, window_s: float = SLO_WINDOW_S) -> dict[str, Any]:
         """The JSON of ``/status.json``: plain numbers and strings, newest decisions first."""
-        now = self.clock()
-        wall = time.time()
-        metrics = self.metrics
-        registry = metrics.registry
-
-        def routed(name: str) -> float:
-            return registry.get_sample_value("slosched_routed_total", {"backend": name}) or 0.0
-
-        running, waiting = self._slots.request_counts()
-        return {
-            "time": wall,
-            "instances": instance_rows(self._slots.slots, routed, time.monotonic()),
-            "requests": {**metrics.request_counts(), "running": running, "waiting": waiting},
-            "slo": {"window_s": window_s, "rows": slo_rows(metrics.activity.slo, now, window_s)},
-            "decisions": decision_rows(metrics.activity.decisions, now, wall),
-        }
+        return status_snapshot(self._slots, self.metrics, self.clock(), window_s)
