@@ -15,8 +15,9 @@ LONG_EJECTION = {"consecutive_failures": 1, "base_s": 60.0, "max_s": 120.0}
 
 def test_a_burst_flows_within_a_second_of_the_backends_coming_back() -> None:
     async def scenario() -> None:
-        harness = faulty_harness(["reset", "reset"], ejection=LONG_EJECTION, max_attempts=2)
+        harness = faulty_harness(["down", "down"], ejection=LONG_EJECTION, max_attempts=2)
         async with harness as h, httpx.AsyncClient(base_url=h.url, timeout=10) as client:
+            await asyncio.sleep(0.6)  # health checks see the outage
             for _ in range(4):
                 assert (await client.post("/v1/completions", json=CALL)).status_code in (502, 503)
             assert all(backend.outlier.ejected for backend in h.gateway.dispatcher.backends)
