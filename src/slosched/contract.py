@@ -48,6 +48,14 @@ HEADER_AUTHORIZATION: Final = "authorization"
 # gateway -> backend: the gateway's request id, so a backend log line can be matched to a gateway call
 HEADER_REQUEST_ID: Final = "x-request-id"
 
+
+
+def tenant_header(tenant: str | None) -> dict[str, str]:
+    """How a client names the tenant it acts for: the ``x-tenant`` header, the only place the gateway reads it
+    (an API key's own tenant needs none; naming another needs the operator's ``act_as``)."""
+    return {} if tenant is None else {HEADER_TENANT: tenant}
+
+
 SLO_HEADERS: Final = frozenset(
     (
         HEADER_TENANT,
