@@ -49,7 +49,6 @@ HEADER_AUTHORIZATION: Final = "authorization"
 HEADER_REQUEST_ID: Final = "x-request-id"
 
 
-
 def tenant_header(tenant: str | None) -> dict[str, str]:
     """How a client names the tenant it acts for: the ``x-tenant`` header, the only place the gateway reads it
     (an API key's own tenant needs none; naming another needs the operator's ``act_as``)."""
