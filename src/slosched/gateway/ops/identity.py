@@ -126,7 +126,11 @@ class Identities:
         if not 0 < len(asked) <= 128:
             raise bad_request(f"header {HEADER_TENANT}", "expected 1..128 characters")
         if grant.any_tenant or asked in grant.act_as:
-            return self.principal(asked)
+            if asked in self._principals:
+                return self._principals[asked]
+            # A tenant the operator did not configure gets the caller's own class, floors and limits: acting
+            # for a made-up name must not shed them.
+            return dataclasses.replace(grant.principal, tenant=asked)
         raise HttpError(403, "forbidden", f"header {HEADER_TENANT}: this caller may not act as {asked[:64]!r}")
 
 
