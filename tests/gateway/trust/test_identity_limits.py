@@ -55,3 +55,27 @@ def test_stage_calls_count_against_the_tenants_limits() -> None:
             assert not [b for stub in h.stubs for _, b in stub.received]
 
     asyncio.run(scenario())
+
+
+def test_a_relquery_template_accepted_at_submission_is_routed() -> None:
+    """Checked at one token per 8 characters, estimated at one per 4 for routing: a template between the two
+    (15,000 characters against a 2,048-token model) was accepted and every row failed."""
+
+    async def scenario() -> None:
+        async with harness() as h, httpx.AsyncClient(base_url=h.url, timeout=30) as client:
+            body = {
+                "kind": "relquery",
+                "template": "x" * 15_000 + " {a}",
+                "rows": [{"a": 1}, {"a": 2}],
+                "params": {"max_tokens": 4},
+            }
+            created = await client.post("/v1/jobs", json=body)
+            assert created.status_code == 201, created.text
+            for _ in range(100):
+                job = (await client.get(f"/v1/jobs/{created.json()['id']}")).json()
+                if job["status"] != "running":
+                    break
+                await asyncio.sleep(0.05)
+            assert job["status"] == "completed", job.get("reason")
+
+    asyncio.run(scenario())
