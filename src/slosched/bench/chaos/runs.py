@@ -33,6 +33,7 @@ from slosched.bench.chaos.faults import call, check_job_end, run_backend, run_ov
 from slosched.bench.chaos.fuzz import run_fuzz
 from slosched.bench.chaos.report import print_report, progress
 from slosched.bench.chaos.tenants import run_restart, run_tenants
+from slosched.bench.chaos.trust import run_act_as, run_engine_fields, run_fd, run_outage, run_starvation, run_streams
 
 RSS_BOUND_MB = 20.0
 SEED = 0
@@ -122,6 +123,12 @@ def families(seed: int) -> list[Family]:
         ("backend", run_backend),
         ("overload", run_overload),
         ("slow-clients", run_slow_clients),
+        ("engine-fields", run_engine_fields),
+        ("streams", run_streams),
+        ("outage", run_outage),
+        ("act-as", run_act_as),
+        ("fd", run_fd),
+        ("starvation", run_starvation),
     ]
 
 
@@ -157,6 +164,7 @@ def run_suite(quick: bool, scale: float = 1.0, seed: int = SEED, only: tuple[str
         try:
             setup.start_gateway(servers)
             ctx = Ctx(servers.url, servers.faulty_url, quick=quick, scale=scale, legacy=servers.legacy_reason)
+            ctx.backend_urls = tuple(servers.backend_urls.values())
             if servers.legacy:
                 ctx.probe("setup", "tenant config accepted").fail(servers.legacy_reason)
             growth = asyncio.run(_suite(servers, ctx, seed, only))
