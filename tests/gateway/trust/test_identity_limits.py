@@ -79,3 +79,18 @@ def test_a_relquery_template_accepted_at_submission_is_routed() -> None:
             assert job["status"] == "completed", job.get("reason")
 
     asyncio.run(scenario())
+
+
+def test_made_up_tenant_names_do_not_multiply_the_callers_rate_limit() -> None:
+    tenants = {"proxy": {"api_keys": ["sk-proxy"], "act_as": ["*"], "rate_limit_rps": 5}}
+
+    async def scenario() -> None:
+        async with harness(tenants=tenants) as h, httpx.AsyncClient(base_url=h.url) as client:
+            passed = 0
+            for index in range(30):
+                headers = {"authorization": "Bearer sk-proxy", "x-tenant": f"ghost-{index % 3}"}
+                r = await client.post("/v1/completions", json={"prompt": "a", "max_tokens": 1}, headers=headers)
+                passed += r.status_code == 200
+            assert passed <= 8, passed
+
+    asyncio.run(scenario())
