@@ -94,3 +94,24 @@ def test_made_up_tenant_names_do_not_multiply_the_callers_rate_limit() -> None:
             assert passed <= 8, passed
 
     asyncio.run(scenario())
+
+
+def test_two_replicas_cannot_both_admit_a_tenants_last_job(tmp_path: object) -> None:
+    """Two gateways on one job store, a tenant allowed 2 open jobs: concurrent creates admit exactly 2."""
+    import pathlib
+
+    store = f"sqlite:///{pathlib.Path(str(tmp_path)) / 'jobs.sqlite3'}"
+    tenants = {"t": {"api_keys": ["sk-t"], "max_jobs": 2}}
+
+    async def scenario() -> None:
+        async with (
+            harness(tenants=tenants, job_store=store, replica="r1") as one,
+            harness(tenants=tenants, job_store=store, replica="r2") as two,
+        ):
+            auth = {"authorization": "Bearer sk-t"}
+            async with httpx.AsyncClient(headers=auth) as client:
+                tries = [client.post(f"{h.url}/v1/jobs", json={"kind": "workflow"}) for h in (one, two) * 4]
+                replies = await asyncio.gather(*tries)
+            assert sorted(r.status_code for r in replies) == [201, 201] + [429] * 6
+
+    asyncio.run(scenario())

@@ -113,10 +113,13 @@ class JobManager:
             job.stages.append({"name": ROWS_STAGE, "status": "running", "results": [None] * len(spec.rows)})
         self.jobs[job.id] = job
         try:
-            await self.sync.first_write(job)
+            admitted = await self.sync.admit(job, limit)  # the store's count decides, atomically
         except BaseException:
             del self.jobs[job.id]
             raise
+        if not admitted:
+            del self.jobs[job.id]
+            raise HttpError(429, "too_many_jobs", f"tenant {principal.tenant!r} has {limit} open jobs", 1.0)
         if job.kind == "relquery":
             self.start_rows(job)
         return job.as_json()

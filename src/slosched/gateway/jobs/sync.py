@@ -73,6 +73,14 @@ class JobSync:
         except Exception as error:
             raise _unavailable(error) from error
 
+    async def admit(self, job: LiveJob, limit: int) -> bool:
+        """The creation record, written only while the tenant holds fewer than ``limit`` open jobs in the
+        store (atomic across replicas); False: refused."""
+        try:
+            return await self.store.admit(job.to_record(self.replica, self.wall()), limit)
+        except Exception as error:
+            raise _unavailable(error) from error
+
     def touch(self, job: LiveJob) -> None:
         job.dirty = True
         if job.writer is None or job.writer.done():
