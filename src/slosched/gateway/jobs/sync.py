@@ -66,13 +66,6 @@ class JobSync:
         self._loops: list[asyncio.Task[None]] = []
 
     # --- writes -------------------------------------------------------------------------------------------
-    async def first_write(self, job: LiveJob) -> None:
-        """The creation record, awaited: a 201 means the job is stored."""
-        try:
-            await self.store.put(job.to_record(self.replica, self.wall()))
-        except Exception as error:
-            raise _unavailable(error) from error
-
     async def admit(self, job: LiveJob, limit: int) -> bool:
         """The creation record, written only while the tenant holds fewer than ``limit`` open jobs in the
         store (atomic across replicas); False: refused."""
