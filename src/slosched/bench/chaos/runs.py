@@ -4,14 +4,17 @@ runs probe families against it, in this order:
 
 ``tenants`` (isolation, ``tenants``), ``input`` (bad input on every route, ``bad_input``), ``fuzz``
 (seeded bodies and headers, ``fuzz``), ``traffic`` (valid calls and job flows, the bulk of the
-requests), ``backend`` / ``overload`` / ``slow-clients`` (``faults``), ``accounting`` (every accepted
-call reached a terminal outcome, per the gateway's /metrics; resident memory growth) and ``restart``
-(SIGTERM with a relQuery in flight, start again on the same job store).
+requests), ``backend`` / ``overload`` / ``slow-clients`` (``faults``), ``engine-fields`` / ``streams`` / ``outage`` /
+``act-as`` / ``fd`` / ``starvation`` (``trust``: issue 25), ``accounting`` (every accepted call reached a
+terminal outcome, per the gateway's /metrics; resident memory growth) and ``restart`` (SIGTERM with a
+relQuery in flight, start again on the same job store).
 
 A family that crashes records the crash as a failed probe; the suite always finishes and prints its counts
 (``core``): the JSON object (last line with ``--json``) is exactly ``{"probes", "sent", "clear_4xx",
 "server_errors", "hangs", "lost", "isolation_violations", "rss_growth_mb"}``. Targets: server_errors, hangs,
-lost and isolation_violations all 0, rss_growth_mb < 20. Quick: >= 30 probes, >= 10,000 requests.
+lost and isolation_violations all 0, rss_growth_mb < 20. Quick: >= 55 probes, >= 10,000 requests. ``lost``
+includes a call delivered as a success with an invalid body; ``isolation_violations`` a tenant starved below
+its share while another floods.
 """
 
 from __future__ import annotations
