@@ -87,7 +87,11 @@ class SlotSet:
         return _assemble(config, layout, clock, rng, output_predictor, {})
 
     def with_config(self, config: GatewayConfig) -> SlotSet:
-        """The same slots under a config whose backend list is unchanged (keys, tenants, timeouts...)."""
+        """The same slots under a config whose backend list is unchanged (keys, tenants, timeouts...). The
+        queues take the config's fair sharing (tenant weights and bands, ``fair_share``) in place."""
+        fair = fair_share_spec(config)
+        for queue in self.queues:
+            queue.share_fairly(fair)
         return dataclasses.replace(self, config=config)
 
     def rebuilt(self, config: GatewayConfig, clock: Callable[[], float]) -> tuple[SlotSet, list[RetiredBackend]]:
@@ -272,6 +276,8 @@ def _assemble(
     for index, (backend, queue, predictor) in enumerate(layout):
         if queue is None:
             queue = _new_queue(index, backend, predictor, built.new_engine(), context, clock, config)
+        else:  # a kept queue keeps its engine policy: it takes the config's fair sharing in place
+            queue.share_fairly(spec.fair_share)
         slots.append(Slot(backend, queue, predictor))
     return SlotSet(
         config=config,
