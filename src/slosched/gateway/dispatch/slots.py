@@ -137,8 +137,9 @@ class SlotSet:
         """Calls all queues hold at once: in-flight windows plus queue places."""
         return sum(queue.window + queue.max_queue for queue in self.queues)
 
-    def tenant_room(self, tenant: str) -> int | None:
-        """Calls ``tenant`` may add within its weighted share of the capacity (None: no fair sharing)."""
+    def tenant_room(self, tenant: str, contended: bool = False) -> int | None:
+        """Calls ``tenant`` may add within its weighted share of the capacity (None: no fair sharing; with
+        ``contended``, None too while no other tenant holds a call: the queues' own limits decide then)."""
         held: dict[str, int] = {}
         spec = None
         for queue in self.queues:
@@ -146,7 +147,9 @@ class SlotSet:
                 spec = queue.places.spec
                 for name, count in queue.places.held.items():
                     held[name] = held.get(name, 0) + count
-        return None if spec is None else fair_room(spec, tenant, self.capacity(), held)
+        if spec is None or (contended and not any(count > 0 for name, count in held.items() if name != tenant)):
+            return None
+        return fair_room(spec, tenant, self.capacity(), held)
 
     def tenant_places(self) -> dict[str, int]:
         """Queued calls per tenant over every queue (the per-tenant occupancy gauge); empty without fair sharing."""
