@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from slosched.core.errors import SloschedError
+
 Figures = dict[str, Any]
 """What a run returns: JSON-able figures (``slosched bench NAME --json`` prints them as its last line)."""
 
@@ -31,3 +33,12 @@ class Benchmark:
     name: str  # the command-line name, ``slosched bench NAME``
     summary: str  # one line: what it measures
     run: Callable[[bool], Figures]
+
+
+class BenchmarkFailedError(SloschedError):
+    """A benchmark measured, and its figures miss the bound it checks (a done-when): ``slosched bench`` prints
+    the figures (``--json`` too), then this error's one ``error:`` line, and exits non-zero."""
+
+    def __init__(self, message: str, figures: Figures) -> None:
+        super().__init__(message)
+        self.figures = figures
