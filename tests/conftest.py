@@ -23,6 +23,11 @@ settings.register_profile("repeatable", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
+# Gateways (in process and spawned) sign their vllm_xargs and plugins verify them with this key, as a
+# deployment with SLOSCHED_XARGS_KEY set on both sides does.
+TEST_XARGS_KEY = "slosched-test-xargs-key-0123456789"
+os.environ.setdefault("SLOSCHED_XARGS_KEY", TEST_XARGS_KEY)
+
 
 def make_instance(name: str = "i0", gpu: str = "A100-80G", **overrides: object) -> InstanceSpec:
     fields: dict[str, object] = {"model": "Llama-3-8B", "max_running": 64, "max_batched_tokens": 2048}

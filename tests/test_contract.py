@@ -3,13 +3,14 @@ an absolute deadline keeps its meaning across the two clocks."""
 
 from __future__ import annotations
 
+import json
 import math
 
 from slosched import contract
 from slosched.client.sdk import slo_headers
 from slosched.core.request import Request
 from slosched.gateway.calls.call import parse_slo_headers
-from slosched.vllm_ext.metadata import MetadataProblems, request_metadata
+from slosched.vllm_ext.metadata import TRUST_UNSIGNED, MetadataProblems, XargsTrust, request_metadata
 
 
 def _request(**fields: object) -> Request:
@@ -33,7 +34,7 @@ def test_forwarded_xargs_parse_back_on_the_engine_clock() -> None:
     xargs = contract.request_xargs(request, now_s, now_unix_s)
     assert set(xargs) <= set(contract.XARGS)
     problems = MetadataProblems()
-    parsed = request_metadata("v1", now_unix_s, 10, 20, 0.0, xargs, problems).request
+    parsed = request_metadata("v1", now_unix_s, 10, 20, 0.0, xargs, problems, TRUST_UNSIGNED).request
     assert problems.num_requests_with_problems == 0
     assert parsed.deadline_s == now_unix_s + 2.5 and parsed.budget_s == 1.25
     assert (parsed.job_id, parsed.stage, parsed.priority, parsed.predicted_output_tokens) == ("j1", "plan", 3.0, 33.3)
@@ -53,3 +54,18 @@ def test_clock_conversions_are_inverse() -> None:
 def test_every_key_carries_the_prefix_and_a_known_kind() -> None:
     kinds = {"str", "number", "positive", "nonneg", "count"}
     assert all(key.startswith(contract.XARG_PREFIX) and kind in kinds for key, (kind, _) in contract.XARGS.items())
+
+
+def test_signed_xargs_verify_on_the_plugin_side_and_a_changed_field_does_not() -> None:
+    key = b"s" * 32
+    request = _request(deadline_s=102.5, budget_s=1.25, predicted_output_tokens=3.0, priority=1.0)
+    xargs = contract.request_xargs(request, 100.0, 1_700_000_000.0, key=key)
+    assert xargs[contract.XARG_REQUEST_ID] == request.id and contract.XARG_SIGNATURE in xargs
+    wire = json.loads(json.dumps(xargs))  # as vLLM receives them
+    assert contract.verify_xargs(wire, key, f"cmpl-{request.id}-0") is None
+    problems = MetadataProblems()
+    parsed = request_metadata(f"cmpl-{request.id}", 1.7e9, 10, 20, 0.0, wire, problems, XargsTrust(key)).request
+    assert problems.counts == {} and parsed.tenant == request.tenant and parsed.budget_s == 1.25
+    assert contract.verify_xargs({**wire, contract.XARG_PRIORITY: -5}, key) == "bad_signature"
+    assert contract.reserved_xarg({"a": 1, "slosched_tenant": "x"}) == "slosched_tenant"
+    assert contract.reserved_xarg({"a": 1}) is None and contract.reserved_xarg("text") is None

@@ -41,7 +41,7 @@ from slosched.sim.seq import Seq
 from slosched.vllm_ext import engine as plugin_engine
 from slosched.vllm_ext.config import config_from_mapping
 from slosched.vllm_ext.engine import SloschedEngine, spec_from_scheduler
-from slosched.vllm_ext.metadata import MetadataProblems, request_metadata
+from slosched.vllm_ext.metadata import MetadataProblems, XargsTrust, request_metadata
 from tests.vllm_ext.fakes import FakeRequest, FakeScheduler
 
 NOW_S = 100.0
@@ -102,7 +102,14 @@ def _requests(sched: FakeScheduler) -> list[Request]:
     for raw in sched.waiting:
         extra = raw.sampling_params.extra_args
         meta = request_metadata(
-            raw.request_id, raw.arrival_time, raw.num_prompt_tokens, raw.max_tokens, raw.priority, extra, problems
+            raw.request_id,
+            raw.arrival_time,
+            raw.num_prompt_tokens,
+            raw.max_tokens,
+            raw.priority,
+            extra,
+            problems,
+            XargsTrust.from_env(),
         )
         requests.append(meta.request)
     assert not problems.counts

@@ -7,6 +7,11 @@ what crosses a process boundary.
 - **Extra arguments** (``vllm_xargs``, read by the plugin from ``sampling_params.extra_args``): ``XARGS``,
   key -> (kind, meaning). The gateway writes them with ``request_xargs``; the plugin parses them
   (``vllm_ext/metadata.py``) with the same table.
+- **Signed extra arguments.** The engine trusts a ``slosched_*`` field only when the gateway signed it:
+  ``sign_xargs`` adds ``slosched_request_id`` and ``slosched_sig`` (HMAC-SHA256, key ``SLOSCHED_XARGS_KEY``,
+  over ``canonical_xargs``: the sorted fields as compact JSON, then the request id); ``verify_xargs`` gives
+  the plugin the fields back only when the signature holds. Clients never set a ``slosched_*`` field
+  (``reserved_xarg``: the gateway answers 400 naming it).
 - **Clocks.** The gateway's clock is its event loop's (``time.monotonic``, shifted to 0 at start): immune to
   wall-clock steps, but meaningless in another process. The engine's clock is Unix seconds
   (``time.time()``), the clock vLLM stamps ``arrival_time`` with. An absolute time crosses as Unix seconds,
@@ -19,8 +24,13 @@ Depends on ``core`` and the standard library only, so the SDK, the gateway and t
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import math
+import os
 import time
+from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 from slosched.core.request import Request
@@ -37,6 +47,13 @@ HEADER_API_KEY: Final = "x-api-key"  # alternative to ``authorization: Bearer KE
 HEADER_AUTHORIZATION: Final = "authorization"
 # gateway -> backend: the gateway's request id, so a backend log line can be matched to a gateway call
 HEADER_REQUEST_ID: Final = "x-request-id"
+
+
+def tenant_header(tenant: str | None) -> dict[str, str]:
+    """How a client names the tenant it acts for: the ``x-tenant`` header, the only place the gateway reads it
+    (an API key's own tenant needs none; naming another needs the operator's ``act_as``)."""
+    return {} if tenant is None else {HEADER_TENANT: tenant}
+
 
 SLO_HEADERS: Final = frozenset(
     (
@@ -70,6 +87,9 @@ XARG_TTFT_SLO_S: Final = "slosched_ttft_slo_s"
 XARG_TPOT_SLO_S: Final = "slosched_tpot_slo_s"
 XARG_JOB_ARRIVAL_UNIX_S: Final = "slosched_job_arrival_unix_s"
 XARG_BEST_EFFORT: Final = "slosched_best_effort"
+XARG_REQUEST_ID: Final = "slosched_request_id"  # signed: the gateway's request id (a part of vLLM's)
+XARG_SIGNATURE: Final = "slosched_sig"  # hex HMAC-SHA256 of canonical_xargs (see sign_xargs)
+XARGS_KEY_ENV: Final = "SLOSCHED_XARGS_KEY"  # the shared secret of gateway and plugin
 
 # key -> (kind, meaning); kinds: "str", "number" (any finite), "positive" (> 0), "nonneg" (>= 0), "count"
 # (int >= 1). A value that does not fit its kind takes the default (the plugin counts it, never fails on it).
@@ -90,7 +110,64 @@ XARGS: Final[dict[str, tuple[XArgKind, str]]] = {
     XARG_TPOT_SLO_S: ("positive", "time-per-output-token SLO (default none)"),
     XARG_JOB_ARRIVAL_UNIX_S: ("positive", "when the job arrived, Unix seconds (default: this arrival)"),
     XARG_BEST_EFFORT: ("nonneg", "1: the job layer demoted the call to best effort, its job is late (default 0)"),
+    XARG_REQUEST_ID: ("str", "the gateway's request id, bound into the signature (part of vLLM's request id)"),
+    XARG_SIGNATURE: ("str", "HMAC-SHA256 (hex) of the other slosched_* fields and the request id"),
 }
+
+
+# --- trust: what the engine believes comes from the gateway, signed ------------------------------------
+def reserved_xarg(xargs: Any) -> str | None:
+    """The first ``slosched_*`` key of a client's ``vllm_xargs`` (None: none). Every such key is the
+    gateway's to set (or unknown): a client that sends one is refused, never silently overridden."""
+    if not isinstance(xargs, Mapping):
+        return None
+    for key in xargs:
+        if isinstance(key, str) and key.startswith(XARG_PREFIX):
+            return key
+    return None
+
+
+def xargs_key(env: Mapping[str, str] | None = None) -> bytes | None:
+    """The signing key from ``SLOSCHED_XARGS_KEY`` (None when unset or empty)."""
+    text = (os.environ if env is None else env).get(XARGS_KEY_ENV, "")
+    return text.encode() if text else None
+
+
+def canonical_xargs(fields: Mapping[str, Any], request_id: str) -> bytes:
+    """What is signed: the ``slosched_*`` fields but the signature, as sorted compact JSON, a newline, the
+    request id. Values are JSON scalars, which parse back to equal values and re-encode to the same text."""
+    signed = {key: value for key, value in fields.items() if key.startswith(XARG_PREFIX) and key != XARG_SIGNATURE}
+    text = json.dumps(signed, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return text.encode() + b"\n" + request_id.encode()
+
+
+def _mac(fields: Mapping[str, Any], request_id: str, key: bytes) -> str:
+    return hmac.new(key, canonical_xargs(fields, request_id), hashlib.sha256).hexdigest()
+
+
+def sign_xargs(fields: dict[str, Any], request_id: str, key: bytes) -> dict[str, Any]:
+    """``fields`` with the request id and the signature added (in place; returned)."""
+    fields[XARG_REQUEST_ID] = request_id
+    fields[XARG_SIGNATURE] = _mac(fields, request_id, key)
+    return fields
+
+
+def verify_xargs(extra: Mapping[str, Any], key: bytes, engine_request_id: str | None = None) -> str | None:
+    """Why ``extra``'s ``slosched_*`` fields are not to be trusted (None: the signature holds). With
+    ``engine_request_id`` (vLLM's id, which embeds the gateway's ``x-request-id``) the signed id must be
+    part of it, so signed fields cannot be copied onto another request."""
+    signature, request_id = extra.get(XARG_SIGNATURE), extra.get(XARG_REQUEST_ID)
+    if not isinstance(signature, str) or not isinstance(request_id, str):
+        return "unsigned"
+    try:
+        expected = _mac(extra, request_id, key)
+    except (TypeError, ValueError):  # a value JSON cannot encode
+        return "bad_signature"
+    if not hmac.compare_digest(expected, signature):
+        return "bad_signature"
+    if engine_request_id is not None and request_id not in engine_request_id:
+        return "request_id_mismatch"
+    return None
 
 
 # --- clocks ----------------------------------------------------------------------------------------------
@@ -111,19 +188,32 @@ def unix_to_gateway_s(unix_s: float, now_s: float, now_unix_s: float | None = No
     return unix_s - (engine_now_s() if now_unix_s is None else now_unix_s) + now_s
 
 
-def request_xargs(request: Request, now_s: float, now_unix_s: float | None = None) -> dict[str, Any]:
-    """The extra arguments the gateway forwards for ``request`` (gateway-clock times as of ``now_s``).
-    Rounded: the values travel as JSON and sub-millisecond digits carry no scheduling information."""
+def request_xargs(
+    request: Request, now_s: float, now_unix_s: float | None = None, key: bytes | None = None
+) -> dict[str, Any]:
+    """The extra arguments the gateway forwards for ``request`` (gateway-clock times as of ``now_s``): every
+    field the engine schedules by, all from the gateway's own decision (``request`` as the gateway built
+    it: the operator's tenant, class and floors), signed with ``key`` when there is one. Rounded: the
+    values travel as JSON and sub-millisecond digits carry no scheduling information."""
     xargs: dict[str, Any] = {
         XARG_JOB_ID: request.job_id,
         XARG_STAGE: request.stage,
+        XARG_TEMPLATE: request.template,
+        XARG_TENANT: request.tenant,
         XARG_PREDICTED_TOKENS: round(request.predicted_output_tokens, 1),
         XARG_PRIORITY: request.priority,
+        XARG_JOB_ARRIVAL_UNIX_S: round(gateway_to_unix_s(request.job_arrival_s, now_s, now_unix_s), 3),
     }
     if math.isfinite(request.deadline_s):
         xargs[XARG_DEADLINE_UNIX_S] = round(gateway_to_unix_s(request.deadline_s, now_s, now_unix_s), 3)
     if request.budget_s is not None and math.isfinite(request.budget_s):
         xargs[XARG_BUDGET_S] = round(request.budget_s, 3)
+    if request.ttft_slo_s is not None:
+        xargs[XARG_TTFT_SLO_S] = round(request.ttft_slo_s, 6)
+    if request.tpot_slo_s is not None:
+        xargs[XARG_TPOT_SLO_S] = round(request.tpot_slo_s, 6)
+    if request.session_id is not None:
+        xargs[XARG_SESSION_ID] = request.session_id
     if request.best_effort:
         xargs[XARG_BEST_EFFORT] = 1
-    return xargs
+    return xargs if key is None else sign_xargs(xargs, request.id, key)

@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
+from slosched.contract import sign_xargs, xargs_key
+
 
 class FakeRequest:
     def __init__(self, request_id: str, prompt: int = 100, computed: int = 0, output: int = 0, **extra: Any):
@@ -18,7 +20,12 @@ class FakeRequest:
         self.arrival_time = extra.pop("arrival", 1000.0)
         self.priority = extra.pop("priority", 0)
         self.num_preemptions = 0
-        self.sampling_params = SimpleNamespace(extra_args=extra.pop("xargs", None))
+        xargs = extra.pop("xargs", None)
+        key = xargs_key()
+        if xargs and key is not None and extra.pop("sign", True):  # as the gateway sends them
+            xargs = sign_xargs(dict(xargs), request_id, key)
+        extra.pop("sign", None)
+        self.sampling_params = SimpleNamespace(extra_args=xargs)
         self.is_prefill_chunk = extra.pop("chunk", False)
         assert not extra, extra
 

@@ -4,13 +4,19 @@ import math
 
 import pytest
 
-from slosched.contract import XARGS
-from slosched.vllm_ext.metadata import MetadataProblems, parse_extra_args, request_metadata
+from slosched.contract import XARGS, sign_xargs
+from slosched.vllm_ext.metadata import (
+    TRUST_UNSIGNED,
+    MetadataProblems,
+    XargsTrust,
+    parse_extra_args,
+    request_metadata,
+)
 
 
 def _meta(xargs: dict[str, object] | None, priority: float = 0.0) -> tuple[object, MetadataProblems]:
     problems = MetadataProblems()
-    return request_metadata("req-1", 1000.0, 50, 32, priority, xargs, problems), problems
+    return request_metadata("req-1", 1000.0, 50, 32, priority, xargs, problems, TRUST_UNSIGNED), problems
 
 
 def test_full_metadata_maps_to_request_fields() -> None:
@@ -64,4 +70,36 @@ def test_absolute_deadline_wins_and_schema_documents_every_key() -> None:
     meta, _ = _meta({"slosched_slo_s": 4, "slosched_deadline_unix_s": 2000})
     assert meta.request.deadline_s == 2000.0  # type: ignore[attr-defined]
     assert all(key.startswith("slosched_") and text for key, (_, text) in XARGS.items())
-    assert parse_extra_args({"slosched_stage": 7}, MetadataProblems()) == {"slosched_stage": "7"}
+    assert parse_extra_args({"slosched_stage": 7}, MetadataProblems(), TRUST_UNSIGNED) == {"slosched_stage": "7"}
+
+
+KEY = b"k" * 32
+_CLAIM = {"slosched_tenant": "gold", "slosched_ttft_slo_s": 1e-6, "slosched_deadline_unix_s": 1000.001}
+
+
+def test_plugin_believes_only_fields_the_gateway_signed() -> None:
+    """A client that reaches vLLM directly cannot claim a tenant or beat a floor: unsigned, forged or
+    copied fields are all ignored (defaults), and counted."""
+    trust = XargsTrust(KEY)
+    for xargs, why in (
+        (dict(_CLAIM), "unsigned"),
+        ({**sign_xargs(dict(_CLAIM), "req-1", KEY), "slosched_tenant": "other"}, "bad_signature"),
+        (sign_xargs(dict(_CLAIM), "req-1", b"x" * 32), "bad_signature"),
+        (sign_xargs(dict(_CLAIM), "req-9", KEY), "request_id_mismatch"),
+    ):
+        problems = MetadataProblems()
+        request = request_metadata("cmpl-req-1-0", 1000.0, 50, 32, 0, xargs, problems, trust).request
+        assert (request.tenant, request.ttft_slo_s, math.isinf(request.deadline_s)) == ("default", None, True)
+        assert problems.counts == {f"untrusted:{why}": 1}
+    signed = sign_xargs(dict(_CLAIM), "req-1", KEY)
+    problems = MetadataProblems()
+    request = request_metadata("cmpl-req-1-0", 1000.0, 50, 32, 0, signed, problems, trust).request
+    assert (request.tenant, request.ttft_slo_s, request.deadline_s) == ("gold", 1e-6, 1000.001)
+    assert problems.counts == {}
+
+
+def test_plugin_without_a_key_believes_nothing() -> None:
+    problems = MetadataProblems()
+    signed = sign_xargs(dict(_CLAIM), "req-1", KEY)
+    request = request_metadata("req-1", 1000.0, 50, 32, 3, signed, problems, XargsTrust.from_env({})).request
+    assert (request.tenant, request.priority) == ("default", 3.0) and problems.counts == {"untrusted:no_key": 1}

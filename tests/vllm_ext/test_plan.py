@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slosched.core.views import StepMode, StepPlan
-from slosched.vllm_ext.metadata import MetadataProblems
+from slosched.vllm_ext.metadata import TRUST_UNSIGNED, MetadataProblems
 from slosched.vllm_ext.plan import decide_step, restore_running
 from slosched.vllm_ext.views import VllmSeq
 from tests.vllm_ext.fakes import FakeRequest
@@ -22,7 +22,7 @@ def _state(seed: int, num_running: int, num_waiting: int) -> tuple[list[FakeRequ
         FakeRequest(f"r{i}", 50, 30 if rng.random() < 0.3 else 60, chunk=rng.random() < 0.3) for i in range(num_running)
     ]
     problems = MetadataProblems()
-    waiting = [VllmSeq(FakeRequest(f"w{i}", rng.randint(1, 300)), problems) for i in range(num_waiting)]
+    waiting = [VllmSeq(FakeRequest(f"w{i}", rng.randint(1, 300)), problems, TRUST_UNSIGNED) for i in range(num_waiting)]
     return running, waiting, rng
 
 
@@ -79,7 +79,7 @@ def test_restore_puts_held_requests_back_in_their_slots(seed: int, size: int, ne
 def test_mode_semantics_on_a_fixed_state() -> None:
     decode = FakeRequest("d", 50, 60)
     chunk = FakeRequest("c", 500, 128, chunk=True)
-    waiting = [VllmSeq(FakeRequest("w", 100), MetadataProblems())]
+    waiting = [VllmSeq(FakeRequest("w", 100), MetadataProblems(), TRUST_UNSIGNED)]
 
     def admit(free: int, room: int) -> list[VllmSeq]:
         return waiting[:free]

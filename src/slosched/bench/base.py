@@ -14,9 +14,11 @@ imports the runs that made them, so no benchmark has an import circle.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from slosched.core.errors import SloschedError
 
 Figures = dict[str, Any]
 """What a run returns: JSON-able figures (``slosched bench NAME --json`` prints them as its last line)."""
@@ -31,3 +33,18 @@ class Benchmark:
     name: str  # the command-line name, ``slosched bench NAME``
     summary: str  # one line: what it measures
     run: Callable[[bool], Figures]
+
+
+class BenchmarkFailed(SloschedError):
+    """A run that measured nothing (a row's jobs all refused, no request reaching a server): the CLI prints
+    one ``error:`` line and exits non-zero instead of printing a score of 0 as if it were a result."""
+
+
+def check_row(row: str, statuses: Sequence[str], server_requests: Iterable[float] | None = None) -> None:
+    """Fail loudly when ``row`` was not measured: every job ``rejected`` (a status ``rejected...``) or, with
+    ``server_requests`` (requests counted at each server during the row), none reaching a server."""
+    rejected = [status for status in statuses if status.startswith("rejected")]
+    if statuses and len(rejected) == len(statuses):
+        raise BenchmarkFailed(f"{row}: all {len(statuses)} jobs were rejected ({rejected[0]}); nothing was measured")
+    if server_requests is not None and statuses and not sum(server_requests) > 0:
+        raise BenchmarkFailed(f"{row}: no request reached the servers; nothing was measured")

@@ -22,8 +22,15 @@ import httpx
 from slosched.client.sse import GatewayError as GatewayError
 from slosched.client.sse import StreamError as StreamError
 from slosched.client.sse import aiter_openai, iter_openai
-from slosched.contract import HEADER_DEADLINE_MS, HEADER_PRIORITY, HEADER_TENANT, HEADER_TPOT_MS, HEADER_TTFT_MS
-from slosched.core.job import CallSpec, JobSpec
+from slosched.contract import (
+    HEADER_DEADLINE_MS,
+    HEADER_PRIORITY,
+    HEADER_TENANT,
+    HEADER_TPOT_MS,
+    HEADER_TTFT_MS,
+    tenant_header,
+)
+from slosched.core.job import CallSpec, JobSpec, StageSpec
 from slosched.workloads.prompts import prompt_ids
 
 # Prompt salts: a fresh id space per process, so no two calls share a prompt unless the trace says so.
@@ -115,19 +122,25 @@ class Client:
                 _check(response)
             yield from iter_openai(response.iter_bytes())
 
-    def create_job(self, kind: str = "workflow", slo_s: float | None = None, **fields: Any) -> dict[str, Any]:
+    def create_job(
+        self, kind: str = "workflow", slo_s: float | None = None, *, tenant: str | None = None, **fields: Any
+    ) -> dict[str, Any]:
+        """A new job; ``tenant`` (sent as the gateway reads it, ``contract.tenant_header``): act for that
+        tenant, which the API key must allow. Its later operations name the same tenant."""
         body = {"kind": kind, **fields, **({"slo_s": slo_s} if slo_s is not None else {})}
-        return dict(_check(self.http.post("/v1/jobs", json=body)))
+        return dict(_check(self.http.post("/v1/jobs", json=body, headers=tenant_header(tenant))))
 
-    def run_stage(self, job_id: str, name: str, calls: list[dict[str, Any]], final: bool = False) -> dict[str, Any]:
+    def run_stage(
+        self, job_id: str, name: str, calls: list[dict[str, Any]], final: bool = False, *, tenant: str | None = None
+    ) -> dict[str, Any]:
         body = {"name": name, "calls": calls, "final": final}
-        return dict(_check(self.http.post(f"/v1/jobs/{job_id}/stages", json=body)))
+        return dict(_check(self.http.post(f"/v1/jobs/{job_id}/stages", json=body, headers=tenant_header(tenant))))
 
-    def complete_job(self, job_id: str) -> dict[str, Any]:
-        return dict(_check(self.http.post(f"/v1/jobs/{job_id}/complete")))
+    def complete_job(self, job_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+        return dict(_check(self.http.post(f"/v1/jobs/{job_id}/complete", headers=tenant_header(tenant))))
 
-    def job(self, job_id: str) -> dict[str, Any]:
-        return dict(_check(self.http.get(f"/v1/jobs/{job_id}")))
+    def job(self, job_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+        return dict(_check(self.http.get(f"/v1/jobs/{job_id}", headers=tenant_header(tenant))))
 
     def relquery(
         self,
@@ -190,21 +203,25 @@ class AsyncClient:
             async for event in aiter_openai(resp.aiter_bytes()):
                 yield event
 
-    async def create_job(self, kind: str = "workflow", slo_s: float | None = None, **fields: Any) -> dict[str, Any]:
+    async def create_job(
+        self, kind: str = "workflow", slo_s: float | None = None, *, tenant: str | None = None, **fields: Any
+    ) -> dict[str, Any]:
+        """As ``Client.create_job``: ``tenant`` goes where the gateway reads it (``contract.tenant_header``)."""
         body = {"kind": kind, **fields, **({"slo_s": slo_s} if slo_s is not None else {})}
-        return dict(_check(await self.http.post("/v1/jobs", json=body)))
+        return dict(_check(await self.http.post("/v1/jobs", json=body, headers=tenant_header(tenant))))
 
     async def run_stage(
-        self, job_id: str, name: str, calls: list[dict[str, Any]], final: bool = False
+        self, job_id: str, name: str, calls: list[dict[str, Any]], final: bool = False, *, tenant: str | None = None
     ) -> dict[str, Any]:
         body = {"name": name, "calls": calls, "final": final}
-        return dict(_check(await self.http.post(f"/v1/jobs/{job_id}/stages", json=body)))
+        headers = tenant_header(tenant)
+        return dict(_check(await self.http.post(f"/v1/jobs/{job_id}/stages", json=body, headers=headers)))
 
-    async def complete_job(self, job_id: str) -> dict[str, Any]:
-        return dict(_check(await self.http.post(f"/v1/jobs/{job_id}/complete")))
+    async def complete_job(self, job_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+        return dict(_check(await self.http.post(f"/v1/jobs/{job_id}/complete", headers=tenant_header(tenant))))
 
-    async def job(self, job_id: str) -> dict[str, Any]:
-        return dict(_check(await self.http.get(f"/v1/jobs/{job_id}")))
+    async def job(self, job_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+        return dict(_check(await self.http.get(f"/v1/jobs/{job_id}", headers=tenant_header(tenant))))
 
     async def post_body(self, body: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
         """A raw /v1/completions call (the body as given)."""
@@ -256,7 +273,8 @@ class WorkflowRunner:
             return ReplayResult(job.id, "", status, latency, slo_s, met)
         try:
             # Every trace job replays as a workflow: a relQuery's rows are one stage of parallel calls.
-            created = await self.client.create_job("workflow", slo_s, template=job.template, tenant=job.tenant)
+            tenant = _tenant(job)
+            created = await self.client.create_job("workflow", slo_s, template=job.template, tenant=tenant)
         except GatewayError as error:
             return ReplayResult(job.id, "", f"rejected:{error.status}", time.monotonic() - begin, slo_s, False)
         job_id = created["id"]
@@ -278,7 +296,7 @@ class WorkflowRunner:
                 if stage.tool_duration_s > 0:
                     await asyncio.sleep(stage.tool_duration_s * self.time_scale)
                 if stage.calls:
-                    await self._stage_calls(job_id, stage.name, stage.calls, deadline, failed)
+                    await self._stage_calls(job_id, _tenant(job), stage, deadline, failed)
             done[stage.name].set()
 
         await asyncio.gather(*(run(index) for index in range(len(job.stages))))
@@ -287,25 +305,31 @@ class WorkflowRunner:
         if job_id is None:
             return "completed"
         try:
-            final = await self.client.complete_job(job_id)
+            final = await self.client.complete_job(job_id, tenant=_tenant(job))
         except GatewayError:
             return "failed"
         return str(final["status"])
 
     async def _stage_calls(
-        self, job_id: str | None, name: str, calls: Sequence[CallSpec], deadline: float | None, failed: list[str]
+        self, job_id: str | None, tenant: str | None, stage: StageSpec, deadline: float | None, failed: list[str]
     ) -> None:
+        calls = stage.calls
         try:
             if job_id is not None:
-                answer = await self.client.run_stage(job_id, name, [call_body(c) for c in calls])
+                answer = await self.client.run_stage(job_id, stage.name, [call_body(c) for c in calls], tenant=tenant)
                 if answer["job"]["status"] == "failed":
                     failed.append(answer["job"]["reason"])
                 return
             left_ms = None if deadline is None else max((deadline - time.monotonic()) * 1000.0, 1.0)
-            headers = slo_headers(deadline_ms=left_ms)
+            headers = slo_headers(deadline_ms=left_ms, tenant=tenant)
             await asyncio.gather(*(self.client.post_body(call_body(c), headers) for c in calls))
         except GatewayError as error:
             failed.append(str(error))
+
+
+def _tenant(job: JobSpec) -> str | None:
+    """The tenant a trace job names (None: the trace's "default", i.e. the API key's own tenant)."""
+    return None if job.tenant == "default" else job.tenant
 
 
 def attainment(results: Sequence[ReplayResult]) -> tuple[float, float]:

@@ -10,6 +10,7 @@ so fuzzed calls cannot make it build gigabyte answers. Modes (``FAULT_MODES``):
 - ``error500``: the call answers 500 with a vLLM-style error body;
 - ``hang``: the call sends nothing until the client leaves;
 - ``invalid``: the call answers 200 with a body that is not a completion (``INVALID_BODY``, truncated JSON);
+- ``down``: an outage: ``/health`` answers 503 and every call is reset;
 - ``reset``: the call starts a 200 response, sends a fragment and drops the connection;
 - ``break``: a streamed call sends one event, then the connection is dropped (a plain call: ``reset``);
 - ``slow_stream``: streamed calls send one event every ``delay_s``; plain calls wait ``delay_s`` per token;
@@ -38,7 +39,7 @@ from starlette.routing import Route
 
 from slosched.devtools.stub import StubBackend, StubBehaviour
 
-FAULT_MODES = ("none", "error500", "hang", "invalid", "reset", "break", "slow_stream", "slow_first_byte")
+FAULT_MODES = ("none", "error500", "hang", "invalid", "reset", "break", "slow_stream", "slow_first_byte", "down")
 CONTROL_PATH = "/_fault"
 INVALID_BODY = b'{"id": "faulty", "choices": [{"text": '
 MAX_DELAY_S = 3600.0
@@ -108,7 +109,7 @@ class FaultyBackend:
                 Route("/v1/completions", self._generate, methods=["POST"]),
                 Route("/v1/chat/completions", self._generate, methods=["POST"]),
                 Route("/metrics", stub._metrics, methods=["GET"]),
-                Route("/health", stub._health, methods=["GET"]),
+                Route("/health", self._health, methods=["GET"]),
                 Route("/v1/models", stub._models, methods=["GET"]),
                 Route(CONTROL_PATH, self._control, methods=["GET", "POST"]),
             ]
@@ -123,6 +124,11 @@ class FaultyBackend:
             "calls": self.calls,
             "disconnected": self.disconnected,
         }
+
+    async def _health(self, request: Request) -> Response:
+        if self.fault.mode == "down":
+            return _error(503, "ServiceUnavailable", "down")
+        return await self.stub._health(request)
 
     async def _control(self, request: Request) -> Response:
         if request.method == "POST":
@@ -155,7 +161,7 @@ class FaultyBackend:
             return _error(500, "InternalServerError", "injected failure")
         if mode == "invalid":
             return Response(INVALID_BODY, media_type="application/json")
-        if mode == "reset" or (mode == "break" and not stream):
+        if mode in ("reset", "down") or (mode == "break" and not stream):
             return StreamingResponse(_cut(), media_type="application/json", headers={"content-length": "4096"})
         if mode == "break":
             return await self._variant(StubBehaviour(break_after_tokens=1), request, body)

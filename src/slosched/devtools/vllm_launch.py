@@ -12,11 +12,14 @@ plugin orders the queue itself and priorities only pick preemption victims.
 from __future__ import annotations
 
 import json
+import os
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slosched.contract import XARGS_KEY_ENV
 from slosched.core.errors import ConfigError
 from slosched.devtools.up import VllmServer, start_servers, stop_servers
 from slosched.policies.engine.base import ENGINE_PRESETS
@@ -78,6 +81,8 @@ def start_plugin_servers(
     log and the plugin's files; ``server_args`` are extra vLLM arguments (e.g. ``--max-num-seqs 8``)."""
     plugin_config(work_dir, engine_policy, extra_config, step_log)  # a bad preset fails before any start-up
     configs: dict[int, dict[str, Any]] = {}
+    # The plugin believes only signed metadata: the servers and this process's gateways share one key.
+    os.environ.setdefault(XARGS_KEY_ENV, secrets.token_hex(32))
 
     def server_env(index: int, folder: Path) -> dict[str, str]:
         configs[index] = plugin_config(folder, engine_policy, extra_config, step_log)

@@ -7,11 +7,18 @@ field is the fallback for ``slosched_priority``. Absolute times are Unix epoch s
 range) also takes its default and is counted in ``MetadataProblems`` (exported in the state file), so a bad
 client never fails or stalls its request. Unknown ``slosched_*`` keys are counted too; other keys are
 ignored (they belong to other plugins).
+
+**Trust.** ``slosched_*`` fields are believed only when signed by the gateway (``contract.verify_xargs``,
+key ``SLOSCHED_XARGS_KEY``): with a key, unsigned or badly signed fields are all ignored (the request
+schedules on vLLM's own fields: arrival, ``priority``) and counted (``untrusted:<why>``); without a key,
+nothing is believed (``untrusted:no_key``), unless ``SLOSCHED_XARGS_TRUST=unsigned`` (a plugin reachable
+only by trusted clients, e.g. a benchmark driving vLLM directly).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +34,9 @@ from slosched.contract import (
     XARG_PRIORITY,
     XARG_RELQUERY_ID,
     XARG_RELQUERY_SIZE,
+    XARG_REQUEST_ID,
     XARG_SESSION_ID,
+    XARG_SIGNATURE,
     XARG_SLO_S,
     XARG_STAGE,
     XARG_TEMPLATE,
@@ -35,6 +44,8 @@ from slosched.contract import (
     XARG_TPOT_SLO_S,
     XARG_TTFT_SLO_S,
     XARGS,
+    verify_xargs,
+    xargs_key,
 )
 from slosched.core.deadline import absolute_deadline_s
 from slosched.core.request import Request
@@ -50,6 +61,35 @@ class MetadataProblems:
 
     def add(self, key: str) -> None:
         self.counts[key] = self.counts.get(key, 0) + 1
+
+
+TRUST_ENV = "SLOSCHED_XARGS_TRUST"
+_SIGNING = frozenset((XARG_REQUEST_ID, XARG_SIGNATURE))
+
+
+@dataclass(slots=True, frozen=True)
+class XargsTrust:
+    """Which ``slosched_*`` fields the plugin believes: those signed with ``key``; with no key, none, unless
+    ``unsigned`` (every field, signed or not: only for an engine no untrusted client can reach)."""
+
+    key: bytes | None = None
+    unsigned: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> XargsTrust:
+        env = os.environ if env is None else env
+        return cls(xargs_key(env), env.get(TRUST_ENV, "") == "unsigned")
+
+    def problem(self, extra: Mapping[str, Any], request_id: str) -> str | None:
+        """Why ``extra``'s fields are not believed (None: they are)."""
+        if self.unsigned:
+            return None
+        if self.key is None:
+            return "no_key"
+        return verify_xargs(extra, self.key, request_id)
+
+
+TRUST_UNSIGNED = XargsTrust(unsigned=True)
 
 
 @dataclass(slots=True, frozen=True)
@@ -79,12 +119,23 @@ def _value(kind: str, raw: Any) -> Any:
     return number
 
 
-def parse_extra_args(extra_args: Mapping[str, Any] | None, problems: MetadataProblems) -> dict[str, Any]:
-    """Valid ``slosched_*`` fields of ``extra_args``; every malformed or unknown one is counted."""
+def parse_extra_args(
+    extra_args: Mapping[str, Any] | None, problems: MetadataProblems, trust: XargsTrust, request_id: str = ""
+) -> dict[str, Any]:
+    """Valid ``slosched_*`` fields of ``extra_args`` when ``trust`` believes them (else none, counted as
+    ``untrusted:<why>``); every malformed or unknown one is counted."""
     values: dict[str, Any] = {}
+    problems.num_requests += 1
+    if not extra_args or not any(isinstance(key, str) and key.startswith(XARG_PREFIX) for key in extra_args):
+        return values
+    why = trust.problem(extra_args, request_id)
+    if why is not None:
+        problems.add(f"untrusted:{why}")
+        problems.num_requests_with_problems += 1
+        return values
     bad = False
-    for key, raw in (extra_args or {}).items():
-        if not isinstance(key, str) or not key.startswith(XARG_PREFIX):
+    for key, raw in extra_args.items():
+        if not isinstance(key, str) or not key.startswith(XARG_PREFIX) or key in _SIGNING:
             continue
         spec = XARGS.get(key)
         if spec is None:
@@ -97,7 +148,6 @@ def parse_extra_args(extra_args: Mapping[str, Any] | None, problems: MetadataPro
             bad = True
         else:
             values[key] = value
-    problems.num_requests += 1
     problems.num_requests_with_problems += bad
     return values
 
@@ -110,9 +160,11 @@ def request_metadata(
     vllm_priority: float,
     extra_args: Mapping[str, Any] | None,
     problems: MetadataProblems,
+    trust: XargsTrust,
 ) -> RequestMetadata:
-    """Build the slosched view of a vLLM request (defaults for whatever is missing or malformed)."""
-    v = parse_extra_args(extra_args, problems)
+    """Build the slosched view of a vLLM request (defaults for whatever is missing, malformed or not
+    trusted)."""
+    v = parse_extra_args(extra_args, problems, trust, request_id)
     job_id = v.get(XARG_JOB_ID) or v.get(XARG_RELQUERY_ID) or request_id
     deadline = v.get(XARG_DEADLINE_UNIX_S)
     if deadline is None:

@@ -18,7 +18,7 @@ from typing import Any
 from slosched.core.belief import StepPredictor
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
-from slosched.vllm_ext.metadata import MetadataProblems, request_metadata
+from slosched.vllm_ext.metadata import MetadataProblems, XargsTrust, request_metadata
 
 
 class VllmSeq:
@@ -26,7 +26,7 @@ class VllmSeq:
 
     __slots__ = ("first_token_s", "prefill_target", "raw", "relquery_size", "request", "sort_key")
 
-    def __init__(self, raw: Any, problems: MetadataProblems) -> None:
+    def __init__(self, raw: Any, problems: MetadataProblems, trust: XargsTrust) -> None:
         self.raw = raw
         params = getattr(raw, "sampling_params", None)
         extra = getattr(params, "extra_args", None)
@@ -38,6 +38,7 @@ class VllmSeq:
             float(getattr(raw, "priority", 0) or 0),
             extra if isinstance(extra, dict) else None,
             problems,
+            trust,
         )
         self.request: Request = meta.request
         self.relquery_size = meta.relquery_size
@@ -69,16 +70,17 @@ class VllmSeq:
 class SeqCache:
     """``VllmSeq`` per request id, created on first sight (metadata parsed once), pruned when finished."""
 
-    __slots__ = ("problems", "seqs")
+    __slots__ = ("problems", "seqs", "trust")
 
-    def __init__(self) -> None:
+    def __init__(self, trust: XargsTrust | None = None) -> None:
         self.seqs: dict[str, VllmSeq] = {}
         self.problems = MetadataProblems()
+        self.trust = XargsTrust.from_env() if trust is None else trust  # read once: the plugin's start
 
     def get(self, raw: Any) -> VllmSeq:
         seq = self.seqs.get(raw.request_id)
         if seq is None or seq.raw is not raw:
-            seq = VllmSeq(raw, self.problems)
+            seq = VllmSeq(raw, self.problems, self.trust)
             self.seqs[raw.request_id] = seq
         return seq
 
@@ -88,7 +90,7 @@ class SeqCache:
         for raw in raws:  # one pass: this runs every step over the whole queue
             seq = cache.get(raw.request_id)
             if seq is None or seq.raw is not raw:
-                seq = cache[raw.request_id] = VllmSeq(raw, self.problems)
+                seq = cache[raw.request_id] = VllmSeq(raw, self.problems, self.trust)
             seq.prefill_target = raw.num_tokens  # prompt + output to recompute after a preemption
             seqs.append(seq)
         return seqs

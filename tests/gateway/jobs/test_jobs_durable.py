@@ -251,10 +251,10 @@ class FlakyStore(MemoryStore):
         super().__init__(MemoryData())
         self.down = False
 
-    async def put(self, record: Any) -> None:
+    async def put(self, record: Any) -> bool:
         if self.down:
             raise ConnectionError("store down")
-        await super().put(record)
+        return await super().put(record)
 
 
 def test_a_finished_job_stays_readable_until_the_store_holds_its_terminal_record() -> None:

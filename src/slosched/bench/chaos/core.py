@@ -208,6 +208,7 @@ class Ctx:
 
     url: str
     faulty_url: str | None = None
+    backend_urls: tuple[str, ...] = ()  # every backend (the outage family takes them all down)
     quick: bool = True
     scale: float = 1.0  # request counts x this (the tests' tiny form: ~0.02)
     bound_s: float = 15.0  # the longest any one request may take (the gateway's timeouts end it sooner)

@@ -70,6 +70,7 @@ async def call(client: httpx.AsyncClient, ctx: Ctx, probe: Probe, index: int, ex
     reply = await send(client, "POST", route, ctx.bound_s, json_body=body, headers=auth(TENANT_A))
     judged = probe.judge(reply, expect, f"POST {route} stream={stream}")
     if judged and reply.status == 200 and not _valid_body(reply, stream):
+        probe.lost += 1  # delivered as a success, but the client has no answer
         probe.fail(f"POST {route}: 200 with an invalid body {reply.body[:40]!r}")
 
 

@@ -4,14 +4,17 @@ runs probe families against it, in this order:
 
 ``tenants`` (isolation, ``tenants``), ``input`` (bad input on every route, ``bad_input``), ``fuzz``
 (seeded bodies and headers, ``fuzz``), ``traffic`` (valid calls and job flows, the bulk of the
-requests), ``backend`` / ``overload`` / ``slow-clients`` (``faults``), ``accounting`` (every accepted
-call reached a terminal outcome, per the gateway's /metrics; resident memory growth) and ``restart``
-(SIGTERM with a relQuery in flight, start again on the same job store).
+requests), ``backend`` / ``overload`` / ``slow-clients`` (``faults``), ``engine-fields`` / ``streams`` / ``outage`` /
+``act-as`` / ``fd`` / ``starvation`` (``trust``: issue 25), ``accounting`` (every accepted call reached a
+terminal outcome, per the gateway's /metrics; resident memory growth) and ``restart`` (SIGTERM with a
+relQuery in flight, start again on the same job store).
 
 A family that crashes records the crash as a failed probe; the suite always finishes and prints its counts
 (``core``): the JSON object (last line with ``--json``) is exactly ``{"probes", "sent", "clear_4xx",
 "server_errors", "hangs", "lost", "isolation_violations", "rss_growth_mb"}``. Targets: server_errors, hangs,
-lost and isolation_violations all 0, rss_growth_mb < 20. Quick: >= 30 probes, >= 10,000 requests.
+lost and isolation_violations all 0, rss_growth_mb < 20. Quick: >= 55 probes, >= 10,000 requests. ``lost``
+includes a call delivered as a success with an invalid body; ``isolation_violations`` a tenant starved below
+its share while another floods.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from slosched.bench.chaos.faults import call, check_job_end, run_backend, run_ov
 from slosched.bench.chaos.fuzz import run_fuzz
 from slosched.bench.chaos.report import print_report, progress
 from slosched.bench.chaos.tenants import run_restart, run_tenants
+from slosched.bench.chaos.trust import run_act_as, run_engine_fields, run_fd, run_outage, run_starvation, run_streams
 
 RSS_BOUND_MB = 20.0
 SEED = 0
@@ -122,6 +126,12 @@ def families(seed: int) -> list[Family]:
         ("backend", run_backend),
         ("overload", run_overload),
         ("slow-clients", run_slow_clients),
+        ("engine-fields", run_engine_fields),
+        ("streams", run_streams),
+        ("outage", run_outage),
+        ("act-as", run_act_as),
+        ("fd", run_fd),
+        ("starvation", run_starvation),
     ]
 
 
@@ -157,6 +167,7 @@ def run_suite(quick: bool, scale: float = 1.0, seed: int = SEED, only: tuple[str
         try:
             setup.start_gateway(servers)
             ctx = Ctx(servers.url, servers.faulty_url, quick=quick, scale=scale, legacy=servers.legacy_reason)
+            ctx.backend_urls = tuple(servers.backend_urls.values())
             if servers.legacy:
                 ctx.probe("setup", "tenant config accepted").fail(servers.legacy_reason)
             growth = asyncio.run(_suite(servers, ctx, seed, only))

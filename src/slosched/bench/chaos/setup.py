@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -27,8 +28,16 @@ import yaml
 from slosched.bench.gateway import _rss_mb
 from slosched.devtools.stub import free_port
 
-TENANT_A, TENANT_B, TENANT_LIMITED = "acme", "globex", "limited"
-KEYS = {TENANT_A: "sk-chaos-acme-1", TENANT_B: "sk-chaos-globex-1", TENANT_LIMITED: "sk-chaos-limited-1"}
+TENANT_A, TENANT_B, TENANT_LIMITED, TENANT_PROXY = "acme", "globex", "limited", "proxy"
+KEYS = {
+    TENANT_A: "sk-chaos-acme-1",
+    TENANT_B: "sk-chaos-globex-1",
+    TENANT_LIMITED: "sk-chaos-limited-1",
+    TENANT_PROXY: "sk-chaos-proxy-1",
+}
+# The gateway runs with this open-file limit: room for (1600 - 64) / 2 = 768 client connections, fewer than
+# its max_connections; the fd family opens FD_CONNECTIONS at once (each must be answered, 200 or 503).
+GATEWAY_NOFILE, FD_CONNECTIONS = 1600, 1000
 LIMITED_RPS = 5.0
 MIN_SLO_S = 2.0  # tenant B's tightest deadline: a 1 ms claim must be clamped up to it
 MAX_JOBS = 64  # gateway-wide open jobs; tenant B may hold only B_MAX_JOBS of them
@@ -68,6 +77,15 @@ def tenants_block() -> dict[str, Any]:
             "priority": 1,
             "rate_limit_rps": LIMITED_RPS,
             "max_jobs": 4,
+        },
+        TENANT_PROXY: {
+            **common,
+            "api_keys": [KEYS[TENANT_PROXY]],
+            "priority": 2,
+            "rate_limit_rps": LIMITED_RPS,
+            "max_jobs": 4,
+            "min_slo_s": MIN_SLO_S,
+            "act_as": ["*"],
         },
     }
 
@@ -133,9 +151,14 @@ class ServerProcesses:
         return _rss_mb(self.gateway.pid) if self.gateway is not None else float("nan")
 
 
-def _spawn(command: list[str], log: Path) -> subprocess.Popen[bytes]:
+def _spawn(command: list[str], log: Path, nofile: int | None = None) -> subprocess.Popen[bytes]:
+    def limit() -> None:
+        if nofile is not None:
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(nofile, hard), hard))
+
     with log.open("ab") as sink:  # the child keeps its own descriptor
-        return subprocess.Popen(command, stdout=sink, stderr=sink, start_new_session=True)
+        return subprocess.Popen(command, stdout=sink, stderr=sink, start_new_session=True, preexec_fn=limit)
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float) -> str | None:
@@ -180,7 +203,7 @@ def start_gateway(servers: ServerProcesses) -> None:
     path = servers.work / "gateway.yaml"
     path.write_text(yaml.safe_dump(config))
     log = servers.work / "gateway.log"
-    process = _spawn([sys.executable, "-m", "slosched.cli", "serve", str(path)], log)
+    process = _spawn([sys.executable, "-m", "slosched.cli", "serve", str(path)], log, GATEWAY_NOFILE)
     problem = _wait_ready(f"http://127.0.0.1:{port}/health", process, START_S)
     if problem is not None:
         _stop(process, 5.0)

@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 
 import slosched.bench.live.report as live_report
+from slosched.bench.base import check_row
 from slosched.bench.gateway import peer_router, wait_http
 from slosched.bench.live.setup import (
     RATES,
@@ -210,13 +211,15 @@ def _run_once(servers: Servers, row: Row, jobs: list[JobSpec], peer: Path | None
     wall_s = time.monotonic() - start
     after = _counters(urls)
     delta = [{key: a[key] - b[key] for key in a} for a, b in zip(after, before, strict=True)]
+    served = [d["vllm:request_success_total"] for d in delta]
+    check_row(f"live {row.label}", [result.status for result in results], served)
     queries = sum(d["vllm:prefix_cache_queries_total"] for d in delta)
     hits = sum(d["vllm:prefix_cache_hits_total"] for d in delta)
     return {
         **run_figures(jobs, results),
         "wall_s": wall_s,
         "prefix_hit_rate": hits / queries if queries else 0.0,
-        "requests_per_server": [d["vllm:request_success_total"] for d in delta],
+        "requests_per_server": served,
     }
 
 

@@ -78,6 +78,7 @@ class Backend:
         self.name = config.name
         self.url = config.url.rstrip("/")
         self.healthy = True
+        self.health_failed = False  # a health check failed since the last one that passed
         self.down_since_s = -1.0
         self.last_error = ""
         self.metrics = EngineMetrics()
@@ -97,6 +98,9 @@ class Backend:
     def mark_up(self) -> None:
         if not self.healthy:
             log.info("backend %s is up again", self.name)
+        if self.health_failed:  # an outage its health checks saw: the calls it failed say no more
+            self.outlier.recovered()
+            self.health_failed = False
         self.healthy = True
         self.last_error = ""
 
@@ -121,11 +125,13 @@ class Backend:
         try:
             status, _ = await self._get_text("/health")
         except UpstreamError as error:
+            self.health_failed = True
             self.mark_down(f"health check: {type(error).__name__}")
             return False
         if status == 200:
             self.mark_up()
             return True
+        self.health_failed = True
         self.mark_down(f"health check: HTTP {status}")
         return False
 

@@ -8,7 +8,8 @@ included (the client's fault), is a success.
 States: *closed* (routable) -> after ``consecutive_failures`` failures in a row *open* (ejected, not
 routable) for ``base_s`` doubled on every ejection of one streak, capped at ``max_s`` (a streak ends after
 ``max_s`` without an ejection) -> *half-open*: one probe call at a time; its success closes the circuit,
-its failure opens it again for the next, longer period. A call cancelled by its client is no verdict.
+its failure opens it again for the next, longer period. A call cancelled by its client is no verdict. A
+health check that sees a backend back after it was down closes the circuit at once (``recovered``).
 
 Invariants: at most one probe in flight; only a probe's outcome changes an ejected backend's state (the
 late outcomes of calls that were in flight when it was ejected are ignored).
@@ -71,6 +72,16 @@ class Outlier:
         self.failures += 1
         if self.failures >= self.config.consecutive_failures:
             self._eject(now_s, f"{self.failures} consecutive failures, last: {reason}")
+
+    def recovered(self) -> None:
+        """The backend's health check sees it back after it was down: the ejection (the outage's calls
+        failing to connect) ends now rather than at its timer or a lucky probe, so calls flow at once. The
+        streak is kept: a backend that answers ``/health`` but still fails its calls is ejected again,
+        for longer, after ``consecutive_failures``."""
+        if self.ejected:
+            log.info("backend %s rejoins: its health check sees it back", self.name)
+            self.ejected = self.probing = False
+            self.failures = 0
 
     def released(self, probe: bool) -> None:
         """The call ended without a verdict (its client left): another probe may go."""

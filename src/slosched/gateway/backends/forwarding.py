@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from slosched.contract import request_xargs
+from slosched.contract import XARG_PREFIX, request_xargs
 from slosched.core.request import Request
 from slosched.gateway.backends.upstream import UpstreamError, UpstreamResponse, UpstreamTimeoutError
 from slosched.gateway.calls.call import Call
@@ -19,13 +19,20 @@ from slosched.gateway.ops.config import BackendConfig, GatewayConfig
 
 _NO_DEADLINE_PRIORITY = 2**62  # vLLM priority for calls without a deadline: after every deadline
 _SSE_EVENT = b"data: {"
+_DONE = b"data: [DONE]"
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens"\s*:\s*(\d+)')
 _EMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*\]')
 
 
-def backend_body(call: Call, backend: BackendConfig, config: GatewayConfig, now_s: float) -> dict[str, Any]:
+def backend_body(
+    call: Call, backend: BackendConfig, config: GatewayConfig, now_s: float, key: bytes | None = None
+) -> dict[str, Any]:
     """The client's body plus policy metadata: vLLM ``priority`` (when the backend runs priority
-    scheduling) and ``vllm_xargs`` (deadline, budget, job, stage, predicted length) for the engine plugin."""
+    scheduling) and ``vllm_xargs`` for the engine plugin, signed with ``key`` (``contract.request_xargs``).
+
+    Whatever the engine schedules by comes from the gateway's decision (``call.request``), never from the
+    client: a client's ``priority`` is dropped and its ``slosched_*`` extra arguments (refused earlier, in
+    ``calls.call.parse_call``) are never forwarded."""
     body = dict(call.body)
     request = call.request
     body.setdefault("model", backend.model)
@@ -33,12 +40,21 @@ def backend_body(call: Call, backend: BackendConfig, config: GatewayConfig, now_
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     if backend.forward_priority:
         body["priority"] = vllm_priority(request, config.priority_mode)
+    else:
+        body.pop("priority", None)
+    given = body.get("vllm_xargs")
+    xargs: dict[str, Any] = (
+        {k: v for k, v in given.items() if not (isinstance(k, str) and k.startswith(XARG_PREFIX))}
+        if isinstance(given, dict)
+        else {}
+    )
     if config.forward_xargs:
-        given = body.get("vllm_xargs")
-        xargs: dict[str, Any] = dict(given) if isinstance(given, dict) else {}
         # Absolute times cross as Unix seconds: the engine is another process, on another clock.
-        xargs.update(request_xargs(request, now_s))
+        xargs.update(request_xargs(request, now_s, key=key))
+    if xargs:
         body["vllm_xargs"] = xargs
+    else:
+        body.pop("vllm_xargs", None)
     return body
 
 
@@ -77,7 +93,7 @@ class StreamTokens:
     so an event split across reads is still seen whole. With ``strip_usage`` the usage-only event
     (``"choices": []``) is dropped: the gateway asked the backend for it, the client did not."""
 
-    __slots__ = ("_clock", "_events", "_held", "_strip", "_usage", "seq")
+    __slots__ = ("_clock", "_events", "_held", "_strip", "_usage", "done", "seq")
 
     def __init__(self, seq: TokenProgress, clock: Callable[[], float], strip_usage: bool) -> None:
         self.seq = seq
@@ -86,6 +102,7 @@ class StreamTokens:
         self._held = b""
         self._events = 0
         self._usage: int | None = None
+        self.done = False  # the backend's ``data: [DONE]`` went by: the stream ended whole
 
     def feed(self, chunk: bytes) -> bytes:
         """Account ``chunk``; returns the bytes to send to the client now (whole events only)."""
@@ -113,6 +130,8 @@ class StreamTokens:
 
     def _account(self, block: bytes) -> bytes:
         events = block.count(_SSE_EVENT)
+        if not self.done and _DONE in block:
+            self.done = True
         if b'"usage"' in block:
             block, events = self._read_usage(block, events)
         seq = self.seq

@@ -27,6 +27,7 @@ from slosched.contract import (
     HEADER_TPOT_MS,
     HEADER_TTFT_MS,
     SLO_HEADERS,
+    reserved_xarg,
 )
 from slosched.core.deadline import absolute_deadline_s
 from slosched.core.request import Request
@@ -262,6 +263,12 @@ def parse_call(
     ``models`` maps each served model to the largest ``max_model_len`` among its backends: an unknown
     ``model`` is a 404, and a call that cannot fit any of them a 400 naming the field and the limit."""
     chat = path == CHAT
+    reserved = reserved_xarg(body.get("vllm_xargs"))
+    if reserved is not None:
+        raise bad_request(
+            f"vllm_xargs.{_short(reserved)}",
+            "slosched_* fields are the gateway's to set (from the API key's tenant and the x-slo-* headers)",
+        )
     try:
         typed = validate_body(chat, body)
     except ValidationError as error:
@@ -280,7 +287,11 @@ def parse_call(
     if models is not None:
         # The least the prompt can be: exact token ids, or at most one token per 8 characters of text
         # (~4 on average): only a call vLLM would surely refuse is refused here.
-        _check_model(model, models, exact or chars // _MAX_CHARS_PER_TOKEN, max_tokens, field_name)
+        limit = _check_model(model, models, exact or chars // _MAX_CHARS_PER_TOKEN, max_tokens, field_name)
+        if not exact and prompt_tokens >= limit:
+            # The estimate (4 characters a token) must not refuse at routing what the bound let through:
+            # vLLM, which counts exactly, decides.
+            prompt_tokens = limit - 1
     request_id = next_request_id()
     request = Request(
         id=request_id,
@@ -302,7 +313,8 @@ def parse_call(
 
 def _check_model(
     model: str | None, models: Mapping[str, int], min_prompt_tokens: int, max_tokens: int | None, field_name: str
-) -> None:
+) -> int:
+    """The model's ``max_model_len``; 404 for a model not served, 400 for a call that cannot fit it."""
     if model is None:
         limit = max(models.values())
     else:
@@ -316,6 +328,7 @@ def _check_model(
             f"{max_tokens} output tokens + a prompt of at least {min_prompt_tokens} tokens exceed the "
             f"model's max_model_len of {limit}",
         )
+    return limit
 
 
 def model_not_found(model: str, models: Mapping[str, int]) -> HttpError:

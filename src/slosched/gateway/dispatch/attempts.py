@@ -13,7 +13,8 @@ import orjson
 from slosched.core.belief import StepPredictor
 from slosched.core.request import Outcome
 from slosched.gateway.backends.backend import Backend
-from slosched.gateway.backends.upstream import UpstreamResponse
+from slosched.gateway.backends.forwarding import is_broken
+from slosched.gateway.backends.upstream import UpstreamError, UpstreamResponse
 from slosched.gateway.calls.call import Call
 from slosched.gateway.dispatch.queues import InstanceQueue, LiveSeq
 from slosched.gateway.ops.config import TimeoutConfig
@@ -87,3 +88,25 @@ def is_json(body: bytes) -> bool:
         except (ValueError, RecursionError):
             return False
     return True
+
+
+def is_event_stream(content_type: str | None) -> bool:
+    """Whether a streamed answer is declared as server-sent events (vLLM's ``text/event-stream``)."""
+    return content_type is not None and content_type.partition(";")[0].strip().lower() == "text/event-stream"
+
+
+def stream_error(message: str) -> bytes:
+    """An OpenAI-style error event (vLLM's own form) closing a stream the gateway cannot complete."""
+    error = {"error": {"message": message, "type": "bad_backend_response", "code": 502}}
+    return f"data: {json.dumps(error)}\n\n".encode()
+
+
+def failed_attempt(
+    backend: Backend, probe: bool, reason: str, error: UpstreamError | None = None, code: str = "backend_failed"
+) -> RetryElsewhere:
+    """Record a failed attempt on its backend (a broken connection also marks it down) and return the retry
+    that sends the call elsewhere."""
+    if error is not None and is_broken(error):
+        backend.mark_down(f"{reason}: {error}")
+    backend.outlier.failed(time.monotonic(), probe, reason)
+    return RetryElsewhere(f"{backend.name}: {reason}", code)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -39,12 +38,21 @@ from slosched.gateway.backends.forwarding import (
 from slosched.gateway.backends.upstream import UpstreamError
 from slosched.gateway.calls.call import Call, HttpError
 from slosched.gateway.dispatch.alpha import LiveAlphaTuner
-from slosched.gateway.dispatch.attempts import Attempt, RetryElsewhere, first_byte_timeout_s, is_json
+from slosched.gateway.dispatch.attempts import (
+    Attempt,
+    RetryElsewhere,
+    failed_attempt,
+    first_byte_timeout_s,
+    is_event_stream,
+    is_json,
+    stream_error,
+)
 from slosched.gateway.dispatch.queues import DisplacedError, InstanceQueue, LiveSeq, QueueFullError
-from slosched.gateway.dispatch.slots import SlotSet, instance_rows
+from slosched.gateway.dispatch.slots import SlotSet
+from slosched.gateway.dispatch.snapshot import status_snapshot
 from slosched.gateway.ops.config import GatewayConfig
 from slosched.gateway.ops.prometheus import GatewayMetrics, QueueRow
-from slosched.gateway.ops.status import SLO_WINDOW_S, decision_rows, slo_rows
+from slosched.gateway.ops.status import SLO_WINDOW_S
 from slosched.perf.linear import LinearStepPredictor
 from slosched.policies.cluster.base import Router
 from slosched.policies.job.base import JobPolicy
@@ -54,6 +62,7 @@ from slosched.policies.spec import PolicyParams
 DRAIN_POLL_S = 0.2  # how often a reload's retired backends are looked at while they drain
 
 log = logging.getLogger("slosched.gateway")
+DOWN_CHECK_S = 0.5
 
 
 class Dispatcher:
@@ -142,6 +151,10 @@ class Dispatcher:
         self._tasks = [
             asyncio.create_task(periodic(self.config.scrape_interval_s, self.scrape_all, self._stop)),
             asyncio.create_task(periodic(self.config.health_interval_s, self.check_all, self._stop)),
+            # A down backend is checked more often: it rejoins within ~DOWN_CHECK_S of coming back.
+            asyncio.create_task(
+                periodic(min(self.config.health_interval_s, DOWN_CHECK_S), self.check_down, self._stop)
+            ),
         ]
         if self.alpha_tuner is not None:
             interval = min(self.config.alpha_tuning.window_s / 4, 5.0)
@@ -158,14 +171,13 @@ class Dispatcher:
             await backend.close()
 
     async def scrape_all(self) -> None:
-        now = self.clock()
-        await asyncio.gather(*(backend.scrape(now) for backend in self.backends))
-        for backend, queue in zip(self.backends, self.queues, strict=True):
-            queue.set_kv_usage(backend.metrics.kv_usage)
-            queue.pump()
+        await self._slots.scrape(self.clock())
 
     async def check_all(self) -> None:
-        await asyncio.gather(*(backend.check_health() for backend in self.backends))
+        await self._slots.check_health(only_down=False)
+
+    async def check_down(self) -> None:
+        await self._slots.check_health(only_down=True)
 
     # --- routing -----------------------------------------------------------------------------------------
     def choose(self, request: Request, excluded: set[int], model: str | None = None) -> InstanceQueue:
@@ -230,7 +242,9 @@ class Dispatcher:
             raise
 
     async def _forward(self, call: Call, backend: Backend, queue: InstanceQueue, seq: LiveSeq, probe: bool) -> Attempt:
-        payload = json_bytes(backend_body(call, backend.config, self.config, self.clock()))
+        config = self.config
+        key = config.xargs_key.encode() if config.xargs_key is not None else None
+        payload = json_bytes(backend_body(call, backend.config, config, self.clock(), key))
         sent_s = self.clock()
         last = call.attempts >= self.config.max_attempts
         predictor = self.predictors[queue.index]
@@ -240,35 +254,28 @@ class Dispatcher:
                 "POST", call.path, payload, {HEADER_REQUEST_ID: call.request.id}, timeout_s
             )
         except UpstreamError as error:
-            raise self._failure(backend, probe, type(error).__name__, error) from error
+            raise failed_attempt(backend, probe, type(error).__name__, error) from error
         try:
             first = await (response.next_chunk(timeout_s) if call.stream else response.read(timeout_s))
         except UpstreamError as error:
             response.close()
-            raise self._failure(backend, probe, f"{type(error).__name__} before first byte", error) from error
+            raise failed_attempt(backend, probe, f"{type(error).__name__} before first byte", error) from error
         except BaseException:
             response.close()
             raise
         if response.status >= 500:
             close_response(response, response.complete)
-            raise self._failure(backend, probe, f"HTTP {response.status}")
+            raise failed_attempt(backend, probe, f"HTTP {response.status}")
         if not call.stream:
             if response.status < 300 and not is_json(first):
                 close_response(response, True)
-                raise self._failure(backend, probe, "a body that is not JSON", code="bad_backend_response")
+                raise failed_attempt(backend, probe, "a body that is not JSON", code="bad_backend_response")
             backend.outlier.succeeded(probe)  # a streamed call is judged when its stream ends (relay)
+        elif response.status < 300 and not is_event_stream(response.header(b"content-type")):
+            close_response(response, False)
+            raise failed_attempt(backend, probe, "a stream that is not text/event-stream", code="bad_backend_response")
         call.backend = backend.name
         return Attempt(backend, queue, seq, response, first, sent_s, probe)
-
-    @staticmethod
-    def _failure(
-        backend: Backend, probe: bool, reason: str, error: UpstreamError | None = None, code: str = "backend_failed"
-    ) -> RetryElsewhere:
-        """Record a failed attempt (a broken connection also marks the backend down) as a retry."""
-        if error is not None and is_broken(error):
-            backend.mark_down(f"{reason}: {error}")
-        backend.outlier.failed(time.monotonic(), probe, reason)
-        return RetryElsewhere(f"{backend.name}: {reason}", code)
 
     async def relay(self, call: Call, attempt: Attempt, write: Callable[[bytes, bool], Awaitable[None]]) -> None:
         """Stream the backend's bytes to the client through ``write(data, last)``, counting tokens; the
@@ -285,15 +292,19 @@ class Dispatcher:
                     await write(out, False)
                 chunk = await response.next_chunk(read_s)
             # The end of the body goes out with the last bytes (one write less per stream).
-            await write(tokens.feed(chunk) + tokens.flush(), True)
+            tail = tokens.feed(chunk) + tokens.flush()
             ok = response.status < 400
             outcome, reason = (Outcome.COMPLETED, "ok") if ok else (Outcome.FAILED, "backend_4xx")
+            if ok and not tokens.done:  # a stream must end with [DONE]; a client must not take a cut one whole
+                outcome, reason = Outcome.FAILED, "bad_backend_response"
+                attempt.backend.outlier.failed(time.monotonic(), attempt.probe, "a stream without [DONE]")
+                tail += stream_error("backend stream ended without [DONE]")
+            await write(tail, True)
         except UpstreamError as error:
             if is_broken(error):
                 attempt.backend.mark_down(f"{type(error).__name__} mid-stream")
             outcome, reason = Outcome.FAILED, "backend_stream_broken"
-            message = {"error": {"message": f"backend failed mid-stream: {type(error).__name__}", "code": 502}}
-            await write(f"data: {json.dumps(message)}\n\n".encode(), True)
+            await write(stream_error(f"backend failed mid-stream: {type(error).__name__}"), True)
         finally:
             close_response(response, outcome is Outcome.COMPLETED)
             attempt.judge_stream(outcome, reason)
@@ -382,19 +393,4 @@ class Dispatcher:
 
     def snapshot(self, window_s: float = SLO_WINDOW_S) -> dict[str, Any]:
         """The JSON of ``/status.json``: plain numbers and strings, newest decisions first."""
-        now = self.clock()
-        wall = time.time()
-        metrics = self.metrics
-        registry = metrics.registry
-
-        def routed(name: str) -> float:
-            return registry.get_sample_value("slosched_routed_total", {"backend": name}) or 0.0
-
-        running, waiting = self._slots.request_counts()
-        return {
-            "time": wall,
-            "instances": instance_rows(self._slots.slots, routed, time.monotonic()),
-            "requests": {**metrics.request_counts(), "running": running, "waiting": waiting},
-            "slo": {"window_s": window_s, "rows": slo_rows(metrics.activity.slo, now, window_s)},
-            "decisions": decision_rows(metrics.activity.decisions, now, wall),
-        }
+        return status_snapshot(self._slots, self.metrics, self.clock(), window_s)

@@ -12,6 +12,7 @@ client. The router and job policy are rebuilt over the new instance list (their 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -223,6 +224,17 @@ class SlotSet:
         wait_s = min((b.outlier.ejected_until_s - now for b in usable), default=self.config.retry_down_after_s)
         what = "no healthy backend" if model is None else f"no healthy backend serves model {model!r}"
         raise HttpError(503, "no_backend", what, max(wait_s, 1.0))
+
+    async def scrape(self, now_s: float) -> None:
+        """Read every backend's engine state; each queue then admits against its backend's new KV usage."""
+        await asyncio.gather(*(backend.scrape(now_s) for backend in self.backends))
+        for backend, queue in zip(self.backends, self.queues, strict=True):
+            queue.set_kv_usage(backend.metrics.kv_usage)
+            queue.pump()
+
+    async def check_health(self, only_down: bool) -> None:
+        """Health-check every backend, or (``only_down``) those marked down, which are checked more often."""
+        await asyncio.gather(*(b.check_health() for b in self.backends if not (only_down and b.healthy)))
 
     def request_counts(self) -> tuple[int, int]:
         """Calls running on and waiting for the backends."""

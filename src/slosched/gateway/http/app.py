@@ -71,6 +71,10 @@ class GatewayApp:
             if path is not None:
                 await self.hot(scope, receive, send, path)
                 return
+            raw = scope["path"]
+            if len(raw) > 1 and raw.endswith("/"):
+                # Served as without the slash: starlette's redirect would echo the client's Host header.
+                scope = {**scope, "path": raw.rstrip("/") or "/", "raw_path": None}
         await self.other(scope, receive, send)
 
 
@@ -85,12 +89,14 @@ class Gateway:
         # ``limits`` keeps its state (buckets, calls in flight) across reloads.
         self.identities = Identities.from_config(config)
         self.limits = TenantLimits(self.dispatcher.clock, self.dispatcher.metrics)
+        self.jobs.limits = self.limits
         self._stop = asyncio.Event()
         self._frozen = False
         # Unknown paths and wrong methods answer OpenAI-style JSON like every other error (starlette's own
         # answers are plain text).
         handlers = {HTTPException: _starlette_error}
         self.starlette = Starlette(routes=self._routes(), lifespan=self._lifespan, exception_handlers=handlers)
+        self.starlette.router.redirect_slashes = False
         self.app = GatewayApp(OpenAIRoutes(config, self.dispatcher, self), self.starlette)
 
     def apply_config(self, config: GatewayConfig) -> None:

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import resource
 import signal
 import threading
 from collections.abc import Iterator
@@ -65,7 +66,23 @@ class GatewayUvicornConfig(uvicorn.Config):
 
     def __init__(self, app: Any, limits: ServerConfig, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
+        room = fd_room()
+        if room < limits.max_connections:  # 503s before accept() fails for want of a file descriptor
+            log.warning("max_connections %d lowered to %d by the open-file limit", limits.max_connections, room)
+            limits = limits.model_copy(update={"max_connections": room})
         self.limits = limits
+
+
+FD_RESERVE = 64  # listening socket, logs, the job store, scrapes and health checks
+
+
+def fd_room() -> int:
+    """Client connections the open-file limit leaves room for: each may hold an upstream connection too, so
+    half of what the reserve leaves. At the cap a new connection is still accepted and answered 503."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 30
+    return max((soft - FD_RESERVE) // 2, 1)
 
 
 if HttpToolsProtocol is not None:
@@ -83,7 +100,7 @@ if HttpToolsProtocol is not None:
             self._header_count = 0
             self._num_requests = 0
             self._body_start_s = 0.0
-            self._body_progress = False
+            self._last_chunk_s = 0.0
             self._rejected = False
 
         # --- timers --------------------------------------------------------------------------------------
@@ -105,15 +122,18 @@ if HttpToolsProtocol is not None:
             """Every chunk interval: 408 unless a chunk came (or the app paused reading) since the last."""
             self._timer = None
             limits = self.limits
-            elapsed = self.loop.time() - self._body_start_s
-            paused = self.flow is not None and self.flow.read_paused
+            now = self.loop.time()
+            elapsed = now - self._body_start_s
+            if self.flow is not None and self.flow.read_paused:
+                self._last_chunk_s = now  # the app is not reading: the client is not the one stalling
+            silent_s = now - self._last_chunk_s
             if elapsed >= limits.body_timeout_s:
                 self._reject(408, f"request body not received within {limits.body_timeout_s:g} s")
-            elif not (self._body_progress or paused):
+            elif silent_s >= limits.body_chunk_timeout_s:
                 self._reject(408, f"request body stalled for {limits.body_chunk_timeout_s:g} s")
-            else:
-                self._body_progress = False
-                self._arm(min(limits.body_chunk_timeout_s, limits.body_timeout_s - elapsed), self._body_tick)
+            else:  # next check when this silence would reach the limit: a stall is cut on time, not late
+                left_s = min(limits.body_chunk_timeout_s - silent_s, limits.body_timeout_s - elapsed)
+                self._arm(left_s, self._body_tick)
 
         def _reject(self, status: int, message: str) -> None:
             """Answer ``status`` (unless a response already started) and close; the app, if running,
@@ -180,8 +200,7 @@ if HttpToolsProtocol is not None:
             if self._rejected:
                 return
             self._awaiting_headers = False
-            self._body_start_s = self.loop.time()
-            self._body_progress = False
+            self._body_start_s = self._last_chunk_s = self.loop.time()
             self._arm(min(self.limits.body_chunk_timeout_s, self.limits.body_timeout_s), self._body_tick)
             super().on_headers_complete()
             self._num_requests += 1
@@ -190,7 +209,7 @@ if HttpToolsProtocol is not None:
 
         def on_body(self, body: bytes) -> None:
             if not self._rejected:
-                self._body_progress = True
+                self._last_chunk_s = self.loop.time()
                 super().on_body(body)
 
         def on_message_complete(self) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 
+from slosched.contract import reserved_xarg
 from slosched.gateway.calls.call import CHAT, COMPLETIONS, Call, HttpError, SloHeaders, bad_request, parse_call
 
 MAX_ROWS = 10_000
@@ -94,6 +95,9 @@ def parse_job(body: Mapping[str, Any], max_tokens: int) -> JobSpec:
         check_numbers(spec.params, "params", max_tokens)
         if "prompt" in spec.params or "messages" in spec.params or "stream" in spec.params:
             raise bad_request("params", "'prompt', 'messages' and 'stream' are set by the gateway per row")
+        reserved = reserved_xarg(spec.params.get("vllm_xargs"))
+        if reserved is not None:
+            raise bad_request(f"params.vllm_xargs.{short(reserved)}", "slosched_* fields are the gateway's to set")
         size = expanded_bytes(spec.template, spec.rows)
         if size > MAX_PROMPT_BYTES:
             message = f"rows: the template expands to {size} bytes of prompts; at most {MAX_PROMPT_BYTES}"

@@ -40,6 +40,7 @@ from slosched.gateway.jobs.rows import RowRunner
 from slosched.gateway.jobs.store.base import TERMINAL, JobStore
 from slosched.gateway.jobs.sync import JobSync
 from slosched.gateway.ops.identity import Principal
+from slosched.gateway.ops.limits import Lease, TenantLimits
 
 log = logging.getLogger("slosched.gateway")
 KINDS = ("workflow", "relquery")
@@ -58,6 +59,7 @@ class JobManager:
         self.dispatcher = dispatcher
         self.config = dispatcher.config
         self.jobs: dict[str, LiveJob] = {}  # running here (finished ones leave once stored)
+        self.limits: TenantLimits | None = None  # the gateway's, so stage calls count as direct calls do
         self.max_tokens = max(backend.max_model_len for backend in self.config.backends)
         self.active_relqueries = 0
         self.starting = 0  # relQuery calls created and not yet routed (rows.py)
@@ -111,10 +113,13 @@ class JobManager:
             job.stages.append({"name": ROWS_STAGE, "status": "running", "results": [None] * len(spec.rows)})
         self.jobs[job.id] = job
         try:
-            await self.sync.first_write(job)
+            admitted = await self.sync.admit(job, limit)  # the store's count decides, atomically
         except BaseException:
             del self.jobs[job.id]
             raise
+        if not admitted:
+            del self.jobs[job.id]
+            raise HttpError(429, "too_many_jobs", f"tenant {principal.tenant!r} has {limit} open jobs", 1.0)
         if job.kind == "relquery":
             self.start_rows(job)
         return job.as_json()
@@ -160,7 +165,12 @@ class JobManager:
         slo = SloHeaders(tenant=job.tenant, priority=job.priority, job_id=job.id, stage=name)
         models = self.dispatcher.models
         calls = stage_calls(bodies, slo, now, self.config.default_max_tokens, self.max_tokens, models)
-        results = await self._run_stage(job, name, calls, now)
+        leases = self._admit(principal, calls)
+        try:
+            results = await self._run_stage(job, name, calls, now)
+        finally:
+            for lease in leases:
+                lease.release()
         failed = [r for r in results if r["outcome"] != Outcome.COMPLETED.value or r["status"] >= 400]
         if failed:
             self.finish(job, "failed", f"stage {name!r}: {failed[0]['reason']}")
@@ -168,6 +178,23 @@ class JobManager:
             self.finish(job, "completed", "")
         await self.sync.settle(job)
         return {"job": job.as_json(), "stage": name, "results": results}
+
+    def _admit(self, principal: Principal, calls: list[Call]) -> list[Lease]:
+        """A stage's calls against the tenant's token rate and concurrency, as direct calls are: all of them
+        or none (a refused one releases the leases taken; 429, nothing runs)."""
+        leases: list[Lease] = []
+        if self.limits is None:
+            return leases
+        try:
+            for call in calls:
+                lease = self.limits.admit_call(principal, call.request.prompt_tokens + call.request.max_output_tokens)
+                if lease is not None:
+                    leases.append(lease)
+        except HttpError:
+            for lease in leases:
+                lease.release()
+            raise
+        return leases
 
     # --- running ------------------------------------------------------------------------------------------
     async def _run_stage(self, job: LiveJob, name: str, calls: list[Call], now: float) -> list[dict[str, Any]]:

@@ -66,10 +66,11 @@ class JobSync:
         self._loops: list[asyncio.Task[None]] = []
 
     # --- writes -------------------------------------------------------------------------------------------
-    async def first_write(self, job: LiveJob) -> None:
-        """The creation record, awaited: a 201 means the job is stored."""
+    async def admit(self, job: LiveJob, limit: int) -> bool:
+        """The creation record, written only while the tenant holds fewer than ``limit`` open jobs in the
+        store (atomic across replicas); False: refused."""
         try:
-            await self.store.put(job.to_record(self.replica, self.wall()))
+            return await self.store.admit(job.to_record(self.replica, self.wall()), limit)
         except Exception as error:
             raise _unavailable(error) from error
 

@@ -6,12 +6,14 @@ against the registries at load, so a typo fails before the server binds.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
+from slosched.contract import XARGS_KEY_ENV
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.core.instance import InstanceSpec
 from slosched.gateway.ops.server_config import ServerConfig
@@ -175,6 +177,11 @@ class GatewayConfig(BaseModel):
     max_attempts: int = Field(default=3, ge=1)
     priority_mode: Literal["deadline", "job"] = "deadline"
     forward_xargs: bool = True
+    # The secret the gateway signs its vllm_xargs with (contract.sign_xargs; the plugin needs the same one).
+    # Default: the SLOSCHED_XARGS_KEY environment variable; unset: fields go unsigned and a plugin ignores them.
+    xargs_key: Annotated[str, StringConstraints(min_length=16, max_length=1024)] | None = Field(
+        default_factory=lambda: os.environ.get(XARGS_KEY_ENV) or None, repr=False
+    )
     # The shortest time between two re-pumps of a queue driven by a time-dependent engine policy
     # (PolicyQueue.next_wake_s); queue changes pump at once.
     tick_s: float = Field(default=0.05, gt=0)

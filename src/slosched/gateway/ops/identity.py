@@ -38,6 +38,13 @@ class Principal:
     max_concurrency: int | None = None
     min_ttft_slo_s: float | None = None
     min_tpot_slo_s: float | None = None
+    # Whose limit state the calls count against (None: ``tenant``'s): a key acting for a tenant the operator
+    # did not configure spends its own budget, however many names it makes up.
+    limits_of: str | None = None
+
+    @property
+    def limits_key(self) -> str:
+        return self.tenant if self.limits_of is None else self.limits_of
 
 
 ANONYMOUS = Principal(tenant=DEFAULT_TENANT)
@@ -126,7 +133,11 @@ class Identities:
         if not 0 < len(asked) <= 128:
             raise bad_request(f"header {HEADER_TENANT}", "expected 1..128 characters")
         if grant.any_tenant or asked in grant.act_as:
-            return self.principal(asked)
+            if asked in self._principals or grant is self._open:  # open mode: the header names the tenant
+                return self.principal(asked)
+            # A tenant the operator did not configure gets the caller's own class, floors and limits: acting
+            # for a made-up name must not shed them.
+            return dataclasses.replace(grant.principal, tenant=asked, limits_of=grant.principal.limits_key)
         raise HttpError(403, "forbidden", f"header {HEADER_TENANT}: this caller may not act as {asked[:64]!r}")
 
 

@@ -103,7 +103,7 @@ class TenantLimits:
         rate = principal.rate_limit_rps
         if rate is None:
             return
-        state = self._state(principal.tenant)
+        state = self._state(principal.limits_key)
         now = self._clock()
         if state.requests is None:
             state.requests = TokenBucket(max(rate, 1.0), now)
@@ -119,7 +119,7 @@ class TenantLimits:
         tps, max_concurrency = principal.token_rate_limit_tps, principal.max_concurrency
         if tps is None and max_concurrency is None:
             return None
-        state = self._state(principal.tenant)
+        state = self._state(principal.limits_key)
         if max_concurrency is not None and state.in_flight >= max_concurrency:
             message = f"tenant {principal.tenant!r} has {max_concurrency} calls in flight, its limit"
             raise self._refuse("concurrency_limited", "concurrency_limited", message, _CONCURRENCY_RETRY_S)

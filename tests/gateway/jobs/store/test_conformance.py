@@ -296,3 +296,16 @@ def test_random_operations_match_the_memory_model(backend: Backend) -> None:
         run(backend, scenario)
 
     check()
+
+
+def test_two_replicas_never_both_admit_a_tenants_last_job(backend: Backend) -> None:
+    """Issue 25 (i): admission is one atomic step in the store: racing replicas fill a limit of 3 exactly."""
+
+    async def scenario(first: JobStore, second: JobStore) -> None:
+        await first.put(rec("old", tenant="t"))
+        tries = [(first if i % 2 else second).admit(rec(f"n{i}", tenant="t"), 3) for i in range(10)]
+        admitted = await asyncio.gather(*tries)
+        assert sum(admitted) == 2 and await first.count_open("t") == 3
+        assert await second.admit(rec("other", tenant="u"), 3)  # another tenant's count is its own
+
+    run(backend, scenario, num_stores=2)

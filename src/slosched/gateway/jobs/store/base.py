@@ -37,6 +37,10 @@ class JobStore(Protocol):
         final (a cancel written by one replica must survive the owner's next progress write). True when
         written, False when the stored record was already terminal."""
 
+    async def admit(self, record: JobRecord, limit: int) -> bool:
+        """Insert a new record only while its tenant holds fewer than ``limit`` open ones, as one atomic step
+        (two replicas cannot both take a tenant's last place). True when inserted."""
+
     async def get(self, job_id: str) -> JobRecord | None: ...
 
     async def count_open(self, tenant: str) -> int:

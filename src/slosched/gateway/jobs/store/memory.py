@@ -37,6 +37,11 @@ class MemoryStore:
         self.data.records[record.id] = copy.deepcopy(record)
         return True
 
+    async def admit(self, record: JobRecord, limit: int) -> bool:
+        if await self.count_open(record.tenant) >= limit:  # no await inside: atomic on one loop
+            return False
+        return await self.put(record)
+
     async def get(self, job_id: str) -> JobRecord | None:
         record = self.data.records.get(job_id)
         return copy.deepcopy(record) if record is not None else None

@@ -88,6 +88,20 @@ class PostgresStore:
     async def put(self, record: JobRecord) -> bool:
         return bool(await self._execute(_PUT, (*record_row(record), list(TERMINAL_LIST))))
 
+    async def admit(self, record: JobRecord, limit: int) -> bool:
+        count_sql = f"SELECT COUNT(*) FROM slosched_jobs WHERE tenant = %s AND {_OPEN}"
+        async with self._lock:
+            conn = await self._connection()
+            async with conn.transaction():
+                # One tenant's admissions take turns across replicas (the lock ends with the transaction).
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"slosched-admit:{record.tenant}",))
+                cursor = await conn.execute(count_sql, (record.tenant, list(TERMINAL_LIST)))
+                row = await cursor.fetchone()
+                if row is not None and int(row[0]) >= limit:
+                    return False
+                cursor = await conn.execute(_PUT, (*record_row(record), list(TERMINAL_LIST)))
+                return bool(cursor.rowcount)
+
     async def get(self, job_id: str) -> JobRecord | None:
         rows = await self._fetch(f"SELECT {_SELECT} FROM slosched_jobs WHERE id = %s", (job_id,))
         return row_record(rows[0]) if rows else None

@@ -45,6 +45,15 @@ end
 return 1
 """.replace("{terminal}", " or ".join(f"old[3] == '{status}'" for status in sorted(TERMINAL)))
 
+# The same write, only while the tenant holds fewer open records than the limit (the last argument).
+_ADMIT = (
+    """
+local limit = tonumber(table.remove(ARGV))
+if redis.call('SCARD', ARGV[1] .. 'open:tenant:' .. ARGV[4]) >= limit then return 0 end
+"""
+    + _PUT
+)
+
 _CLAIM = """
 local p, me, before = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local out = {}
@@ -119,6 +128,7 @@ class RedisStore:
         # Connects on first command; decode_responses gives str, as the hash holds text only.
         self._client: aioredis.Redis = aioredis.Redis.from_url(url, decode_responses=True)
         self._put = self._client.register_script(_PUT)
+        self._admit = self._client.register_script(_ADMIT)
         self._claim = self._client.register_script(_CLAIM)
         self._delete_finished = self._client.register_script(_DELETE_FINISHED)
 
@@ -130,6 +140,11 @@ class RedisStore:
         finished = record.finish_unix_s if record.finish_unix_s is not None else record.updated_unix_s
         head = [self.prefix, record.id, record.owner, record.tenant, is_open, repr(finished)]
         return bool(await self._put(keys=[], args=[*head, *record_fields(record)]))
+
+    async def admit(self, record: JobRecord, limit: int) -> bool:
+        finished = record.finish_unix_s if record.finish_unix_s is not None else record.updated_unix_s
+        head = [self.prefix, record.id, record.owner, record.tenant, "1", repr(finished)]
+        return bool(await self._admit(keys=[], args=[*head, *record_fields(record), str(limit)]))
 
     async def get(self, job_id: str) -> JobRecord | None:
         fields = cast(dict[str, str], await self._client.hgetall(self._key("job", job_id)))

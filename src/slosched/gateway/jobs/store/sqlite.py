@@ -77,6 +77,25 @@ class SqliteStore:
         params = (*record_row(record), *TERMINAL_LIST)
         return bool(await self._run(lambda c: c.execute(_PUT, params).rowcount))
 
+    async def admit(self, record: JobRecord, limit: int) -> bool:
+        params = (*record_row(record), *TERMINAL_LIST)
+        count_sql = f"SELECT COUNT(*) FROM jobs WHERE tenant = ? AND {_OPEN}"
+
+        def admit(conn: sqlite3.Connection) -> bool:
+            conn.execute("BEGIN IMMEDIATE")  # the write lock first: no other replica counts in between
+            try:
+                if conn.execute(count_sql, (record.tenant, *TERMINAL_LIST)).fetchone()[0] >= limit:
+                    conn.execute("ROLLBACK")
+                    return False
+                written = bool(conn.execute(_PUT, params).rowcount)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return written
+
+        return await self._run(admit)
+
     async def get(self, job_id: str) -> JobRecord | None:
         sql = f"SELECT {COLUMN_LIST} FROM jobs WHERE id = ?"
         row = await self._run(lambda c: c.execute(sql, (job_id,)).fetchone())
