@@ -109,3 +109,32 @@ def test_unsupported_vllm_version_message() -> None:
     with pytest.raises(UnsupportedVllmVersionError, match=r"supports vLLM 0\.32\.0, found 0\.10\.1"):
         check_vllm_version("0.10.1", override="")
     check_vllm_version("0.33.0", override="0.33.0")
+
+
+def test_fair_share_configures_the_plugin_s_slots_by_tenant_weight(tmp_path: Path) -> None:
+    """``fair_share`` in the plugin config: the engine's slots go by tenant weight (tenants from the request
+    metadata) instead of first come, first served; a control file turns it off; errors name the field."""
+    sched = FakeScheduler(max_active=4)
+    for index in range(6):
+        sched.add(FakeRequest(f"batch{index}", xargs={"slosched_tenant": "batch"}))
+    for index in range(2):
+        sched.add(FakeRequest(f"inter{index}", xargs={"slosched_tenant": "interactive"}))
+    control = tmp_path / "control.json"
+    fair = {"tenants": {"interactive": {"weight": 4}, "batch": {"weight": 1}}, "max_wait_s": 60}
+    engine = _engine(sched, fair_share=fair, control_file=str(control), control_poll_s=0.001)
+    assert engine.policy.fair_share is not None and engine.queue.fair is engine.policy.fair_share
+    context = engine.before_schedule(sched)
+    admitted = [raw.request_id for raw in sched.waiting]
+    engine.undo(sched, context)
+    assert sorted(admitted) == ["batch0", "inter0", "inter1"]  # batch holds its 1/5 of the 4 slots
+    write_control(control, {"fair_share": None, "version": 1})
+    time.sleep(0.01)
+    before = list(sched.waiting)
+    context = engine.before_schedule(sched)
+    assert list(sched.waiting) == before  # fair sharing off: nothing held back, vLLM's own order decides
+    engine.undo(sched, context)
+    assert engine.policy.fair_share is None and not engine.control_error
+    with pytest.raises(ConfigError, match=r"slosched engine config\.fair_share\.tenants\.batch\.weight"):
+        config_from_mapping({"fair_share": {"tenants": {"batch": {"weight": 0}}}})
+    with pytest.raises(ConfigError, match=r"slosched engine config\.fair_share: unknown \['weights'\]"):
+        config_from_mapping({"fair_share": {"weights": {}}})

@@ -36,8 +36,14 @@ class Benchmark:
 
 
 class BenchmarkFailed(SloschedError):
-    """A run that measured nothing (a row's jobs all refused, no request reaching a server): the CLI prints
-    one ``error:`` line and exits non-zero instead of printing a score of 0 as if it were a result."""
+    """A run that measured nothing (a row's jobs all refused, no request reaching a server), or whose figures
+    miss the bound it checks (a done-when; ``figures`` then holds them): the CLI prints the figures when
+    there are any (``--json`` too), then one ``error:`` line, and exits non-zero, instead of printing a
+    failed run as if it were a result."""
+
+    def __init__(self, message: str, figures: Figures | None = None) -> None:
+        super().__init__(message)
+        self.figures = figures
 
 
 def check_row(row: str, statuses: Sequence[str], server_requests: Iterable[float] | None = None) -> None:

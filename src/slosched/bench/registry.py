@@ -28,6 +28,7 @@ _BENCH_MODULES = {
     "stack": "slosched.bench.stack",
     "stack-limits": "slosched.bench.stack_limits",
     "chaos": "slosched.bench.chaos",
+    "fairness": "slosched.bench.fairness",
 }
 
 

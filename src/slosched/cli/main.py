@@ -54,10 +54,16 @@ def bench(
     if name == "list":
         out.print("\n".join(bench_names()))
         return
-    figures = get_bench(name)(quick)
-    if as_json:
-        from slosched.metrics.summary import json_safe
+    from slosched.bench.base import BenchmarkFailed
+    from slosched.metrics.summary import json_safe
 
+    try:
+        figures = get_bench(name)(quick)
+    except BenchmarkFailed as failure:  # the figures when it measured some, then one error: line
+        if as_json and failure.figures is not None:
+            print(json.dumps(json_safe(failure.figures), allow_nan=False))
+        raise
+    if as_json:
         print(json.dumps(json_safe(figures), allow_nan=False))
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import queue
 import socket
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -153,6 +155,35 @@ async def serve_app(
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, timeout=5)
+
+
+@contextlib.contextmanager
+def stubs_in_thread(count: int, behaviour: StubBehaviour | None = None) -> Iterator[list[str]]:
+    """``count`` stubs served on an event loop of their own in a daemon thread (for a caller whose own loop,
+    or a child process, drives the load); yields their base URLs and stops them on exit."""
+    ready: queue.Queue[list[str] | BaseException] = queue.Queue()
+    stop = threading.Event()
+
+    async def run() -> None:
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                apps = [StubBackend(name=f"s{i}", behaviour=behaviour or StubBehaviour()).app() for i in range(count)]
+                ready.put([await stack.enter_async_context(serve_app(app)) for app in apps])
+                while not stop.is_set():
+                    await asyncio.sleep(0.05)
+        except BaseException as error:  # handed to the caller, who raises it
+            ready.put(error)
+
+    thread = threading.Thread(target=lambda: asyncio.run(run()), daemon=True)
+    thread.start()
+    try:
+        urls = ready.get(timeout=20)
+        if isinstance(urls, BaseException):
+            raise RuntimeError(f"stub backends did not start: {urls}") from urls
+        yield urls
+    finally:
+        stop.set()
+        thread.join(10)
 
 
 def main(argv: list[str] | None = None) -> None:

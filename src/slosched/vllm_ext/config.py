@@ -20,6 +20,9 @@ overrides any of these keys at run time. Keys (all optional):
 - ``step_log_file`` (none): a JSON line per step (plan applied, tokens scheduled) for debugging and tests.
 - ``observe_interval_s`` (2.0): how often measured steps are handed to the policy's step observers.
 - ``seed`` (0): the policies' RNG seed.
+- ``fair_share`` (none): fair sharing of the engine's slots across tenants, the simulator's and the gateway's
+  mechanism (``policies/fairness``): ``{tenants: {NAME: {weight, band}}, default_weight, max_wait_s}``; a
+  request's tenant is the one its metadata names (``metadata.py``). ``null`` turns it off.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from slosched.core.views import StepMode
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.policies.engine.base import EnginePolicy
 from slosched.policies.engine.spec import MAPPING_KEYS, EngineSpec
+from slosched.policies.fairness.spec import FairShareSpec
 from slosched.policies.registry import PolicyContext
 from slosched.policies.spec import PolicySpec
 
@@ -59,6 +63,7 @@ _KEYS = {
     "observe_interval_s",
     "seed",
     "version",
+    "fair_share",
 }
 
 
@@ -79,6 +84,7 @@ class PluginConfig:
     step_log_file: Path | None = None
     observe_interval_s: float = 2.0
     seed: int = 0
+    fair_share: FairShareSpec | None = None
 
 
 def _number(data: Mapping[str, Any], key: str, default: float) -> float:
@@ -116,6 +122,13 @@ def _mode(data: Mapping[str, Any], default: StepMode | None) -> StepMode | None:
     return StepMode(value)
 
 
+def _fair_share(data: Mapping[str, Any], default: FairShareSpec | None) -> FairShareSpec | None:
+    if "fair_share" not in data:
+        return default
+    value = data["fair_share"]
+    return None if value is None else FairShareSpec.from_mapping(value, "slosched engine config.fair_share")
+
+
 def policy_choice(data: Mapping[str, Any], base: PolicyChoice | None = None) -> PolicyChoice:
     """The policy named in ``data``; without any policy key, ``base`` (or the FCFS default)."""
     if not any(key in data for key in POLICY_KEYS):
@@ -142,6 +155,7 @@ def config_from_mapping(data: Mapping[str, Any], base: PluginConfig | None = Non
         step_log_file=_path(data, "step_log_file", base.step_log_file),
         observe_interval_s=_number(data, "observe_interval_s", base.observe_interval_s),
         seed=int(data.get("seed", base.seed)),
+        fair_share=_fair_share(data, base.fair_share),
     )
 
 
@@ -173,7 +187,10 @@ def config_from_env(defaults: Mapping[str, Any] | None = None, env: Mapping[str,
     return config
 
 
-def build_policy(choice: PolicyChoice, spec: InstanceSpec, seed: int) -> EnginePolicy:
-    """Fresh policy objects for one engine (policies are stateful); bad names/params raise ConfigError."""
+def build_policy(
+    choice: PolicyChoice, spec: InstanceSpec, seed: int, fair_share: FairShareSpec | None = None
+) -> EnginePolicy:
+    """Fresh policy objects for one engine (policies are stateful), sharing slots fairly under ``fair_share``
+    when given; bad names/params raise ConfigError."""
     context = PolicyContext((spec,), np.random.default_rng(seed), HistoryOutputPredictor())
-    return PolicySpec(engine=choice).build(context).new_engine()
+    return PolicySpec(engine=choice, fair_share=fair_share).build(context).new_engine()

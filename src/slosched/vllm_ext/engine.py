@@ -30,7 +30,7 @@ from slosched.perf.linear import LinearStepPredictor
 from slosched.policies.engine.base import EnginePolicy
 from slosched.policies.engine.queue import PolicyQueue
 from slosched.vllm_ext import plan as planning
-from slosched.vllm_ext.config import PluginConfig, PolicyChoice, build_policy, config_from_env
+from slosched.vllm_ext.config import PluginConfig, build_policy, config_from_env
 from slosched.vllm_ext.control import ControlFile, ControlUpdate
 from slosched.vllm_ext.observe import StepClock, StepStats, step_shape
 from slosched.vllm_ext.saber_speed import (
@@ -88,7 +88,7 @@ class SloschedEngine:
         self.limits = (self.spec.max_batched_tokens, self.spec.max_running)
         # Refit every 64 steps over the last 256: an NNLS fit costs ~1 ms here, ~15 us amortized per step.
         self.predictor = LinearStepPredictor(window=256, refit_every=64)
-        self.policy, self.calibration = self._build(self.config.policy, self.config.seed)
+        self.policy, self.calibration = self._build(self.config)
         self._calibrated_s = float("-inf")
         self.seqs = SeqCache()
         # vLLM owns the waiting list (an FCFS deque): the queue adopts it each step (``sync``).
@@ -114,9 +114,10 @@ class SloschedEngine:
             self.control_error = update.error
             return
         new = update.config
-        if new.policy != self.config.policy or new.seed != self.config.seed:
+        old = self.config
+        if (new.policy, new.seed, new.fair_share) != (old.policy, old.seed, old.fair_share):
             try:
-                policy, calibration = self._build(new.policy, new.seed)
+                policy, calibration = self._build(new)
             except ConfigError as error:
                 self.control_error = str(error)
                 return
@@ -131,14 +132,15 @@ class SloschedEngine:
         if step_log_changed:
             self._open_step_log()
 
-    def _build(self, choice: PolicyChoice, seed: int) -> tuple[EnginePolicy, SaberCalibration | None]:
-        """Fresh policy objects; SABER parts given no speed model get one calibrated from the step model
-        (``saber_speed.py``), refreshed by ``_calibrate``."""
+    def _build(self, config: PluginConfig) -> tuple[EnginePolicy, SaberCalibration | None]:
+        """Fresh policy objects (with the config's fair sharing); SABER parts given no speed model get one
+        calibrated from the step model (``saber_speed.py``), refreshed by ``_calibrate``."""
+        choice, seed, fair = config.policy, config.seed, config.fair_share
         parts = calibrated_parts(choice)
         if not parts:
-            return build_policy(choice, self.spec, seed), None
+            return build_policy(choice, self.spec, seed, fair), None
         model = speed_from_step_model(self.predictor.coefficients, DEFAULT_CONTEXT_TOKENS)
-        return build_policy(with_speed(choice, parts, model), self.spec, seed), SaberCalibration(parts, model)
+        return build_policy(with_speed(choice, parts, model), self.spec, seed, fair), SaberCalibration(parts, model)
 
     def _calibrate(self, now: float) -> None:
         assert self.calibration is not None

@@ -6,15 +6,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from slosched.core.request import Request
 from slosched.gateway.dispatch.dispatcher import Dispatcher
 from slosched.gateway.dispatch.retired import RetiredBackend
 from slosched.gateway.ops.config import GatewayConfig, parse_config
 from tests.gateway.helpers import make_request
 
 
-def _config(names: list[str], **overrides: Any) -> GatewayConfig:
+def _config(names: list[str], backend_overrides: dict[str, Any] | None = None, **overrides: Any) -> GatewayConfig:
     backends = [
         {"name": name, "url": f"http://127.0.0.1:{9 + i}", "max_concurrency": 2, "model": "Llama-3-8B"}
+        | (backend_overrides or {})
         for i, name in enumerate(names)
     ]
     return parse_config({"backends": backends, "policies": {"router": "round-robin"}, **overrides})
@@ -52,5 +54,36 @@ def test_a_changed_backend_list_keeps_unchanged_slots_and_drains_a_busy_removed_
         await asyncio.wait_for(dispatcher.drain_retired(), 5.0)
         assert [backend.name for backend in dispatcher.backends] == ["a", "d"] and not dispatcher.draining
         await dispatcher.stop()
+
+    asyncio.run(scenario())
+
+
+def _tenant_request(index: int, tenant: str) -> Request:
+    request = make_request(index, 0.0)
+    request.tenant = tenant
+    return request
+
+
+def test_a_reload_with_the_same_backends_applies_tenant_weights_and_bands_to_the_queues() -> None:
+    """Fair sharing configured by a reload reaches the existing queues (slots and places), not only new ones."""
+
+    async def scenario() -> None:
+        dispatcher = Dispatcher(_config(["a"], backend_overrides={"max_concurrency": 1}))
+        queue = dispatcher.queues[0]
+        seqs = {name: queue.enqueue(_tenant_request(i, name[0]), 50) for i, name in enumerate(["a1", "a2", "a3", "b1"])}
+        assert seqs["a1"].running and dispatcher.tenant_room("b") is None  # first come, first served
+        tenants = {"a": {"api_keys": ["ka"], "weight": 1, "priority": 1}, "b": {"api_keys": ["kb"], "weight": 4}}
+        await dispatcher.reconfigure(_config(["a"], backend_overrides={"max_concurrency": 1}, tenants=tenants))
+        assert dispatcher.queues[0] is queue  # the same queue, now sharing
+        assert queue.places is not None and queue.places.waiting == {"a": 2, "b": 1}
+        assert queue.places.held == {"a": 3, "b": 1}
+        assert dispatcher.tenant_room("b") == dispatcher.capacity() * 4 // 5 - 1
+        queue.withdraw(seqs["a1"])
+        assert seqs["b1"].running and not seqs["a2"].running  # band 0 before band 1: the reload's bands rule
+        tenants["b"]["weight"] = 1
+        await dispatcher.reconfigure(_config(["a"], backend_overrides={"max_concurrency": 1}, tenants=tenants))
+        assert dispatcher.tenant_room("b") == dispatcher.capacity() // 2 - 1  # new weights, same queue
+        await dispatcher.reconfigure(_config(["a"], backend_overrides={"max_concurrency": 1}))
+        assert queue.places is None and queue.engine.fair_share is None and dispatcher.tenant_room("b") is None
 
     asyncio.run(scenario())

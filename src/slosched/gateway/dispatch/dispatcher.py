@@ -141,9 +141,9 @@ class Dispatcher:
     def capacity(self) -> int:
         return self._slots.capacity()
 
-    def tenant_room(self, tenant: str) -> int | None:
-        """Calls ``tenant`` may still add within its fair share of ``capacity``; None without fair sharing."""
-        return self._slots.tenant_room(tenant)
+    def tenant_room(self, tenant: str, contended: bool = False) -> int | None:
+        """Calls ``tenant`` may still add within its fair share of ``capacity`` (``SlotSet.tenant_room``)."""
+        return self._slots.tenant_room(tenant, contended)
 
     # --- lifecycle --------------------------------------------------------------------------------------
     async def start(self) -> None:

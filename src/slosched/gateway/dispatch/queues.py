@@ -31,6 +31,7 @@ from slosched.core.request import Request
 from slosched.policies.engine.base import EnginePolicy
 from slosched.policies.engine.queue import UNLIMITED_TOKENS, PolicyQueue
 from slosched.policies.fairness.places import FairPlaces
+from slosched.policies.fairness.spec import FairShareSpec
 
 
 class QueueFullError(Exception):
@@ -154,6 +155,19 @@ class InstanceQueue:
             places.joined(request.tenant)
         self.pump()
         return seq
+
+    def share_fairly(self, spec: FairShareSpec | None) -> None:
+        """Fair sharing under ``spec`` from now on (None: off), slots and places alike (a config reload); the
+        calls held now are counted where this queue did not share before. Pumps (a new share may admit)."""
+        self._queue.share_fairly(spec)
+        if spec is None:
+            self.places = None
+        elif self.places is not None:
+            self.places.spec = spec
+        else:
+            tenants = [seq.request.tenant for seq in self._waiting], [seq.request.tenant for seq in self._running]
+            self.places = FairPlaces.counted(spec, *tenants)
+        self.pump()
 
     def _displace(self, tenant: str, arriving: str) -> None:
         """Give the newest queued call of ``tenant`` a clear refusal (its waiter raises) and free its place."""

@@ -88,7 +88,11 @@ class SlotSet:
         return _assemble(config, layout, clock, rng, output_predictor, {})
 
     def with_config(self, config: GatewayConfig) -> SlotSet:
-        """The same slots under a config whose backend list is unchanged (keys, tenants, timeouts...)."""
+        """The same slots under a config whose backend list is unchanged (keys, tenants, timeouts...). The
+        queues take the config's fair sharing (tenant weights and bands, ``fair_share``) in place."""
+        fair = fair_share_spec(config)
+        for queue in self.queues:
+            queue.share_fairly(fair)
         return dataclasses.replace(self, config=config)
 
     def rebuilt(self, config: GatewayConfig, clock: Callable[[], float]) -> tuple[SlotSet, list[RetiredBackend]]:
@@ -134,8 +138,9 @@ class SlotSet:
         """Calls all queues hold at once: in-flight windows plus queue places."""
         return sum(queue.window + queue.max_queue for queue in self.queues)
 
-    def tenant_room(self, tenant: str) -> int | None:
-        """Calls ``tenant`` may add within its weighted share of the capacity (None: no fair sharing)."""
+    def tenant_room(self, tenant: str, contended: bool = False) -> int | None:
+        """Calls ``tenant`` may add within its weighted share of the capacity (None: no fair sharing; with
+        ``contended``, None too while no other tenant holds a call: the queues' own limits decide then)."""
         held: dict[str, int] = {}
         spec = None
         for queue in self.queues:
@@ -143,7 +148,9 @@ class SlotSet:
                 spec = queue.places.spec
                 for name, count in queue.places.held.items():
                     held[name] = held.get(name, 0) + count
-        return None if spec is None else fair_room(spec, tenant, self.capacity(), held)
+        if spec is None or (contended and not any(count > 0 for name, count in held.items() if name != tenant)):
+            return None
+        return fair_room(spec, tenant, self.capacity(), held)
 
     def tenant_places(self) -> dict[str, int]:
         """Queued calls per tenant over every queue (the per-tenant occupancy gauge); empty without fair sharing."""
@@ -284,6 +291,8 @@ def _assemble(
     for index, (backend, queue, predictor) in enumerate(layout):
         if queue is None:
             queue = _new_queue(index, backend, predictor, built.new_engine(), context, clock, config)
+        else:  # a kept queue keeps its engine policy: it takes the config's fair sharing in place
+            queue.share_fairly(spec.fair_share)
         slots.append(Slot(backend, queue, predictor))
     return SlotSet(
         config=config,

@@ -4,7 +4,8 @@ A job carries an end-to-end SLO; its deadline flows into every call it makes: wh
 configured job policy (``policies/job``, e.g. ``deadline`` or ``stage-budget``) sets each call's
 ``budget_s``/``deadline_s``/``priority`` through a ``JobView`` (the submission and the stages finished so
 far, never the stages still to come), and the engine ordering/admission on the per-instance queues and
-vLLM's own priority read them.
+vLLM's own priority read them. With fair sharing on, a stage's calls enter the queues within their tenant's
+share (``pacing.py``), a relQuery's rows likewise (``rows.py``).
 
 Jobs belong to a tenant: every operation takes the caller's ``Principal``, and another tenant's job
 answers 404 exactly like a missing one; ids are unguessable. Jobs are durable (``serve.store``): a record
@@ -36,6 +37,7 @@ from slosched.gateway.dispatch.alpha import observed_job
 from slosched.gateway.dispatch.dispatcher import Dispatcher
 from slosched.gateway.jobs.body import MAX_STAGES, RowPlan, parse_job, parse_stage, short, stage_calls
 from slosched.gateway.jobs.live import ROWS_STAGE, LiveJob, call_result, record_json
+from slosched.gateway.jobs.pacing import within_share
 from slosched.gateway.jobs.rows import RowRunner
 from slosched.gateway.jobs.store.base import TERMINAL, JobStore
 from slosched.gateway.jobs.sync import JobSync
@@ -212,7 +214,7 @@ class JobManager:
         job.stages.append(stage)
         self.touch(job)  # a stage in flight when this replica dies is reported lost, not silently dropped
         try:
-            results = list(await asyncio.gather(*(self.run_call(call) for call in calls)))
+            results = list(await asyncio.gather(*(self.run_call(call, paced=True) for call in calls)))
         finally:
             job.active_stages -= 1
             job.last_activity_s = dispatcher.clock()
@@ -239,9 +241,12 @@ class JobManager:
         job.stages[0]["status"] = "failed" if failed else "completed"
         self.finish(job, "failed" if failed else "completed", "a row failed" if failed else "")
 
-    async def run_call(self, call: Call) -> dict[str, Any]:
-        """One accepted call to its terminal outcome (whatever happens) and its result entry."""
+    async def run_call(self, call: Call, paced: bool = False) -> dict[str, Any]:
+        """One accepted call to its terminal outcome (whatever happens) and its result entry; ``paced``: it
+        enters the queues within its tenant's fair share (``pacing.py``; a stage call)."""
         try:
+            if paced:
+                await within_share(self.dispatcher, call.request.tenant, self.config.timeouts.queue_s)
             status, body = await self.dispatcher.complete(call)
         except HttpError as error:
             outcome = Outcome.REJECTED if error.status in (429, 503) else Outcome.FAILED

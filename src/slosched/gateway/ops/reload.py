@@ -4,7 +4,8 @@
 apply (``RESTART_ONLY``), is logged and ignored: the old config keeps serving. A valid one replaces the
 gateway's config and identities at once (``ReloadTarget.apply_config``; routes read them per request), then
 the dispatcher's slot set (``Dispatcher.reconfigure``: one swap of a new ``SlotSet``; backends a changed
-list removed drain in the background, ``Dispatcher.drain_retired``).
+list removed drain in the background, ``Dispatcher.drain_retired``). Tenant weights, bands and
+``fair_share`` reach every queue, kept ones included, with or without a change of the backend list.
 
 The gateway is reached through two small protocols, so this module (in ``ops``, below ``dispatch`` and
 ``http``) depends on neither.

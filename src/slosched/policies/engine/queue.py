@@ -42,6 +42,8 @@ from slosched.core.views import EngineView, SeqView
 from slosched.policies.engine.admission.always import AlwaysAdmit
 from slosched.policies.engine.base import AdmissionPolicy, EnginePolicy, OrderingPolicy
 from slosched.policies.engine.ordering.fcfs import FcfsOrdering
+from slosched.policies.fairness.share import FairShare
+from slosched.policies.fairness.spec import FairShareSpec
 
 DEFAULT_WAKE_S = 0.01
 """A time-dependent part that cannot say when its decision changes is asked again this much later (the
@@ -111,6 +113,20 @@ class PolicyQueue(Generic[S]):
     def gated(self) -> bool:
         """Whether the admission part can hold a request back (``always`` cannot: capacity alone decides)."""
         return not isinstance(self.admission, AlwaysAdmit)
+
+    def share_fairly(self, spec: FairShareSpec | None) -> None:
+        """Share slots under ``spec`` from the next pass on (None: fair sharing off), for a runtime whose
+        configuration changed (a gateway reload). A queue already sharing keeps its tenants' counters: they
+        were earned under the old weights, and the lift rule (``share.py``) evens out what they over- or
+        under-state within the tenants' next calls."""
+        fair = self.policy.fair_share
+        if spec is None:
+            fair = None
+        elif fair is None:
+            fair = FairShare(spec)
+        else:
+            fair.spec = spec
+        self.policy.fair_share = self.fair = fair
 
     # ---- the waiting list ---------------------------------------------------------------------------
     def push(self, seq: S, engine: EngineView) -> None:

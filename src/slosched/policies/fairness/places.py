@@ -16,7 +16,7 @@ Counting is O(1) per call; choosing whom to displace is O(tenants holding places
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from slosched.policies.fairness.spec import FairShareSpec
 
@@ -40,6 +40,18 @@ class FairPlaces:
         self.spec = spec
         self.waiting: dict[str, int] = {}
         self.held: dict[str, int] = {}
+
+    @classmethod
+    def counted(cls, spec: FairShareSpec, waiting: Iterable[str], running: Iterable[str]) -> FairPlaces:
+        """Places of a queue that starts sharing while it holds calls: one tenant name per waiting and per
+        running call."""
+        places = cls(spec)
+        for tenant in waiting:
+            places.joined(tenant)
+        for tenant in running:
+            places.joined(tenant)
+            places.started(tenant)
+        return places
 
     def joined(self, tenant: str) -> None:
         self.waiting[tenant] = self.waiting.get(tenant, 0) + 1

@@ -1,0 +1,47 @@
+"""What ``slosched bench fairness`` measures: the flooding-tenant done-when of fair sharing, simulated and live.
+
+Both halves ask the same question: how many points of attainment does tenant ``interactive`` lose when tenant
+``batch`` submits a 3,000-row relQuery, with fair sharing (weights interactive 4 : batch 1) and without it
+(first come, first served)? The done-when: at most ``MAX_DROP_POINTS`` with fair sharing.
+
+- **simulated**: ``examples/flooding-tenant.yaml`` (2x A100-80G, Llama-3-8B; 300 interactive jobs at 2/s, the
+  relQuery at t = 20 s) through ``experiment.flood_figures``, once per seed;
+- **live**: ``slosched serve`` as a real process in front of 2 stub backends (``devtools.stub``, 5 ms per token,
+  4 tokens a call; 8 places in flight and 32 queued per backend); tenant interactive sends ``LIVE_WAVES``
+  waves of ``LIVE_CALLS_PER_WAVE`` calls plus one two-stage workflow (deadline ``LIVE_DEADLINE_MS`` per call,
+  ``LIVE_WORKFLOW_SLO_S`` per workflow), once calm and once right after the relQuery was submitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_DROP_POINTS = 5.0  # the done-when: fair sharing costs the other tenant at most this much attainment
+EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "flooding-tenant.yaml"
+RESULTS = Path(__file__).resolve().parents[4] / "docs" / "results"
+
+LIVE_KEYS = {"batch": "key-batch", "interactive": "key-interactive"}
+LIVE_WEIGHTS = {"batch": 1, "interactive": 4}
+LIVE_BACKENDS = 2
+LIVE_MAX_CONCURRENCY = 8
+LIVE_MAX_QUEUE = 32
+LIVE_DEADLINE_MS = 3000
+LIVE_WORKFLOW_SLO_S = 10
+LIVE_WAVES = 5
+LIVE_CALLS_PER_WAVE = 8
+LIVE_FLOOD_ROWS = 3000
+LIVE_FLOOD_SLO_S = 600
+LIVE_FLOOD_WAIT_S = 120.0  # how long the run waits for the relQuery to end before it reads the rows answered
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Sizes of one run: simulated seeds (median and spread over them) and live repetitions."""
+
+    seeds: tuple[int, ...]
+    live_runs: int
+
+
+QUICK = Plan(seeds=(11, 12), live_runs=1)
+FULL = Plan(seeds=(11, 12, 13, 14, 15), live_runs=3)
