@@ -4,6 +4,7 @@ monotone attainment in rate and reproducibility by seed."""
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -72,9 +73,11 @@ def _workbench() -> Workbench:
 
 
 def test_attainment_falls_with_rate_on_common_random_numbers() -> None:
-    bench = _workbench()
+    # Tight deadlines (2x the no-contention latency): on the current-engine truth two instances clear 120
+    # chat jobs within 6x even when they all arrive at once, so a looser SLO would not fall at any rate.
+    bench = replace(_workbench(), options=SimOptions(slo_scale=2.0))
     candidate = Candidate.of("least-tokens+chunked-fcfs")
-    attainments = [bench.run(candidate, rate, seed=3).attainment for rate in (0.5, 2.0, 8.0, 32.0)]
+    attainments = [bench.run(candidate, rate, seed=3).attainment for rate in (0.5, 8.0, 32.0, 128.0)]
     assert attainments == sorted(attainments, reverse=True)
     assert attainments[0] > attainments[-1]
 

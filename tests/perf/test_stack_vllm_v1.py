@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slosched.core.instance import InstanceSpec
 from slosched.perf import calibrate
 from slosched.perf.gpu_profile_data import ProfilePoint, ProfileResult
 from slosched.perf.measured_steps import bundled_measured_steps, load_measured
@@ -45,8 +46,11 @@ def test_shipped_constants_are_the_fitted_ones() -> None:
     assert fit.params["seq_work_scale"] == pytest.approx(shipped.seq_work_scale, rel=0.01)
 
 
-def test_default_is_unchanged_and_flipping_is_one_constant() -> None:
-    assert DEFAULT_STACK == "splitwise" and CURRENT_ENGINE_STACK in CALIBRATION.stacks
+def test_the_current_engine_is_the_default_everywhere() -> None:
+    """An instance, a scenario and the roofline that name no stack all run on the current engine."""
+    assert DEFAULT_STACK == CURRENT_ENGINE_STACK == "vllm-v1" and CURRENT_ENGINE_STACK in CALIBRATION.stacks
+    assert InstanceSpec(name="i", gpu="H100", model="Llama-3-8B").stack == DEFAULT_STACK
+    assert RooflineModel.build("H100", "Llama-3-8B").stack.name == DEFAULT_STACK
 
 
 def test_older_stacks_take_none_of_the_new_terms() -> None:

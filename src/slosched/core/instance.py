@@ -9,6 +9,13 @@ from slosched.core.numbers import plain_numbers
 _INT_FIELDS = ("tp", "max_running", "max_batched_tokens", "max_model_len", "block_size", "num_kv_blocks")
 
 
+# The software stack of the roofline truth an instance runs on when none is named: the current engine
+# (vLLM v1 with CUDA graphs), calibrated to measured H100 steps (``perf/stacks.py``, ``docs/hardware.md``).
+# ``splitwise`` (the 2023 engine), ``vidur`` (kernels only) and ``hexgen`` stay for the paper reproductions,
+# which name theirs.
+DEFAULT_SOFTWARE_STACK = "vllm-v1"
+
+
 @dataclass(slots=True, frozen=True)
 class InstanceSpec:
     """One model replica. ``num_kv_blocks`` None means: derive from GPU memory (see perf.roofline).
@@ -31,7 +38,7 @@ class InstanceSpec:
     num_kv_blocks: int | None = None
     prefix_caching: bool = True
     gpu_memory_utilization: float = 0.9
-    stack: str = "splitwise"
+    stack: str = DEFAULT_SOFTWARE_STACK
     available_from_s: float = 0.0
     profile: str | None = None
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from slosched.core.errors import UnknownNameError
+from slosched.core.instance import DEFAULT_SOFTWARE_STACK
 from slosched.perf.hardware import GpuFacts
 
 
@@ -122,9 +123,8 @@ CALIBRATION = Calibration(
         }
     ),
 )
-# Flipping the simulator's truth to the current engine is this one constant ("vllm-v1"); kept at the 2023
-# engine until the records-identity check of that flip is done.
-DEFAULT_STACK = "splitwise"
+# The simulator's truth when an instance names no stack: the current engine (one constant, in core).
+DEFAULT_STACK = DEFAULT_SOFTWARE_STACK
 CURRENT_ENGINE_STACK = "vllm-v1"
 
 

@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from slosched.core.errors import ConfigError, UnknownNameError
-from slosched.core.instance import InstanceSpec
+from slosched.core.instance import DEFAULT_SOFTWARE_STACK, InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.perf.hardware import gpu_facts, model_facts, use_hardware
 from slosched.perf.profile_fit import MeasuredProfile
@@ -59,7 +59,7 @@ class InstanceGroup(BaseModel):
     num_kv_blocks: int | None = Field(default=None, ge=1)
     prefix_caching: bool = True
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
-    stack: str = "splitwise"
+    stack: str = DEFAULT_SOFTWARE_STACK
     available_from_s: float = Field(default=0.0, ge=0)
     profile: str | None = None  # measured step model (slosched profile), replaces the roofline truth; a
     # relative path is relative to the scenario file

@@ -24,6 +24,9 @@ from slosched.evaluation.workbench import Candidate, Workbench, simulate_candida
 from slosched.sim.options import SimOptions
 from slosched.workloads.generators import make_workload
 
+# A paper reproduction: the 2023 vLLM engine the paper measured on (Splitwise's fit), named in its report.
+PAPER_STACK = "splitwise"
+
 # SLO = scale x the client's estimate of the relQuery's no-contention latency (sim/deadlines.py: its
 # longest row with the history's mean output of its template). A relQuery's rows share the engine, so even
 # alone a 100-row relQuery takes ~10x that estimate: the scale leaves room for it.
@@ -74,6 +77,7 @@ def instances(setting: Setting) -> tuple[InstanceSpec, ...]:
         name="",
         gpu="A100-40G",
         model=setting.model,
+        stack=PAPER_STACK,
         tp=setting.tp,
         max_running=256,
         max_batched_tokens=2048,

@@ -43,11 +43,15 @@ from slosched.workloads.bundled import workload_section
 from slosched.workloads.code import CODE_TASKS
 from slosched.workloads.generators import make_workload
 
+# A paper reproduction: the 2023 vLLM engine the paper measured on (Splitwise's fit), named in its report.
+PAPER_STACK = "splitwise"
+
 KV_BLOCKS = 4000
 INSTANCE = InstanceSpec(
     name="a100-0",
     gpu="A100-40G",
     model="Qwen2.5-Coder-1.5B",
+    stack=PAPER_STACK,
     max_running=256,
     max_batched_tokens=8192,
     num_kv_blocks=KV_BLOCKS,
