@@ -91,8 +91,8 @@ CALIBRATION = Calibration(
             # Kernel-level profiles: no engine overheads (Vidur's linear-operator CSVs).
             "vidur": StackProfile("vidur"),
             # The 2023 vLLM-based engine Splitwise measured (bf16; TP2, per its CSV's tensor_parallel).
-            # Default for simulation: the only full-engine bf16 measurement. Its ~0.42 ms per decode
-            # sequence is CPU bookkeeping (batch 1 -> 32 adds ~15 ms on both A100 and H100, whatever
+            # The RelServe and SABER reproductions' engine (a 2023 full-engine bf16 measurement). Its ~0.42 ms
+            # per decode sequence is CPU bookkeeping (batch 1 -> 32 adds ~15 ms on both A100 and H100, whatever
             # their FLOPs); its H100 GEMMs reached 73 % of the efficiency Vidur's kernels show (no
             # Hopper-tuned kernels then).
             "splitwise": StackProfile(
