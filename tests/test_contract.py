@@ -14,8 +14,16 @@ from slosched.vllm_ext.metadata import TRUST_UNSIGNED, MetadataProblems, XargsTr
 
 
 def _request(**fields: object) -> Request:
-    base: dict[str, object] = {"id": "r1", "job_id": "j1", "stage": "plan", "template": "t", "prompt_tokens": 10,
-                               "max_output_tokens": 20, "arrival_s": 5.0, "job_arrival_s": 4.0}  # fmt: skip
+    base: dict[str, object] = {
+        "id": "r1",
+        "job_id": "j1",
+        "stage": "plan",
+        "template": "t",
+        "prompt_tokens": 10,
+        "max_output_tokens": 20,
+        "arrival_s": 5.0,
+        "job_arrival_s": 4.0,
+    }
     base.update(fields)
     return Request(**base)  # type: ignore[arg-type]
 

@@ -235,12 +235,22 @@ def _router_requests() -> list[Request]:
     requests = []
     for number in range(24):
         prompt, predicted = 50 + (number * 137) % 900, 20.0 + (number * 53) % 300
-        requests.append(Request(
-            id=f"q{number}", job_id=f"j{number % 5}", stage="s", template="t", prompt_tokens=prompt,
-            max_output_tokens=512, arrival_s=NOW_S + number * 0.25, job_arrival_s=NOW_S,
-            deadline_s=NOW_S + 30.0, session_id=f"s{number % 3}" if number % 2 else None,
-            predicted_output_tokens=predicted, tpot_slo_s=0.05 if number % 3 else None,
-        ))  # fmt: skip
+        requests.append(
+            Request(
+                id=f"q{number}",
+                job_id=f"j{number % 5}",
+                stage="s",
+                template="t",
+                prompt_tokens=prompt,
+                max_output_tokens=512,
+                arrival_s=NOW_S + number * 0.25,
+                job_arrival_s=NOW_S,
+                deadline_s=NOW_S + 30.0,
+                session_id=f"s{number % 3}" if number % 2 else None,
+                predicted_output_tokens=predicted,
+                tpot_slo_s=0.05 if number % 3 else None,
+            )
+        )
     return requests
 
 
@@ -259,8 +269,9 @@ def simulator_router_views(specs: tuple[InstanceSpec, ...]) -> list[Any]:
         policy = _policy(ROUTER_ENGINE, spec)
         belief = BeliefFeed(_predictor(), policy.observers)
         noise = NoiseStream(np.random.default_rng(0), 0.0)
-        instance = SimInstance(index, spec, spec.num_kv_blocks or 1, _LinearTruth(), noise, policy, belief, kernel,
-                               lambda *_: None, 1)  # fmt: skip
+        instance = SimInstance(
+            index, spec, spec.num_kv_blocks or 1, _LinearTruth(), noise, policy, belief, kernel, lambda *_: None, 1
+        )
         views.append(take_snapshot(instance, has_exporters=False))
     return views
 
@@ -304,8 +315,14 @@ def router_decisions_in_gateway(name: str, specs: tuple[InstanceSpec, ...]) -> l
 
 
 def _router_fields(view: Any) -> tuple[float, ...]:
-    return (view.num_running, view.num_waiting, view.waiting_prefill_tokens, view.outstanding_decode_tokens,
-            view.num_free_kv_blocks, view.num_kv_blocks)  # fmt: skip
+    return (
+        view.num_running,
+        view.num_waiting,
+        view.waiting_prefill_tokens,
+        view.outstanding_decode_tokens,
+        view.num_free_kv_blocks,
+        view.num_kv_blocks,
+    )
 
 
 def test_router_views_agree_between_simulator_and_gateway() -> None:
@@ -322,8 +339,10 @@ def test_router_views_agree_between_simulator_and_gateway() -> None:
         sim_views[number % len(specs)].note_routed(request)
 
     async def gateway() -> list[tuple[float, ...]]:
-        queues = [InstanceQueue(i, spec, _policy(ROUTER_ENGINE, spec), _predictor(), lambda: NOW_S, 64)
-                  for i, spec in enumerate(specs)]  # fmt: skip
+        queues = [
+            InstanceQueue(i, spec, _policy(ROUTER_ENGINE, spec), _predictor(), lambda: NOW_S, 64)
+            for i, spec in enumerate(specs)
+        ]
         for queue in queues:
             queue.window = 0
         for number, request in enumerate(requests):
@@ -342,9 +361,15 @@ def test_routers_choose_alike_in_simulator_and_gateway(name: str) -> None:
 
 def test_pipeline_profile_chooses_alike_in_simulator_and_gateway() -> None:
     specs = _router_specs()
-    params = {"filters": ["kv-fits"], "picker": {"name": "max", "params": {"combine": "product"}},
-              "scorers": [{"name": "least-tokens"}, {"name": "session-affinity", "params": {"miss_score": 0.5}},
-                          {"name": "prism-load", "weight": 0.5}]}  # fmt: skip
+    params = {
+        "filters": ["kv-fits"],
+        "picker": {"name": "max", "params": {"combine": "product"}},
+        "scorers": [
+            {"name": "least-tokens"},
+            {"name": "session-affinity", "params": {"miss_score": 0.5}},
+            {"name": "prism-load", "weight": 0.5},
+        ],
+    }
     original = ROUTERS.build
 
     def build(name: str, _params: Mapping[str, Any], context: PolicyContext) -> Any:

@@ -81,10 +81,17 @@ def test_sync_client_calls_stream_jobs_and_relquery(gateway_url: str) -> None:
 
 def test_async_runner_replays_dag_and_direct_mode(gateway_url: str) -> None:
     job = JobSpec(
-        id="w", kind=JobKind.WORKFLOW, arrival_s=0.0, slo_s=30.0, template="t",
-        stages=(StageSpec("a", (CallSpec(10, 3),)), StageSpec("b", (CallSpec(12, 2),), after=("a",)),
-                StageSpec("c", (CallSpec(8, 4), CallSpec(9, 5)), after=("a",))),
-    )  # fmt: skip
+        id="w",
+        kind=JobKind.WORKFLOW,
+        arrival_s=0.0,
+        slo_s=30.0,
+        template="t",
+        stages=(
+            StageSpec("a", (CallSpec(10, 3),)),
+            StageSpec("b", (CallSpec(12, 2),), after=("a",)),
+            StageSpec("c", (CallSpec(8, 4), CallSpec(9, 5)), after=("a",)),
+        ),
+    )
 
     async def scenario() -> None:
         async with AsyncClient(gateway_url) as client:

@@ -59,9 +59,14 @@ class ScriptedLLM:
         async def ok(request: Request) -> Response:
             return PlainTextResponse("ok" if request.url.path == "/health" else "")
 
-        return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
-                                 Route("/v1/completions", completions, methods=["POST"]),
-                                 Route("/health", ok), Route("/metrics", ok)])  # fmt: skip
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions", chat, methods=["POST"]),
+                Route("/v1/completions", completions, methods=["POST"]),
+                Route("/health", ok),
+                Route("/metrics", ok),
+            ]
+        )
 
 
 @contextlib.asynccontextmanager
@@ -96,8 +101,11 @@ def fixing_script(prompt: str, body: dict[str, Any]) -> str:
     if "Error:" in prompt:
         assert "syntax error" in prompt
         return f"Sorry, fixed:\n```sql\n{GERMANY};\n```"
-    return {0: "```sql\nSELEC COUNT(*) FROM orders\n```", 1: f"Sure! {GERMANY}; hope it helps",
-            2: "SELECT COUNT(*) FROM orders"}[body["seed"]]  # fmt: skip
+    return {
+        0: "```sql\nSELEC COUNT(*) FROM orders\n```",
+        1: f"Sure! {GERMANY}; hope it helps",
+        2: "SELECT COUNT(*) FROM orders",
+    }[body["seed"]]
 
 
 def test_pipeline_revises_tests_picks_and_replays(shop_db: Path) -> None:
@@ -144,8 +152,9 @@ def test_sqlite_timeout_is_revised(shop_db: Path) -> None:
     def script(prompt: str, body: dict[str, Any]) -> str:
         return GERMANY if "timed out" in prompt else endless
 
-    result = run_question(ScriptedLLM(script), shop_db, candidates=1, max_revisions=1, llm_tests=False,
-                          sql_timeout_s=0.2)  # fmt: skip
+    result = run_question(
+        ScriptedLLM(script), shop_db, candidates=1, max_revisions=1, llm_tests=False, sql_timeout_s=0.2
+    )
     assert result.status == "ok" and result.rows == ((50,),)
     first = result.candidates[0].attempts[0]
     assert first.sql == endless and first.error == "query timed out after 0.2 s"
@@ -172,8 +181,14 @@ def test_model_written_unit_tests_steer_the_pick_and_are_dropped_when_they_rejec
 
 
 def test_tests_failed_and_failed_calls_are_statuses(shop_db: Path) -> None:
-    wrong = run_question(ScriptedLLM(lambda p, b: "SELECT 1"), shop_db, candidates=2, max_revisions=0,
-                         llm_tests=False, reference_sql=GERMANY)  # fmt: skip
+    wrong = run_question(
+        ScriptedLLM(lambda p, b: "SELECT 1"),
+        shop_db,
+        candidates=2,
+        max_revisions=0,
+        llm_tests=False,
+        reference_sql=GERMANY,
+    )
     assert wrong.status == "tests_failed" and wrong.sql is None and not any(c.passed for c in wrong.candidates)
     broken = run_question(ScriptedLLM(lambda p, b: "", status=500), shop_db, candidates=2)
     assert broken.status == "failed" and broken.job_status == "failed" and broken.llm_calls == 2

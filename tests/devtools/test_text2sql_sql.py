@@ -53,14 +53,19 @@ def test_extract_sql(text: str | None, expected: str | None) -> None:
 def test_execute_sql_reads_only_and_bounds_time_and_rows(shop_db: Path, tmp_path: Path) -> None:
     counted = execute_sql(shop_db, "SELECT COUNT(*) AS n FROM orders")
     assert counted.ok and counted.columns == ("n",) and counted.rows == ((400,),)
-    for statement in ("DELETE FROM orders", "DROP TABLE orders", f"ATTACH DATABASE '{tmp_path / 'x.db'}' AS x",
-                      "PRAGMA query_only = OFF"):  # fmt: skip
+    for statement in (
+        "DELETE FROM orders",
+        "DROP TABLE orders",
+        f"ATTACH DATABASE '{tmp_path / 'x.db'}' AS x",
+        "PRAGMA query_only = OFF",
+    ):
         denied = execute_sql(shop_db, statement)
         assert not denied.ok and "not authorized" in (denied.error or "") and "read-only" in (denied.error or "")
     assert not (tmp_path / "x.db").exists()
     assert sqlite3.connect(shop_db).execute("SELECT COUNT(*) FROM orders").fetchone() == (400,)
-    endless = execute_sql(shop_db, "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r) SELECT SUM(n) FROM r",
-                          timeout_s=0.1)  # fmt: skip
+    endless = execute_sql(
+        shop_db, "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r) SELECT SUM(n) FROM r", timeout_s=0.1
+    )
     assert endless.timed_out and endless.error == "query timed out after 0.1 s" and endless.elapsed_s < 1.0
     capped = execute_sql(shop_db, "SELECT * FROM orders", max_rows=7)
     assert capped.ok and capped.truncated and len(capped.rows) == 7

@@ -23,10 +23,23 @@ def _run(latencies: list[float], ttft: float = 0.1, scale: float = 1.0) -> RunRe
     for i, latency in enumerate(latencies):
         arrival = float(i)
         first, finish = arrival + ttft * scale, arrival + latency * scale
-        requests.append(RequestRecord(f"r{i}", f"j{i}", "call", "engine", arrival, 10, 20, Outcome.COMPLETED,
-                                      first_token_s=first, finish_s=finish))  # fmt: skip
-        jobs.append(JobRecord(f"j{i}", JobKind.SINGLE, "", arrival, Outcome.COMPLETED, 1, math.inf, math.nan,
-                              finish_s=finish))  # fmt: skip
+        requests.append(
+            RequestRecord(
+                f"r{i}",
+                f"j{i}",
+                "call",
+                "engine",
+                arrival,
+                10,
+                20,
+                Outcome.COMPLETED,
+                first_token_s=first,
+                finish_s=finish,
+            )
+        )
+        jobs.append(
+            JobRecord(f"j{i}", JobKind.SINGLE, "", arrival, Outcome.COMPLETED, 1, math.inf, math.nan, finish_s=finish)
+        )
     return RunResult("x", 0, 10.0, requests, jobs)
 
 
@@ -64,8 +77,11 @@ def test_errors_and_headline_figures() -> None:
         cases[0].error_pct, abs=0.01
     )
     # Mean and P90 headlines only average their own metrics.
-    mixed = [Case("t", "l", "request_latency_mean_s", 1.0, 1.2), Case("t", "l", "request_latency_p90_s", 1.0, 0.9),
-             Case("t", "l", "ttft_mean_s", 1.0, 3.0)]  # fmt: skip
+    mixed = [
+        Case("t", "l", "request_latency_mean_s", 1.0, 1.2),
+        Case("t", "l", "request_latency_p90_s", 1.0, 0.9),
+        Case("t", "l", "ttft_mean_s", 1.0, 3.0),
+    ]
     summary = summarize_cases(mixed)
     assert (summary["mean_abs_error_pct"], summary["p90_abs_error_pct"]) == pytest.approx((20.0, 10.0))
     assert summary["all_abs_error_pct"] == pytest.approx((20 + 10 + 200) / 3, abs=0.01)

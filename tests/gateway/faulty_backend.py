@@ -52,10 +52,17 @@ class FaultyHarness:
 
 # Quick failure detection for tests: hung calls are abandoned after ~0.3 s, ejections last 0.5 s.
 FAST = {
-    "timeouts": {"queue_s": 5.0, "first_byte_s": 30.0, "first_byte_min_s": 0.3, "first_byte_factor": 1.0,
-                 "read_s": 2.0, "connect_s": 1.0, "health_s": 1.0},
+    "timeouts": {
+        "queue_s": 5.0,
+        "first_byte_s": 30.0,
+        "first_byte_min_s": 0.3,
+        "first_byte_factor": 1.0,
+        "read_s": 2.0,
+        "connect_s": 1.0,
+        "health_s": 1.0,
+    },
     "ejection": {"consecutive_failures": 3, "base_s": 0.5, "max_s": 4.0},
-}  # fmt: skip
+}
 
 
 @contextlib.asynccontextmanager

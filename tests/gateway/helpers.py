@@ -90,10 +90,15 @@ _ROUTER_PARAMS: dict[str, dict[str, Any]] = {
 
 def offline_dispatcher(router: str = "round-robin", engine: str = "chunked-fcfs") -> Dispatcher:
     backends = [
-        {"name": f"b{i}", "url": f"http://127.0.0.1:{9 + i}", "max_concurrency": 2, "gpu": "A100-80G",
-         "model": "Llama-3-8B"}
+        {
+            "name": f"b{i}",
+            "url": f"http://127.0.0.1:{9 + i}",
+            "max_concurrency": 2,
+            "gpu": "A100-80G",
+            "model": "Llama-3-8B",
+        }
         for i in range(3)
-    ]  # fmt: skip
+    ]
     policies = {
         "router": router,
         "router_params": _ROUTER_PARAMS.get(router, {}),
@@ -104,9 +109,18 @@ def offline_dispatcher(router: str = "round-robin", engine: str = "chunked-fcfs"
 
 
 def make_request(index: int, now: float, deadline_s: float = math.inf) -> Request:
-    return Request(id=f"r{index}", job_id=f"j{index}", stage="s", template="t", prompt_tokens=50 + 10 * index,
-                   max_output_tokens=64, arrival_s=now, job_arrival_s=now, deadline_s=deadline_s,
-                   predicted_output_tokens=32.0)  # fmt: skip
+    return Request(
+        id=f"r{index}",
+        job_id=f"j{index}",
+        stage="s",
+        template="t",
+        prompt_tokens=50 + 10 * index,
+        max_output_tokens=64,
+        arrival_s=now,
+        job_arrival_s=now,
+        deadline_s=deadline_s,
+        predicted_output_tokens=32.0,
+    )
 
 
 @contextlib.contextmanager

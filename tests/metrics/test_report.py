@@ -33,8 +33,9 @@ def policy_run(policy: str, num_jobs: int, slowdown: float, seed: int = 0):
         for i, (a, lat, b) in enumerate(zip(arrivals, latency, base, strict=True))
     ]
     jobs.append(rejected(f"{policy}-rejected", arrival_s=1.0))
-    requests = [request(f"{policy}-q{i}", arrival_s=a, ttft_s=0.1 * slowdown + 0.01 * (i % 7))
-                for i, a in enumerate(arrivals)]  # fmt: skip
+    requests = [
+        request(f"{policy}-q{i}", arrival_s=a, ttft_s=0.1 * slowdown + 0.01 * (i % 7)) for i, a in enumerate(arrivals)
+    ]
     instances = [InstanceStats("gpu0", num_steps=100, busy_s=50.0, prefix_query_tokens=10, prefix_hit_tokens=5)]
     return run(jobs, requests, instances, policy=policy)
 

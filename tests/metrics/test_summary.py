@@ -11,10 +11,22 @@ from slosched.metrics.summary import LatencyStats, json_safe, summarize
 from .factories import job, rejected, request, run
 
 JSON_KEYS = {
-    "jobs", "rejected", "slo_attainment", "mean_latency_s", "p50_latency_s", "p90_latency_s",
-    "p99_latency_s", "min_slo_scale_95", "min_slo_scale_99", "throughput_jobs_per_s",
-    "goodput_jobs_per_s", "mean_ttft_s", "p90_ttft_s", "mean_tpot_s", "p90_tpot_s",
-}  # fmt: skip
+    "jobs",
+    "rejected",
+    "slo_attainment",
+    "mean_latency_s",
+    "p50_latency_s",
+    "p90_latency_s",
+    "p99_latency_s",
+    "min_slo_scale_95",
+    "min_slo_scale_99",
+    "throughput_jobs_per_s",
+    "goodput_jobs_per_s",
+    "mean_ttft_s",
+    "p90_ttft_s",
+    "mean_tpot_s",
+    "p90_tpot_s",
+}
 
 
 def mixed_run():
@@ -37,11 +49,11 @@ def mixed_run():
         request("q4", ttft_s=9.0, output_tokens=50, outcome=Outcome.FAILED),
     ]
     instances = [
-        InstanceStats("i0", num_steps=10, busy_s=3.0, prefix_query_tokens=300, prefix_hit_tokens=100,
-                      num_preemptions=2),
-        InstanceStats("i1", num_steps=5, busy_s=1.0, prefix_query_tokens=100, prefix_hit_tokens=0,
-                      num_preemptions=1),
-    ]  # fmt: skip
+        InstanceStats(
+            "i0", num_steps=10, busy_s=3.0, prefix_query_tokens=300, prefix_hit_tokens=100, num_preemptions=2
+        ),
+        InstanceStats("i1", num_steps=5, busy_s=1.0, prefix_query_tokens=100, prefix_hit_tokens=0, num_preemptions=1),
+    ]
     return run(jobs, requests, instances, policy="mix")
 
 
@@ -96,8 +108,16 @@ def test_min_slo_scale_is_finite_when_every_job_completes():
 def test_empty_result_gives_nan_not_errors():
     s = summarize(run())
     assert (s.jobs, s.completed, s.rejected, s.num_requests, s.num_preemptions) == (0, 0, 0, 0, 0)
-    for value in (s.slo_attainment, s.makespan_s, s.goodput_jobs_per_s, s.throughput_tokens_per_s,
-                  s.job_latency.p99_s, s.ttft.mean_s, s.min_slo_scale_95, s.prefix_hit_rate):  # fmt: skip
+    for value in (
+        s.slo_attainment,
+        s.makespan_s,
+        s.goodput_jobs_per_s,
+        s.throughput_tokens_per_s,
+        s.job_latency.p99_s,
+        s.ttft.mean_s,
+        s.min_slo_scale_95,
+        s.prefix_hit_rate,
+    ):
         assert math.isnan(value)
     record = s.to_json_dict()
     assert record["jobs"] == 0 and record["slo_attainment"] is None
@@ -122,12 +142,20 @@ def test_to_json_dict_has_exactly_the_cli_keys_and_encodes_infinity_as_null():
 
 def test_json_safe_handles_nested_numpy_and_non_finite_values():
     obj = {
-        "a": math.nan, "b": [math.inf, -math.inf, 1.5], "c": (np.float64(2.0), np.int64(3)),
-        "d": np.array([1.0, np.nan]), 4: {"e": np.bool_(True), "f": "text", "g": None},
-    }  # fmt: skip
+        "a": math.nan,
+        "b": [math.inf, -math.inf, 1.5],
+        "c": (np.float64(2.0), np.int64(3)),
+        "d": np.array([1.0, np.nan]),
+        4: {"e": np.bool_(True), "f": "text", "g": None},
+    }
     safe = json_safe(obj)
-    assert safe == {"a": None, "b": [None, None, 1.5], "c": [2.0, 3], "d": [1.0, None],
-                    "4": {"e": True, "f": "text", "g": None}}  # fmt: skip
+    assert safe == {
+        "a": None,
+        "b": [None, None, 1.5],
+        "c": [2.0, 3],
+        "d": [1.0, None],
+        "4": {"e": True, "f": "text", "g": None},
+    }
     assert type(safe["c"][1]) is int and type(safe["4"]["e"]) is bool
     json.dumps(safe, allow_nan=False)
 
@@ -153,9 +181,19 @@ def test_token_slos_count_in_job_attainment() -> None:
 
     def request(job_id: str, ttft_s: float) -> RequestRecord:
         return RequestRecord(
-            f"{job_id}/r", job_id, "call", "i0", 0.0, 10, 11, Outcome.COMPLETED, first_token_s=ttft_s, finish_s=2.0,
-            ttft_slo_s=0.5, tpot_slo_s=0.2,
-        )  # fmt: skip
+            f"{job_id}/r",
+            job_id,
+            "call",
+            "i0",
+            0.0,
+            10,
+            11,
+            Outcome.COMPLETED,
+            first_token_s=ttft_s,
+            finish_s=2.0,
+            ttft_slo_s=0.5,
+            tpot_slo_s=0.2,
+        )
 
     result = RunResult("p", 0, 2.0, requests=[request("ok", 0.1), request("slow", 0.9)], jobs=[job("ok"), job("slow")])
     assert token_slo_missed_jobs(result.requests) == {"slow"}

@@ -15,8 +15,9 @@ from slosched.tuning.engine_profile import RequestTrace, SweepDesign, wave_obser
 TRUE = MeasuredStepModel(fixed_s=0.006, prefill_token_s=6e-5, prefill_pair_s=2e-9, decode_seq_s=1.5e-4, kv_token_s=4e-8)
 
 
-def synthetic_wave(model: MeasuredStepModel, prompt: int, k: int, out: int, rng: np.random.Generator,
-                   sigma: float) -> list[RequestTrace]:  # fmt: skip
+def synthetic_wave(
+    model: MeasuredStepModel, prompt: int, k: int, out: int, rng: np.random.Generator, sigma: float
+) -> list[RequestTrace]:
     """Token times of a wave of k simultaneous requests served by ``model`` (multiplicative noise)."""
     noise = lambda: 1.0 + sigma * rng.standard_normal()  # noqa: E731
     now = model.step_time_s(k * prompt, 0, 0, 0) * noise()

@@ -19,9 +19,17 @@ from slosched.perf.structural import (
 )
 
 KNOWN = StructuralParams(
-    tau0_s=0.004, w0=20.0, ws=1.0, tau_b_s=2e-5, tau_s_s=1e-6, tau_c_s=4e-8, tau_a_s=1e-9,
-    pmax=40_000.0, k_b=0.2, k_s=1 / 400,
-)  # fmt: skip
+    tau0_s=0.004,
+    w0=20.0,
+    ws=1.0,
+    tau_b_s=2e-5,
+    tau_s_s=1e-6,
+    tau_c_s=4e-8,
+    tau_a_s=1e-9,
+    pmax=40_000.0,
+    k_b=0.2,
+    k_s=1 / 400,
+)
 
 
 def _shapes(rng: np.random.Generator, count: int) -> list[tuple[int, int, int, int]]:

@@ -61,15 +61,18 @@ def test_bad_engines_name_the_field_and_the_allowed_values() -> None:
 
 
 def test_the_mapping_form_defaults_missing_parts() -> None:
-    spec = EngineSpec.from_mapping({"ordering": "urgency", "admission": "static-concurrency",
-                                    "admission_params": {"cap": 4}})  # fmt: skip
+    spec = EngineSpec.from_mapping(
+        {"ordering": "urgency", "admission": "static-concurrency", "admission_params": {"cap": 4}}
+    )
     assert spec.name == "urgency/static-concurrency/chunked"
     assert EngineSpec.from_mapping({"preset": "lens", "ordering": "urgency"}).name == "lens"  # preset wins
 
 
 def test_policy_spec_from_text_looks_up_each_names_parameters() -> None:
-    params = PolicyParams(router={"latency-lagging": {"window_s": 3.0}},
-                          engine={"fcfs/always/chunked": {"batching": {"token_budget": 128}}})  # fmt: skip
+    params = PolicyParams(
+        router={"latency-lagging": {"window_s": 3.0}},
+        engine={"fcfs/always/chunked": {"batching": {"token_budget": 128}}},
+    )
     spec = PolicySpec.from_text("latency-lagging+fcfs/always/chunked", params, job="static-sum")
     assert spec.name == "latency-lagging+fcfs/always/chunked"
     assert spec.router_params == {"window_s": 3.0} and spec.engine.params == {"token_budget": 128}

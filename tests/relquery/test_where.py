@@ -133,9 +133,18 @@ def test_the_cli_answers_a_bad_where_with_one_error_line(csv_file: Path, capsys:
     from slosched.cli.main import run
 
     code = run(
-        ["relquery", "--table", str(csv_file), "--template", "T: {title}", "--max-tokens", "4",
-         "--where", "id IN (SELECT 1 FROM read_csv('/etc/passwd'))"],
-    )  # fmt: skip
+        [
+            "relquery",
+            "--table",
+            str(csv_file),
+            "--template",
+            "T: {title}",
+            "--max-tokens",
+            "4",
+            "--where",
+            "id IN (SELECT 1 FROM read_csv('/etc/passwd'))",
+        ],
+    )
     assert code == 2
     output = capsys.readouterr()
     assert "error: --where:" in output.err + output.out and "Traceback" not in output.err

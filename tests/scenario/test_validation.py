@@ -72,20 +72,35 @@ def test_arrival_errors_use_the_scenario_key(arrival: dict[str, Any], field: str
         ({"routers": {}}, "policy_params.routers", "did you mean 'router'?"),
         ({"router": {"prism": {"w_afinity": 1}}}, "policy_params.router.prism.w_afinity", "did you mean 'w_affinity'?"),
         ({"router": {"nearest": {}}}, "policy_params.router.nearest", "known names: cache-aware"),
-        ({"engine": {"chunked-fcfs": {"token_budgte": 5}}}, "policy_params.engine.chunked-fcfs.token_budgte",
-         "its parameters: token_budget"),
-        ({"engine": {"urgency/always/chunkd": {}}}, "policy_params.engine.urgency/always/chunkd.batching",
-         "did you mean 'chunked'?"),
-        ({"engine": {"urgency/always/chunked": {"batchin": {}}}},
-         "policy_params.engine.urgency/always/chunked.batchin", "did you mean 'batching'?"),
-        ({"engine": {"urgency/always/chunked": {"batching": {"token_budgt": 1}}}},
-         "policy_params.engine.urgency/always/chunked.batching.token_budgt", "did you mean 'token_budget'?"),
+        (
+            {"engine": {"chunked-fcfs": {"token_budgte": 5}}},
+            "policy_params.engine.chunked-fcfs.token_budgte",
+            "its parameters: token_budget",
+        ),
+        (
+            {"engine": {"urgency/always/chunkd": {}}},
+            "policy_params.engine.urgency/always/chunkd.batching",
+            "did you mean 'chunked'?",
+        ),
+        (
+            {"engine": {"urgency/always/chunked": {"batchin": {}}}},
+            "policy_params.engine.urgency/always/chunked.batchin",
+            "did you mean 'batching'?",
+        ),
+        (
+            {"engine": {"urgency/always/chunked": {"batching": {"token_budgt": 1}}}},
+            "policy_params.engine.urgency/always/chunked.batching.token_budgt",
+            "did you mean 'token_budget'?",
+        ),
         ({"job": {"deadline": {"x": 1}}}, "policy_params.job.deadline.x", "it takes no parameters"),
-        ({"stack": {"slosched": {"triage_factr": 1}}}, "policy_params.stack.slosched.triage_factr",
-         "did you mean 'triage_factor'?"),
+        (
+            {"stack": {"slosched": {"triage_factr": 1}}},
+            "policy_params.stack.slosched.triage_factr",
+            "did you mean 'triage_factor'?",
+        ),
         ({"stack": {"sloshed": {}}}, "policy_params.stack.sloshed", "did you mean 'slosched'?"),
     ],
-)  # fmt: skip
+)
 def test_policy_params_names_are_checked(params: dict[str, Any], field: str, expected: str) -> None:
     problems = _problems({**BASE, "policy_params": params})
     assert list(problems) == [field] and expected in problems[field], problems
@@ -106,9 +121,17 @@ def test_valid_policy_params_pass() -> None:
 def test_every_builtin_policy_exposes_its_parameter_names() -> None:
     sections = catalog()
     assert set(sections) == {
-        "routers", "engine_presets", "orderings", "admissions", "batchings", "job_policies", "stacks",
-        "filters", "scorers", "pickers",
-    }  # fmt: skip
+        "routers",
+        "engine_presets",
+        "orderings",
+        "admissions",
+        "batchings",
+        "job_policies",
+        "stacks",
+        "filters",
+        "scorers",
+        "pickers",
+    }
     for section, entries in sections.items():
         assert entries, section
         for entry in entries:

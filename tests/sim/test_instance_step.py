@@ -56,17 +56,31 @@ def make_instance(admission: Any = None, num_blocks: int = 64) -> tuple[SimInsta
     kernel = EventKernel()
     finished: list[Seq] = []
     instance = SimInstance(
-        0, SPEC, num_blocks, Truth(), NoiseStream(np.random.default_rng(0), 0.0), policy,
-        BeliefFeed(LinearStepPredictor()), kernel, lambda seq, index, now: finished.append(seq), 16,
-    )  # fmt: skip
+        0,
+        SPEC,
+        num_blocks,
+        Truth(),
+        NoiseStream(np.random.default_rng(0), 0.0),
+        policy,
+        BeliefFeed(LinearStepPredictor()),
+        kernel,
+        lambda seq, index, now: finished.append(seq),
+        16,
+    )
     return instance, finished
 
 
 def make_seq(name: str, prompt: int, output: int, arrival: float = 0.0) -> Seq:
     request = Request(
-        id=name, job_id=name, stage="s", template="t", prompt_tokens=prompt, max_output_tokens=output,
-        arrival_s=arrival, job_arrival_s=arrival,
-    )  # fmt: skip
+        id=name,
+        job_id=name,
+        stage="s",
+        template="t",
+        prompt_tokens=prompt,
+        max_output_tokens=output,
+        arrival_s=arrival,
+        job_arrival_s=arrival,
+    )
     return Seq(request, output, arrival, 0, prompt)
 
 

@@ -112,8 +112,10 @@ def test_single_stage_job_state_equals_the_general_graph() -> None:
 def test_one_stage_jobs_of_a_run_share_their_graph_and_never_change_it() -> None:
     graphs: OneStageGraphs = {}
     specs = [JobSpec(f"j{k}", JobKind.SINGLE, 1.0, (StageSpec("answer", (CallSpec(10, 5),)),)) for k in range(2)]
-    states = [JobState.start(spec, JobRecord(spec.id, JobKind.SINGLE, "", 1.0, Outcome.FAILED, 1, 4.0, 1.0), graphs)
-              for spec in specs]  # fmt: skip
+    states = [
+        JobState.start(spec, JobRecord(spec.id, JobKind.SINGLE, "", 1.0, Outcome.FAILED, 1, 4.0, 1.0), graphs)
+        for spec in specs
+    ]
     assert states[0].parents_left is states[1].parents_left and states[0].children is states[1].children
     assert [s.name for s in states[0].ready_stages()] == ["answer"]
     states[0].calls_left["answer"] = 1
@@ -166,24 +168,73 @@ def test_positional_constructions_match_the_field_order() -> None:
         return [f.name for f in fields(cls)]
 
     assert names(RequestRecord)[:17] == [
-        "id", "job_id", "stage", "instance", "arrival_s", "prompt_tokens", "output_tokens", "outcome", "reason",
-        "first_scheduled_s", "first_token_s", "finish_s", "cached_tokens", "num_preemptions", "deadline_s",
-        "ttft_slo_s", "tpot_slo_s",
-    ]  # fmt: skip
+        "id",
+        "job_id",
+        "stage",
+        "instance",
+        "arrival_s",
+        "prompt_tokens",
+        "output_tokens",
+        "outcome",
+        "reason",
+        "first_scheduled_s",
+        "first_token_s",
+        "finish_s",
+        "cached_tokens",
+        "num_preemptions",
+        "deadline_s",
+        "ttft_slo_s",
+        "tpot_slo_s",
+    ]
     assert names(JobRecord)[:8] == [
-        "id", "kind", "template", "arrival_s", "outcome", "num_requests", "slo_s", "no_contention_s",
-    ]  # fmt: skip
+        "id",
+        "kind",
+        "template",
+        "arrival_s",
+        "outcome",
+        "num_requests",
+        "slo_s",
+        "no_contention_s",
+    ]
     assert names(Request)[:12] == [
-        "id", "job_id", "stage", "template", "prompt_tokens", "max_output_tokens", "arrival_s", "job_arrival_s",
-        "deadline_s", "tenant", "session_id", "prefix",
-    ]  # fmt: skip
+        "id",
+        "job_id",
+        "stage",
+        "template",
+        "prompt_tokens",
+        "max_output_tokens",
+        "arrival_s",
+        "job_arrival_s",
+        "deadline_s",
+        "tenant",
+        "session_id",
+        "prefix",
+    ]
     assert names(StepObservation) == [
-        "num_prefill_tokens", "prefill_context_tokens", "num_decode_seqs", "decode_context_tokens", "durations_s",
-    ]  # fmt: skip
+        "num_prefill_tokens",
+        "prefill_context_tokens",
+        "num_decode_seqs",
+        "decode_context_tokens",
+        "durations_s",
+    ]
     assert names(JobView) == [
-        "id", "kind", "template", "arrival_s", "slo_s", "deadline_s", "stage", "finished_stages",
-    ]  # fmt: skip
+        "id",
+        "kind",
+        "template",
+        "arrival_s",
+        "slo_s",
+        "deadline_s",
+        "stage",
+        "finished_stages",
+    ]
     assert names(JobState)[:9] == [
-        "spec", "record", "deadline_s", "parents_left", "children", "stages", "calls_left", "finished_stages",
+        "spec",
+        "record",
+        "deadline_s",
+        "parents_left",
+        "children",
+        "stages",
+        "calls_left",
+        "finished_stages",
         "stages_left",
-    ]  # fmt: skip
+    ]

@@ -86,8 +86,19 @@ def submit(url: str, prompt: str, max_tokens: int, xargs: dict[str, Any] | None 
 
 
 _WORDS = (
-    "alpha", "brown", "quick", "lazy", "model", "token", "batch", "queue", "deadline", "engine", "cache", "prefix",
-)  # fmt: skip
+    "alpha",
+    "brown",
+    "quick",
+    "lazy",
+    "model",
+    "token",
+    "batch",
+    "queue",
+    "deadline",
+    "engine",
+    "cache",
+    "prefix",
+)
 _nonce = itertools.count()
 
 

@@ -90,8 +90,10 @@ def test_plugin_servers_build_on_start_servers(fake_python: Path, tmp_path: Path
     config = json.loads(report["env"]["SLOSCHED_ENGINE_CONFIG"])
     assert config["preset"] == "lens" and config["control_poll_s"] == 0.05
     assert (plugin.state_file, plugin.control_file, plugin.step_log_file) == (
-        folder / "engine-state.json", folder / "engine-control.json", folder / "engine-steps.jsonl"
-    )  # fmt: skip
+        folder / "engine-state.json",
+        folder / "engine-control.json",
+        folder / "engine-steps.jsonl",
+    )
     assert Path(config["state_file"]) == plugin.state_file and Path(config["step_log_file"]) == plugin.step_log_file
     argv = report["argv"]
     assert _value(argv, "--scheduling-policy") == "priority"

@@ -132,9 +132,14 @@ async def _burst(url: str, control: Any, seed: int) -> list[tuple[int, dict[str,
     async with httpx.AsyncClient() as client:
         jobs = []
         for index in range(40):
-            xargs = rng.choice([None, {"slosched_deadline_unix_s": time.time() + rng.uniform(1, 20)},
-                                {"slosched_job_id": f"rq{index % 4}", "slosched_relquery_size": 10},
-                                {"slosched_predicted_tokens": "many"}])  # fmt: skip
+            xargs = rng.choice(
+                [
+                    None,
+                    {"slosched_deadline_unix_s": time.time() + rng.uniform(1, 20)},
+                    {"slosched_job_id": f"rq{index % 4}", "slosched_relquery_size": 10},
+                    {"slosched_predicted_tokens": "many"},
+                ]
+            )
             tokens = rng.randint(1, 40)
             prompt = unique_prompt(rng.randint(5, 200))
             jobs.append((tokens, asyncio.create_task(complete(client, url, prompt, tokens, xargs))))

@@ -22,11 +22,17 @@ def _meta(xargs: dict[str, object] | None, priority: float = 0.0) -> tuple[objec
 def test_full_metadata_maps_to_request_fields() -> None:
     meta, problems = _meta(
         {
-            "slosched_job_id": "job-7", "slosched_stage": "sql", "slosched_predicted_tokens": "40",
-            "slosched_deadline_unix_s": 1012.5, "slosched_budget_s": 3, "slosched_priority": -2,
-            "slosched_relquery_size": 12, "slosched_tpot_slo_s": 0.05, "other_plugin_key": "ignored",
+            "slosched_job_id": "job-7",
+            "slosched_stage": "sql",
+            "slosched_predicted_tokens": "40",
+            "slosched_deadline_unix_s": 1012.5,
+            "slosched_budget_s": 3,
+            "slosched_priority": -2,
+            "slosched_relquery_size": 12,
+            "slosched_tpot_slo_s": 0.05,
+            "other_plugin_key": "ignored",
         }
-    )  # fmt: skip
+    )
     request = meta.request  # type: ignore[attr-defined]
     assert (request.job_id, request.stage, request.predicted_output_tokens) == ("job-7", "sql", 40.0)
     assert (request.deadline_s, request.budget_s, request.priority, request.tpot_slo_s) == (1012.5, 3.0, -2.0, 0.05)

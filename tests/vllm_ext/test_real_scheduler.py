@@ -20,8 +20,11 @@ PRIOR_LAM = 86.9  # f(1) of the step model's generic prior (an A100 8B model), t
 def report(vllm_python: Path, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     result = subprocess.run(
         [str(vllm_python), str(HARNESS), str(tiny_model_dir), "200", "1", "2", "3:async", "saber"],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path_factory.mktemp("harness"),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path_factory.mktemp("harness"),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     data: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return data

@@ -33,9 +33,13 @@ def build_scheduler(model_dir: str, async_scheduling: bool, class_name: str = "S
     import slosched.vllm_ext.scheduler as classes
 
     scheduler_config = SchedulerConfig(
-        max_num_seqs=8, max_num_batched_tokens=128, max_model_len=1024, enable_chunked_prefill=True,
-        async_scheduling=async_scheduling, is_encoder_decoder=False,
-    )  # fmt: skip
+        max_num_seqs=8,
+        max_num_batched_tokens=128,
+        max_model_len=1024,
+        enable_chunked_prefill=True,
+        async_scheduling=async_scheduling,
+        is_encoder_decoder=False,
+    )
     model_config = ModelConfig(model=model_dir, dtype="float32", seed=0, skip_tokenizer_init=True)
     cache_config = CacheConfig(block_size=16, gpu_memory_utilization=0.9, enable_prefix_caching=True)
     vllm_config = VllmConfig(scheduler_config=scheduler_config, model_config=model_config, cache_config=cache_config)
@@ -46,9 +50,12 @@ def build_scheduler(model_dir: str, async_scheduling: bool, class_name: str = "S
     kv_config = KVCacheConfig(num_blocks=blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["l"], spec)])
     cache_config.num_gpu_blocks = blocks
     return getattr(classes, class_name)(
-        vllm_config=vllm_config, kv_cache_config=kv_config,
-        structured_output_manager=StructuredOutputManager(vllm_config), block_size=16, log_stats=False,
-    )  # fmt: skip
+        vllm_config=vllm_config,
+        kv_cache_config=kv_config,
+        structured_output_manager=StructuredOutputManager(vllm_config),
+        block_size=16,
+        log_stats=False,
+    )
 
 
 class Chaos:
@@ -224,12 +231,23 @@ def run(model_dir: str, seed: int, steps: int, async_scheduling: bool) -> dict[s
     wrong = [rid for rid, n in expected.items() if rid not in aborted and tokens.get(rid, 0) != n]
     stats = engine.stats.to_dict()
     return {
-        "seed": seed, "async": async_scheduling, "class": type(sched).__name__, "steps": total_steps,
-        "requests": count, "aborted": len(aborted), "unfinished": sorted(live)[:10], "wrong_token_counts": wrong[:10],
-        "preemptions": preemptions, "violations": violations[:10], "num_violations": len(violations),
-        "modes": stats["modes"], "relaxed": stats["relaxed"], "held_running": stats["held_running"],
-        "held_waiting": stats["held_waiting"], "metadata_problems": dict(engine.seqs.problems.counts),
-    }  # fmt: skip
+        "seed": seed,
+        "async": async_scheduling,
+        "class": type(sched).__name__,
+        "steps": total_steps,
+        "requests": count,
+        "aborted": len(aborted),
+        "unfinished": sorted(live)[:10],
+        "wrong_token_counts": wrong[:10],
+        "preemptions": preemptions,
+        "violations": violations[:10],
+        "num_violations": len(violations),
+        "modes": stats["modes"],
+        "relaxed": stats["relaxed"],
+        "held_running": stats["held_running"],
+        "held_waiting": stats["held_waiting"],
+        "metadata_problems": dict(engine.seqs.problems.counts),
+    }
 
 
 def saber_run(model_dir: str, seed: int) -> dict[str, Any]:
@@ -267,11 +285,16 @@ def saber_run(model_dir: str, seed: int) -> dict[str, Any]:
     wrong = [rid for rid, n in traffic.expected.items() if traffic.tokens.get(rid, 0) != n]
     final = sched.slosched.calibration
     return {
-        "class": type(sched).__name__, "policy": sched.slosched.policy.name, "steps": steps,
-        "requests": traffic.count, "unfinished": sorted(traffic.live)[:10], "wrong_token_counts": wrong[:10],
-        "prior": prior, "calibrated": None if final is None else final.to_dict(),
+        "class": type(sched).__name__,
+        "policy": sched.slosched.policy.name,
+        "steps": steps,
+        "requests": traffic.count,
+        "unfinished": sorted(traffic.live)[:10],
+        "wrong_token_counts": wrong[:10],
+        "prior": prior,
+        "calibrated": None if final is None else final.to_dict(),
         "held_waiting": sched.slosched.stats.num_held_waiting,
-    }  # fmt: skip
+    }
 
 
 def version_message() -> str:

@@ -19,9 +19,21 @@ from slosched.workloads.generators import generate_jobs, generator_names, make_w
 POISSON = {"process": "poisson", "rate": 4.0}
 CHAT_CODE_MIX = {"components": {"sharegpt": 0.7, "code-w3": {"weight": 0.3, "params": {"slo": "none"}}}}
 EXPECTED_NAMES = {
-    "azure-conv", "azure-code", "flowgpt", "coding", "sharegpt", "summarization", "code-qna",
-    "code-generation", "code-summary", "code-translation", "code-w1", "code-w2", "code-w3", "mix",
-}  # fmt: skip
+    "azure-conv",
+    "azure-code",
+    "flowgpt",
+    "coding",
+    "sharegpt",
+    "summarization",
+    "code-qna",
+    "code-generation",
+    "code-summary",
+    "code-translation",
+    "code-w1",
+    "code-w2",
+    "code-w3",
+    "mix",
+}
 
 
 def _params(name: str) -> dict[str, Any]:

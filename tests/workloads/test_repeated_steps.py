@@ -46,8 +46,15 @@ def test_repeated_steps_get_unique_identities() -> None:
     job = job_from_line(json.dumps(CHESS))
     names = [stage.name for stage in job.stages]
     assert names == [
-        "IR", "candidate_generator", "unit_tester", "revise", "unit_tester#2", "revise#2", "unit_tester#3", "evaluator",
-    ]  # fmt: skip
+        "IR",
+        "candidate_generator",
+        "unit_tester",
+        "revise",
+        "unit_tester#2",
+        "revise#2",
+        "unit_tester#3",
+        "evaluator",
+    ]
     assert [step_name(name) for name in names] == [name.split("#")[0] for name in names]
     deps = job.dependencies()
     assert deps["unit_tester#2"] == ("revise",) and deps["revise#2"] == ("unit_tester#2",)

@@ -27,10 +27,16 @@ _VLLM = 'vllm:num_requests_running{engine="0",model_name="tiny"} 3.0\n'
 def _state(pending: float = 4.0, peak: float = 9000.0, snapshot_age_s: float = 1.5, **extra: Any) -> dict[str, Any]:
     now = time.time()
     return {
-        keys.LATENCY: 0.04, keys.PENDING_PREFILL: 700.0, keys.PENDING_REQUESTS: pending,
-        keys.FREE_KV: 50_000.0, keys.PEAK: peak, "snapshot_unix_s": now - snapshot_age_s,
-        "written_unix_s": now - 0.1, "engine": {"num_running": 2}, **extra,
-    }  # fmt: skip
+        keys.LATENCY: 0.04,
+        keys.PENDING_PREFILL: 700.0,
+        keys.PENDING_REQUESTS: pending,
+        keys.FREE_KV: 50_000.0,
+        keys.PEAK: peak,
+        "snapshot_unix_s": now - snapshot_age_s,
+        "written_unix_s": now - 0.1,
+        "engine": {"num_running": 2},
+        **extra,
+    }
 
 
 def _exposition(path: Path) -> str:

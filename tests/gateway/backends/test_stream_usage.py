@@ -29,8 +29,16 @@ _USAGE = b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_t
 
 
 def _seq() -> LiveSeq:
-    request = SloRequest(id="r", job_id="j", stage="s", template="t", prompt_tokens=3, max_output_tokens=8,
-                         arrival_s=0.0, job_arrival_s=0.0)  # fmt: skip
+    request = SloRequest(
+        id="r",
+        job_id="j",
+        stage="s",
+        template="t",
+        prompt_tokens=3,
+        max_output_tokens=8,
+        arrival_s=0.0,
+        job_arrival_s=0.0,
+    )
     return LiveSeq(request, 3, 0.0, cast("asyncio.Future[None]", None))  # admission is not used here
 
 
@@ -67,8 +75,13 @@ class _UsageBackend:
         self.received: list[dict[str, Any]] = []
 
     def app(self) -> Starlette:
-        return Starlette(routes=[Route("/v1/completions", self._generate, methods=["POST"]),
-                                 Route("/health", self._ok), Route("/metrics", self._ok)])  # fmt: skip
+        return Starlette(
+            routes=[
+                Route("/v1/completions", self._generate, methods=["POST"]),
+                Route("/health", self._ok),
+                Route("/metrics", self._ok),
+            ]
+        )
 
     async def _ok(self, request: Request) -> Response:
         return Response("")

@@ -129,9 +129,17 @@ GOOD = [
     (COMPLETIONS, {"prompt": [[1, 2], [3]], "model": "tiny", "stop": "x", "vllm_xargs": {"a": 1}, "odd": None}),
     (COMPLETIONS, {"prompt": ["a", "b"], "model": "big", "max_tokens": 8000, "stream_options": None}),
     (CHAT, {**M, "max_completion_tokens": 4, "logprobs": True, "top_logprobs": 2, "tools": [{"type": "function"}]}),
-    (CHAT, {"messages": [{"role": "assistant", "content": None, "tool_calls": []}, {"role": "ipython"},
-                         {"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "image_url"}]}]}),
-]  # fmt: skip
+    (
+        CHAT,
+        {
+            "messages": [
+                {"role": "assistant", "content": None, "tool_calls": []},
+                {"role": "ipython"},
+                {"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "image_url"}]},
+            ]
+        },
+    ),
+]
 
 
 @pytest.mark.parametrize(("path", "body"), GOOD)
@@ -189,9 +197,15 @@ def test_routing_honours_the_model() -> None:
 
 @pytest.mark.parametrize(
     ("content_type", "status"),
-    [(None, None), ("application/json", None), ("application/json; charset=utf-8", None),
-     ("application/vnd.api+json", None), ("text/plain", 415), ("application/x-www-form-urlencoded", 415)],
-)  # fmt: skip
+    [
+        (None, None),
+        ("application/json", None),
+        ("application/json; charset=utf-8", None),
+        ("application/vnd.api+json", None),
+        ("text/plain", 415),
+        ("application/x-www-form-urlencoded", 415),
+    ],
+)
 def test_json_media_type(content_type: str | None, status: int | None) -> None:
     from slosched.gateway.calls.call import check_json_media_type
 

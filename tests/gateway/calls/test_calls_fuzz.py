@@ -19,9 +19,32 @@ _numbers = (
 )
 _scalars = _numbers | st.booleans() | st.none() | st.text(max_size=8)
 _values = _scalars | st.lists(_scalars, max_size=3) | st.dictionaries(st.text(max_size=4), _scalars, max_size=2)
-_typed = ["model", "max_tokens", "max_completion_tokens", "n", "best_of", "stream", "stream_options", "temperature",
-          "top_p", "min_p", "top_k", "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "stop",
-          "min_tokens", "user", "logprobs", "top_logprobs", "echo", "suffix", "priority", "vllm_xargs"]  # fmt: skip
+_typed = [
+    "model",
+    "max_tokens",
+    "max_completion_tokens",
+    "n",
+    "best_of",
+    "stream",
+    "stream_options",
+    "temperature",
+    "top_p",
+    "min_p",
+    "top_k",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "seed",
+    "stop",
+    "min_tokens",
+    "user",
+    "logprobs",
+    "top_logprobs",
+    "echo",
+    "suffix",
+    "priority",
+    "vllm_xargs",
+]
 _prompts = (
     st.text(max_size=20)
     | st.lists(st.text(max_size=5), max_size=3)
@@ -38,9 +61,13 @@ _content = (
     )
 )
 _message = st.fixed_dictionaries(
-    {}, optional={"role": st.sampled_from(["user", "system", "assistant", "tool", "x"]) | _numbers,
-                  "content": _content, "name": _scalars}
-)  # fmt: skip
+    {},
+    optional={
+        "role": st.sampled_from(["user", "system", "assistant", "tool", "x"]) | _numbers,
+        "content": _content,
+        "name": _scalars,
+    },
+)
 _models = st.sampled_from(["tiny", "big", "gpt-4", "", "m" * 300]) | _scalars
 
 
@@ -59,11 +86,20 @@ def bodies(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
 
 _header_values = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=12).map(str.strip)
 _headers = st.dictionaries(
-    st.sampled_from(["x-slo-deadline-ms", "x-slo-ttft-ms", "x-slo-tpot-ms", "x-slo-priority", "x-job-id",
-                     "x-job-stage", "content-length"]),
+    st.sampled_from(
+        [
+            "x-slo-deadline-ms",
+            "x-slo-ttft-ms",
+            "x-slo-tpot-ms",
+            "x-slo-priority",
+            "x-job-id",
+            "x-job-stage",
+            "content-length",
+        ]
+    ),
     _header_values | st.sampled_from(["nan", "inf", "-1", "0", "1e12", "100", "", "9" * 40]),
     max_size=3,
-)  # fmt: skip
+)
 
 
 @settings(max_examples=400, deadline=None)

@@ -75,11 +75,18 @@ def prism_servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
 def _freeze(view: InstanceView) -> InstanceSnapshot:
     """What the router saw of one backend, kept after the decision (live views change)."""
     return InstanceSnapshot(
-        index=view.index, spec=view.spec, snapshot_s=0.0, num_running=view.num_running,
-        num_waiting=view.num_waiting, waiting_prefill_tokens=view.waiting_prefill_tokens,
-        outstanding_decode_tokens=view.outstanding_decode_tokens, num_free_kv_blocks=view.num_free_kv_blocks,
-        num_kv_blocks=view.num_kv_blocks, step_predictor=view.step_predictor, exported=dict(view.exported),
-    )  # fmt: skip
+        index=view.index,
+        spec=view.spec,
+        snapshot_s=0.0,
+        num_running=view.num_running,
+        num_waiting=view.num_waiting,
+        waiting_prefill_tokens=view.waiting_prefill_tokens,
+        outstanding_decode_tokens=view.outstanding_decode_tokens,
+        num_free_kv_blocks=view.num_free_kv_blocks,
+        num_kv_blocks=view.num_kv_blocks,
+        step_predictor=view.step_predictor,
+        exported=dict(view.exported),
+    )
 
 
 def _record(gateway: Gateway, decisions: list[Decision]) -> Any:
@@ -200,7 +207,9 @@ def _swap(views: Sequence[InstanceSnapshot], a: int, b: int) -> list[InstanceSna
 def _summary(decisions: Sequence[Decision]) -> str:
     rows = []
     for d in decisions:
-        states = [(v.index, round(v.exported.get(keys.PENDING_REQUESTS, -1)), round(v.exported.get(AGE, -1), 2))
-                  for v in d.views]  # fmt: skip
+        states = [
+            (v.index, round(v.exported.get(keys.PENDING_REQUESTS, -1)), round(v.exported.get(AGE, -1), 2))
+            for v in d.views
+        ]
         rows.append(f"chose {d.chosen} over {states}")
     return "; ".join(rows)

@@ -150,8 +150,11 @@ def test_client_disconnect_mid_stream_cancels_and_frees_the_slot() -> None:
 
 def test_api_keys_and_tenant_rate_limits() -> None:
     async def scenario() -> None:
-        overrides: dict[str, Any] = {"api_keys": ["secret"], "tenant_rate_limits": {"small": 1.0},
-                                     "trust_tenant_header": True}  # fmt: skip
+        overrides: dict[str, Any] = {
+            "api_keys": ["secret"],
+            "tenant_rate_limits": {"small": 1.0},
+            "trust_tenant_header": True,
+        }
         async with harness(**overrides) as h, httpx.AsyncClient(base_url=h.url) as client:
             body = {"prompt": "p", "max_tokens": 1}
             assert (await client.post("/v1/completions", json=body)).status_code == 401

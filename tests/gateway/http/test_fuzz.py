@@ -18,8 +18,26 @@ _json = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=12,
 )
-_fields = ["prompt", "messages", "max_tokens", "max_completion_tokens", "stream", "model", "vllm_xargs", "n",
-           "kind", "slo_s", "rows", "template", "params", "calls", "name", "final", "priority", "tenant"]  # fmt: skip
+_fields = [
+    "prompt",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "stream",
+    "model",
+    "vllm_xargs",
+    "n",
+    "kind",
+    "slo_s",
+    "rows",
+    "template",
+    "params",
+    "calls",
+    "name",
+    "final",
+    "priority",
+    "tenant",
+]
 _messages = st.lists(
     st.fixed_dictionaries({}, optional={"role": _json | st.sampled_from(["user", "system"]), "content": _json}),
     max_size=3,

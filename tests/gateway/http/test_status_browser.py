@@ -21,9 +21,19 @@ _CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if _CHROMIUM is None and os.environ.get("SLOSCHED_REQUIRE_BROWSER") != "1":
     pytest.skip("chromium is not installed (apt-get install -y chromium)", allow_module_level=True)
 
-_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-          "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000"]  # fmt: skip
+_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+    "--virtual-time-budget=5000",
+]
 
 
 def _chromium(url: str, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -35,8 +45,11 @@ def _chromium(url: str, profile: Path, *extra: str) -> subprocess.CompletedProce
 def _traffic(url: str, headers: dict[str, str]) -> None:
     with httpx.Client(base_url=url, timeout=10, headers=headers) as client:
         for index in range(12):
-            slo = {HEADER_DEADLINE_MS: "60000", HEADER_TTFT_MS: "20000" if index % 3 else "0.001",
-                   HEADER_TENANT: "gold" if index % 2 else "bronze"}  # fmt: skip
+            slo = {
+                HEADER_DEADLINE_MS: "60000",
+                HEADER_TTFT_MS: "20000" if index % 3 else "0.001",
+                HEADER_TENANT: "gold" if index % 2 else "bronze",
+            }
             body = {"prompt": "hello " * 8, "max_tokens": 4, "stream": index % 2 == 0}
             assert client.post("/v1/completions", json=body, headers=slo).status_code == 200
 

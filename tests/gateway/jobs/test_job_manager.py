@@ -136,8 +136,13 @@ def test_a_failed_call_fails_the_workflow() -> None:
 def test_a_relquery_runs_every_row_and_completes() -> None:
     async def scenario() -> None:
         manager, backend, _ = make_manager()
-        body = {"kind": "relquery", "template": "Is {name} a fruit?", "rows": [{"name": "apple"}, {"name": "car"}],
-                "params": {"max_tokens": 3}, "slo_s": 5}  # fmt: skip
+        body = {
+            "kind": "relquery",
+            "template": "Is {name} a fruit?",
+            "rows": [{"name": "apple"}, {"name": "car"}],
+            "params": {"max_tokens": 3},
+            "slo_s": 5,
+        }
         job = await create(manager, body)
         assert job.task is not None
         await job.task

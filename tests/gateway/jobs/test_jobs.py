@@ -44,8 +44,13 @@ def test_relquery_runs_every_row() -> None:
     async def scenario() -> None:
         async with harness() as h, httpx.AsyncClient(base_url=h.url) as client:
             rows = [{"name": f"n{i}", "n": i} for i in range(10)]
-            body = {"kind": "relquery", "slo_s": 20, "template": "Describe {name} ({n})", "rows": rows,
-                    "params": {"max_tokens": 2}}  # fmt: skip
+            body = {
+                "kind": "relquery",
+                "slo_s": 20,
+                "template": "Describe {name} ({n})",
+                "rows": rows,
+                "params": {"max_tokens": 2},
+            }
             job = (await client.post("/v1/jobs", json=body)).json()
             for _ in range(200):
                 state = (await client.get(f"/v1/jobs/{job['id']}")).json()

@@ -124,7 +124,11 @@ def test_a_workflow_stage_lost_in_a_crash_is_reported_and_the_job_goes_on() -> N
         view = await second.get(job_id, ME)
         assert view["status"] == "running"
         assert view["stages"][0] | {"results": []} == {
-            "name": "s0", "status": "failed", "reason": "replica_restarted", "results": []}  # fmt: skip
+            "name": "s0",
+            "status": "failed",
+            "reason": "replica_restarted",
+            "results": [],
+        }
         answer = await second.post_stage(job_id, {"name": "s0", "calls": [{"prompt": "again"}], "final": True}, ME)
         assert answer["job"]["status"] == "completed"
         # A job resumed and then abandoned by its client is ended by the idle reaper, never left running.
@@ -194,8 +198,12 @@ def test_cancel_through_another_replica_stops_the_owner() -> None:
         assert (job.status, job.reason) == ("cancelled", "cancelled by client")
         assert job.task is not None
         await asyncio.gather(job.task, return_exceptions=True)
-        outcomes = {s.labels["outcome"]: s.value for f in first.dispatcher.metrics.registry.collect()
-                    for s in f.samples if s.name == "slosched_requests_total"}  # fmt: skip
+        outcomes = {
+            s.labels["outcome"]: s.value
+            for f in first.dispatcher.metrics.registry.collect()
+            for s in f.samples
+            if s.name == "slosched_requests_total"
+        }
         assert outcomes == {"cancelled": 3.0}  # every accepted row call ended, none leaked
         await first.shutdown()
         assert data.records[job_id].status == "cancelled"

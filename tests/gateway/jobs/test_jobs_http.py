@@ -68,12 +68,20 @@ def test_bad_bodies_are_4xx_naming_the_field_and_leak_nothing() -> None:
                 ('{"slo_s": 1e306}', 400, "slo_s"),
                 ('{"slo_s": ' + "9" * 400 + "}", 400, "slo_s"),
                 ('{"slo_s": Infinity}', 400, "slo_s"),
-                ('{"kind": "relquery", "template": "{a}", "rows": [{"a": 1}], "params": {"max_tokens": 1'
-                 + "0" * 400 + "}}", 400, "params.max_tokens"),
+                (
+                    '{"kind": "relquery", "template": "{a}", "rows": [{"a": 1}], "params": {"max_tokens": 1'
+                    + "0" * 400
+                    + "}}",
+                    400,
+                    "params.max_tokens",
+                ),
                 (json.dumps({"template": "t" * 3_900_000}), 400, "template"),
-                (json.dumps({"kind": "relquery", "template": "{a}" + "y" * 99_000, "rows": [{"a": 1}] * 1_000}),
-                 413, "rows"),
-            ]  # fmt: skip
+                (
+                    json.dumps({"kind": "relquery", "template": "{a}" + "y" * 99_000, "rows": [{"a": 1}] * 1_000}),
+                    413,
+                    "rows",
+                ),
+            ]
             for body, status, field in cases:
                 response = await client.post("/v1/jobs", content=body, headers={"content-type": "application/json"})
                 assert response.status_code == status, (body[:80], response.text[:200])
@@ -123,8 +131,10 @@ def test_ten_thousand_rows_are_paced_and_health_stays_responsive(tmp_path: Path)
             assert outcomes == {"completed/ok": 10_000.0}, outcomes  # no queue_full, nothing else
             assert h.value("slosched_requests_accepted_total") == h.terminal_total() == 10_000
             health.sort()
-            print(f"10k rows in {elapsed:.1f}s; /health p50 {health[len(health) // 2] * 1e3:.0f} ms "
-                  f"max {health[-1] * 1e3:.0f} ms over {len(health)} probes")  # fmt: skip
+            print(
+                f"10k rows in {elapsed:.1f}s; /health p50 {health[len(health) // 2] * 1e3:.0f} ms "
+                f"max {health[-1] * 1e3:.0f} ms over {len(health)} probes"
+            )
             assert health[len(health) // 2] < 0.1 and health[-1] < 0.5
 
     asyncio.run(scenario())

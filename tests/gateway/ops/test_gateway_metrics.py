@@ -27,8 +27,15 @@ _SLO = {HEADER_DEADLINE_MS: "60000", HEADER_TTFT_MS: "30000", HEADER_TPOT_MS: "1
 def test_tenant_labels_keep_configured_tenants_and_fold_the_rest() -> None:
     labels = TenantLabels(lambda: {"gold", "silver"}, max_tenants=2)
     assert [labels(name) for name in ["a", "gold", "b", "c", "default", "silver", "a", "d"]] == [
-        "a", "gold", "b", OTHER_TENANT, "default", "silver", "a", OTHER_TENANT,
-    ]  # fmt: skip
+        "a",
+        "gold",
+        "b",
+        OTHER_TENANT,
+        "default",
+        "silver",
+        "a",
+        OTHER_TENANT,
+    ]
 
 
 def test_counter_value_sums_over_labels_left_out() -> None:

@@ -55,9 +55,17 @@ def test_every_metric_and_label_the_dashboard_uses_is_exported() -> None:
             assert name in labels, f"{name} (in {expr!r}) is not in /metrics"
             for label in re.findall(r"([a-z_]+)\s*=~?", matchers):
                 assert label in labels[name], f"{name} has no label {label!r}"
-    wanted = {"slosched_ttft_seconds_bucket", "slosched_tpot_seconds_bucket", "slosched_request_latency_seconds_bucket",
-              "slosched_generation_tokens_total", "slosched_slo_total", "slosched_queue_length",
-              "slosched_routed_total", "slosched_admission_rejections_total", "slosched_requests_total"}  # fmt: skip
+    wanted = {
+        "slosched_ttft_seconds_bucket",
+        "slosched_tpot_seconds_bucket",
+        "slosched_request_latency_seconds_bucket",
+        "slosched_generation_tokens_total",
+        "slosched_slo_total",
+        "slosched_queue_length",
+        "slosched_routed_total",
+        "slosched_admission_rejections_total",
+        "slosched_requests_total",
+    }
     assert wanted <= used
 
 

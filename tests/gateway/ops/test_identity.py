@@ -208,10 +208,24 @@ def test_a_tenants_token_latency_floors_apply_to_calls() -> None:
 
 # --- limits on the hot path ------------------------------------------------------------------------------
 
-_OUTCOMES = ["ok", "backend_4xx", "queue_full", "no_backend", "backend_failed", "bug", "cancelled", "bad_body",
-             "stream_ok", "stream_gone"]  # fmt: skip
-_ERRORS = {"queue_full": HttpError(429, "queue_full", "full", 1.0), "no_backend": HttpError(503, "no_backend", "x"),
-           "backend_failed": HttpError(502, "backend_failed", "x"), "bug": RuntimeError("bug")}  # fmt: skip
+_OUTCOMES = [
+    "ok",
+    "backend_4xx",
+    "queue_full",
+    "no_backend",
+    "backend_failed",
+    "bug",
+    "cancelled",
+    "bad_body",
+    "stream_ok",
+    "stream_gone",
+]
+_ERRORS = {
+    "queue_full": HttpError(429, "queue_full", "full", 1.0),
+    "no_backend": HttpError(503, "no_backend", "x"),
+    "backend_failed": HttpError(502, "backend_failed", "x"),
+    "bug": RuntimeError("bug"),
+}
 
 
 def _one_call(routes: OpenAIRoutes, kind: str, during: list[int]) -> None:

@@ -15,9 +15,14 @@ from tests.gateway.helpers import harness
 
 def test_slo_rows_count_the_window_only() -> None:
     results: deque[SloResult] = deque(
-        [(1.0, "a", 0.0, "ttft", False), (50.0, "a", 0.0, "ttft", True), (55.0, "a", 0.0, "ttft", False),
-         (56.0, "b", 1.0, "deadline", True), (57.0, "a", 0.0, "ttft", True)]
-    )  # fmt: skip
+        [
+            (1.0, "a", 0.0, "ttft", False),
+            (50.0, "a", 0.0, "ttft", True),
+            (55.0, "a", 0.0, "ttft", False),
+            (56.0, "b", 1.0, "deadline", True),
+            (57.0, "a", 0.0, "ttft", True),
+        ]
+    )
     assert slo_rows(results, now_s=60.0, window_s=15.0) == [
         {"tenant": "a", "class": "0", "kind": "ttft", "met": 2, "missed": 1, "attainment": 2 / 3},
         {"tenant": "b", "class": "1", "kind": "deadline", "met": 1, "missed": 0, "attainment": 1.0},
@@ -30,8 +35,9 @@ def test_status_json_after_traffic() -> None:
             async with httpx.AsyncClient(base_url=h.url, timeout=10) as client:
                 headers = {HEADER_DEADLINE_MS: "60000", HEADER_TENANT: "gold"}
                 for _ in range(MAX_DECISIONS + 10):
-                    answer = await client.post("/v1/completions", json={"prompt": "p", "max_tokens": 2},
-                                               headers=headers)  # fmt: skip
+                    answer = await client.post(
+                        "/v1/completions", json={"prompt": "p", "max_tokens": 2}, headers=headers
+                    )
                     assert answer.status_code == 200
                 status = (await client.get("/status.json")).json()
                 page = await client.get("/status")
@@ -39,8 +45,16 @@ def test_status_json_after_traffic() -> None:
             assert sum(row["routed"] for row in status["instances"]) == MAX_DECISIONS + 10
             assert all(row["healthy"] and not row["ejected"] for row in status["instances"])
             assert status["requests"]["outcomes"] == {"completed": MAX_DECISIONS + 10}
-            assert status["slo"]["rows"] == [{"tenant": "gold", "class": "0", "kind": "deadline",
-                                              "met": MAX_DECISIONS + 10, "missed": 0, "attainment": 1.0}]  # fmt: skip
+            assert status["slo"]["rows"] == [
+                {
+                    "tenant": "gold",
+                    "class": "0",
+                    "kind": "deadline",
+                    "met": MAX_DECISIONS + 10,
+                    "missed": 0,
+                    "attainment": 1.0,
+                }
+            ]
             decisions = status["decisions"]
             assert len(decisions) == NUM_DECISIONS_SHOWN
             assert {d["backend"] for d in decisions} <= {"b0", "b1"} and decisions[0]["request"].startswith("req-")

@@ -28,17 +28,34 @@ SPEC = InstanceSpec(name="h", gpu="H100", model="Llama-3-8B")
 def _view(index: int = 0, exported: EngineState | None = None, running: int = 0, waiting: int = 0) -> InstanceSnapshot:
     state = exported or EngineState(0.02, 1000.0, 10.0, 1e6, 100_000.0)
     return InstanceSnapshot(
-        index=index, spec=SPEC, snapshot_s=0.0, num_running=running, num_waiting=waiting, waiting_prefill_tokens=0,
-        outstanding_decode_tokens=0.0, num_free_kv_blocks=1000, num_kv_blocks=2000,
-        step_predictor=LinearStepPredictor(), exported=state.to_mapping(),
-    )  # fmt: skip
+        index=index,
+        spec=SPEC,
+        snapshot_s=0.0,
+        num_running=running,
+        num_waiting=waiting,
+        waiting_prefill_tokens=0,
+        outstanding_decode_tokens=0.0,
+        num_free_kv_blocks=1000,
+        num_kv_blocks=2000,
+        step_predictor=LinearStepPredictor(),
+        exported=state.to_mapping(),
+    )
 
 
 def _request(session: str | None = None, tpot: float | None = 0.05, ttft: float | None = None) -> Request:
     request = Request(
-        id="r", job_id="j", stage="call", template="chat", prompt_tokens=1000, max_output_tokens=500,
-        arrival_s=0.0, job_arrival_s=0.0, session_id=session, tpot_slo_s=tpot, ttft_slo_s=ttft,
-    )  # fmt: skip
+        id="r",
+        job_id="j",
+        stage="call",
+        template="chat",
+        prompt_tokens=1000,
+        max_output_tokens=500,
+        arrival_s=0.0,
+        job_arrival_s=0.0,
+        session_id=session,
+        tpot_slo_s=tpot,
+        ttft_slo_s=ttft,
+    )
     request.predicted_output_tokens = 200.0
     return request
 

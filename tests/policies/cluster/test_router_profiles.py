@@ -78,11 +78,18 @@ def _views(raw: list[tuple[int, int, int, float, int, EngineState | None]]) -> l
     views = []
     for index, (running, waiting, prefill, decode, cached, exported) in enumerate(raw):
         view = _Snapshot(
-            index=index, spec=SPEC, snapshot_s=0.0, num_running=running, num_waiting=waiting,
-            waiting_prefill_tokens=prefill, outstanding_decode_tokens=decode, num_free_kv_blocks=2000 - 40 * index,
-            num_kv_blocks=2000, step_predictor=LinearStepPredictor(),
+            index=index,
+            spec=SPEC,
+            snapshot_s=0.0,
+            num_running=running,
+            num_waiting=waiting,
+            waiting_prefill_tokens=prefill,
+            outstanding_decode_tokens=decode,
+            num_free_kv_blocks=2000 - 40 * index,
+            num_kv_blocks=2000,
+            step_predictor=LinearStepPredictor(),
             exported=exported.to_mapping() if exported is not None else {},
-        )  # fmt: skip
+        )
         view.cached = cached
         views.append(view)
     return views
@@ -92,10 +99,21 @@ def _make_request(number: int, now_s: float, raw: tuple) -> Request:
     prompt, predicted, session, tpot, ttft, deadline, template = raw
     prefix = PrefixId(template, prompt // 32, number, 0) if template else PrefixId(0, 0, number, 0)
     return Request(
-        id=f"r{number}", job_id=f"j{number}", stage="s", template=f"t{template}", prompt_tokens=prompt,
-        max_output_tokens=1024, arrival_s=now_s, job_arrival_s=now_s, deadline_s=now_s + deadline,
-        session_id=session, prefix=prefix, predicted_output_tokens=predicted, ttft_slo_s=ttft, tpot_slo_s=tpot,
-    )  # fmt: skip
+        id=f"r{number}",
+        job_id=f"j{number}",
+        stage="s",
+        template=f"t{template}",
+        prompt_tokens=prompt,
+        max_output_tokens=1024,
+        arrival_s=now_s,
+        job_arrival_s=now_s,
+        deadline_s=now_s + deadline,
+        session_id=session,
+        prefix=prefix,
+        predicted_output_tokens=predicted,
+        ttft_slo_s=ttft,
+        tpot_slo_s=tpot,
+    )
 
 
 @dataclass

@@ -48,9 +48,16 @@ class Engine:
 
 def make_seq(name: str, prompt: int = 10, arrival: float = 0.0, priority: float = 0.0) -> Seq:
     request = Request(
-        id=name, job_id=name, stage="s", template="t", prompt_tokens=prompt, max_output_tokens=8,
-        arrival_s=arrival, job_arrival_s=arrival, priority=priority,
-    )  # fmt: skip
+        id=name,
+        job_id=name,
+        stage="s",
+        template="t",
+        prompt_tokens=prompt,
+        max_output_tokens=8,
+        arrival_s=arrival,
+        job_arrival_s=arrival,
+        priority=priority,
+    )
     return Seq(request, prompt, arrival)
 
 

@@ -65,12 +65,29 @@ class FakeEngine:
         return self.running
 
 
-def call(name: str, deadline_s: float = math.inf, budget_s: float | None = None, arrival_s: float = 0.0,
-         prompt: int = 100, predicted: float = 50.0, tpot: float | None = None) -> Request:  # fmt: skip
+def call(
+    name: str,
+    deadline_s: float = math.inf,
+    budget_s: float | None = None,
+    arrival_s: float = 0.0,
+    prompt: int = 100,
+    predicted: float = 50.0,
+    tpot: float | None = None,
+) -> Request:
     return Request(
-        name, f"job-{name}", "s", "t", prompt, 256, arrival_s, arrival_s, deadline_s=deadline_s, budget_s=budget_s,
-        predicted_output_tokens=predicted, tpot_slo_s=tpot,
-    )  # fmt: skip
+        name,
+        f"job-{name}",
+        "s",
+        "t",
+        prompt,
+        256,
+        arrival_s,
+        arrival_s,
+        deadline_s=deadline_s,
+        budget_s=budget_s,
+        predicted_output_tokens=predicted,
+        tpot_slo_s=tpot,
+    )
 
 
 # ---- the name and the parameter block ---------------------------------------------------------------------
@@ -215,10 +232,17 @@ def test_plan_without_bounds_is_the_ceiling() -> None:
 # ---- router -----------------------------------------------------------------------------------------------
 def _view(index: int, running: int = 0, prefill: int = 0, pending: int = 0) -> InstanceSnapshot:
     return InstanceSnapshot(
-        index=index, spec=SPEC, snapshot_s=0.0, num_running=running, num_waiting=pending,
-        waiting_prefill_tokens=prefill, outstanding_decode_tokens=0.0, num_free_kv_blocks=5000,
-        num_kv_blocks=5000, step_predictor=LinearStepPredictor(),
-    )  # fmt: skip
+        index=index,
+        spec=SPEC,
+        snapshot_s=0.0,
+        num_running=running,
+        num_waiting=pending,
+        waiting_prefill_tokens=prefill,
+        outstanding_decode_tokens=0.0,
+        num_free_kv_blocks=5000,
+        num_kv_blocks=5000,
+        step_predictor=LinearStepPredictor(),
+    )
 
 
 def _prefixed(name: str, deadline_s: float = math.inf) -> Request:

@@ -27,8 +27,12 @@ def test_sample_becomes_sessions(tmp_path: Path) -> None:
         assert call.session_id is not None
         by_session.setdefault(call.session_id, []).append((job.arrival_s, call))
     assert {name: len(turns) for name, turns in by_session.items()} == {
-        "sharegpt/c1": 2, "sharegpt/c2": 3, "sharegpt/c3": 1, "sharegpt/c4": 2, "sharegpt/c6": 2,
-    }  # fmt: skip
+        "sharegpt/c1": 2,
+        "sharegpt/c2": 3,
+        "sharegpt/c3": 1,
+        "sharegpt/c4": 2,
+        "sharegpt/c6": 2,
+    }
     for turns in by_session.values():
         (start, first), *later = turns
         assert first.prefix_key is None and first.prefix_tokens == 0

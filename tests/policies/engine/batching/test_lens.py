@@ -22,9 +22,17 @@ from slosched.policies.engine.nexus_state import EngineState
 from slosched.policies.registry import PolicyContext
 
 PARAMS = StructuralParams(
-    tau0_s=0.006, w0=0.0, ws=1.0, tau_b_s=1e-5, tau_s_s=0.0, tau_c_s=5e-8, tau_a_s=1e-9,
-    pmax=40_000.0, k_b=1.0, k_s=1 / 500,
-)  # fmt: skip
+    tau0_s=0.006,
+    w0=0.0,
+    ws=1.0,
+    tau_b_s=1e-5,
+    tau_s_s=0.0,
+    tau_c_s=5e-8,
+    tau_a_s=1e-9,
+    pmax=40_000.0,
+    k_b=1.0,
+    k_s=1 / 500,
+)
 
 
 @pytest.mark.parametrize("b", [1, 17, 200])

@@ -29,8 +29,9 @@ class LinearPredictor:
 
 
 def seq(rid: str, prompt: int, predicted: float, arrival: float = 0.0, priority: float = 0.0) -> Any:
-    request = Request(rid, "j", "s", "t", prompt, 256, arrival, arrival, predicted_output_tokens=predicted,
-                      priority=priority)  # fmt: skip
+    request = Request(
+        rid, "j", "s", "t", prompt, 256, arrival, arrival, predicted_output_tokens=predicted, priority=priority
+    )
     return SimpleNamespace(request=request)
 
 
