@@ -4,8 +4,8 @@ Sending 10,000 rows at once failed most of them with ``queue_full`` and stalled 
 a second. Here a runner sends a batch no larger than the queues' free room (less what other runners are
 about to take, and its fair share when several relQueries run), renders each row's prompt only then, and
 refills as its calls finish; before each batch it asks whether the job ended elsewhere (a cancel through
-another replica, ``JobSync.ended``) and stops releasing rows then. A row refused with ``queue_full`` anyway (other traffic took the room first)
-goes back to the pending rows and is retried, a bounded number of times.
+another replica, ``JobSync.ended``) and stops releasing rows then. A row refused with ``queue_full`` anyway
+(other traffic took the room first) goes back to the pending rows and is retried, a bounded number of times.
 
 With fair sharing on, a runner also keeps its tenant within the tenant's weighted share of the queues' capacity
 (``policies/fairness/places.fair_room``: the whole capacity while no other tenant holds calls), so a large
