@@ -31,7 +31,7 @@ def page(figures: dict[str, Any]) -> str:
             "# Fair sharing under a flooding tenant (`slosched bench fairness`)",
             "",
             f"Tenant `interactive`'s attainment without and with a {LIVE_FLOOD_ROWS:,}-row relQuery of tenant `batch`,",
-            "with fair sharing (weights interactive 4 : batch 1) and without (first come, first served); median",
+            "with fair sharing (interactive in band 0, batch in band 1, weights 20 : 1) and without (first come, first served); median",
             "[min, max] over the runs. The drop is in points of attainment (calm minus flood). The done-when,",
             f"at most {figures['max_drop_points']:.0f} points with fair sharing in every run: **{verdict}**.",
             "",
