@@ -16,6 +16,7 @@ from slosched.bench.chaos.bad_input import run_input
 from slosched.bench.chaos.core import BAD_INPUT, FAULT, OK, SHED, Ctx, Probe, Reply, totals
 from slosched.bench.chaos.fuzz import requests, run_fuzz
 from slosched.bench.chaos.runs import run_suite
+from slosched.bench.chaos.setup import BACKEND_QUEUE, BACKEND_WINDOW
 from slosched.devtools.stub import serve_app
 
 KEYS = ["probes", "sent", "clear_4xx", "server_errors", "hangs", "lost", "isolation_violations", "rss_growth_mb"]
@@ -105,3 +106,9 @@ def test_a_tiny_run_against_the_real_gateway(capsys: pytest.CaptureFixture[str])
     assert list(out) == KEYS and out["probes"] >= 9 and out["sent"] > 50
     assert out["server_errors"] == 0 and out["lost"] == 0
     assert "chaos: probe families" in capsys.readouterr().err
+
+
+def test_the_queued_disconnect_race_family_finds_no_call_run_for_a_client_that_left() -> None:
+    out = run_suite(quick=True, scale=0.02, only=("queued-disconnect",))
+    assert out["sent"] >= 2 * 2 * (BACKEND_WINDOW + BACKEND_QUEUE // 2)  # two rounds of full windows, half queues
+    assert out["lost"] == 0 and out["server_errors"] == 0 and out["hangs"] == 0

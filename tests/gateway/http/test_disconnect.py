@@ -5,6 +5,7 @@ call ends ``cancelled/client_disconnected``, never completed, and its queue slot
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import httpx
@@ -81,5 +82,68 @@ def test_a_streamed_call_on_a_hung_backend_is_cancelled_too() -> None:
                 while h.backends[0].disconnected < 1:
                     await asyncio.sleep(0.01)
             assert h.outcomes() == {"cancelled/client_disconnected": 1.0}
+
+    asyncio.run(scenario())
+
+
+async def _asgi_call(app: Any, body: dict[str, Any], leave: asyncio.Event) -> list[dict[str, Any]]:
+    """One POST /v1/completions straight into the gateway's ASGI app; its client leaves when ``leave`` is set
+    (``receive`` then reports ``http.disconnect``, as an ASGI server does for a dropped connection)."""
+    sent: list[dict[str, Any]] = []
+    first = True
+
+    async def receive() -> dict[str, Any]:
+        nonlocal first
+        if first:
+            first = False
+            return {"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}
+        await leave.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/completions",
+        "raw_path": b"/v1/completions",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 2),
+    }
+    await app(scope, receive, send)
+    return sent
+
+
+def test_a_queued_call_whose_client_left_with_the_running_one_is_not_given_the_freed_slot() -> None:
+    """The running and the queued client leave in the same instant: the slot the running call frees must not
+    go to the queued call (its client is gone too), which would reach the backend and count as completed."""
+
+    async def scenario() -> None:
+        async with faulty_harness(["none"], backend={"max_concurrency": 1, "max_queue": 8}, timeouts=PATIENT) as h:
+            h.backends[0].fault.set("none", faults=["hang"])  # the first call holds the slot, the next would run
+            queue = h.gateway.dispatcher.queues[0]
+            leave = asyncio.Event()
+            running = asyncio.create_task(_asgi_call(h.gateway.app, {"prompt": "p", "max_tokens": 4}, leave))
+            async with asyncio.timeout(5):
+                while queue.num_running < 1:
+                    await asyncio.sleep(0.01)
+            queued = asyncio.create_task(_asgi_call(h.gateway.app, {"prompt": "q", "max_tokens": 4}, leave))
+            async with asyncio.timeout(5):
+                while len(queue.waiting) < 1:
+                    await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1)  # both disconnect watchers are listening
+            leave.set()  # both clients leave at once
+            async with asyncio.timeout(5):
+                await asyncio.gather(running, queued)
+            await h.settle()
+            assert h.outcomes() == {"cancelled/client_disconnected": 2.0}
+            assert h.backends[0].calls == 1  # the queued call never reached the backend
 
     asyncio.run(scenario())

@@ -17,7 +17,7 @@ from slosched.gateway.calls.call import Call, HttpError
 from slosched.gateway.dispatch.dispatcher import Dispatcher
 from slosched.gateway.jobs.manager import JobManager
 from slosched.gateway.jobs.store import open_store
-from slosched.gateway.jobs.store.base import JobStore
+from slosched.gateway.jobs.store.base import JobRecord, JobStore
 from slosched.gateway.jobs.store.memory import MemoryData, MemoryStore
 from slosched.gateway.ops.config import parse_config
 from slosched.gateway.ops.identity import Principal
@@ -283,5 +283,60 @@ def test_a_finished_job_stays_readable_until_the_store_holds_its_terminal_record
         assert record is not None and record.status == "completed"
         assert (await manager.get(job_id, ME))["status"] == "completed"  # now read back from the store
         await manager.shutdown()
+
+    asyncio.run(scenario())
+
+
+class SlowBackend(Backend):
+    """Every call takes ``delay_s`` (it started when its prompt is recorded)."""
+
+    delay_s = 0.1
+
+    async def complete(self, call: Call) -> tuple[int, bytes]:
+        self.prompts.append(str(call.body.get("prompt")))
+        await asyncio.sleep(self.delay_s)
+        self.dispatcher.finish(call, Outcome.COMPLETED, "ok")
+        return 200, json.dumps({"choices": [{"text": "ok"}]}).encode()
+
+
+def _slow_replica(store: JobStore, name: str, wall: Callable[[], float]) -> tuple[JobManager, SlowBackend]:
+    backend_entry = {"name": "b0", "url": "http://127.0.0.1:9", "max_concurrency": 4, "max_queue": 4}
+    dispatcher = Dispatcher(parse_config({"backends": [backend_entry]}))
+    backend = SlowBackend(dispatcher)
+    dispatcher.complete = backend.complete  # type: ignore[method-assign]
+    return JobManager(dispatcher, store, replica=name, wall=wall), backend
+
+
+def test_after_a_cancel_through_another_replica_the_owner_starts_few_more_backend_calls(tmp_path: Path) -> None:
+    """Two replicas on one SQLite store; the job is cancelled through the replica that does not run it. Its
+    owner must stop releasing rows promptly (calls in flight may finish): at most one capacity's worth of
+    calls (8: window 4 + queue 4) starts after the cancel, not rows until its next progress write is refused
+    (writes take 0.3 s here, and a relQuery's progress is written at most every second)."""
+
+    async def scenario() -> None:
+        wall = Wall()
+        first_store, second_store = stores("sqlite", tmp_path)
+        put = first_store.put
+
+        async def slow_put(record: JobRecord) -> bool:
+            await asyncio.sleep(0.3)
+            return await put(record)
+
+        first_store.put = slow_put  # type: ignore[method-assign]
+        first, backend = _slow_replica(first_store, "r1", wall)
+        second, _ = _slow_replica(second_store, "r2", wall)
+        rows = [{"x": index} for index in range(400)]
+        job_id = (await first.create({"kind": "relquery", "template": "row {x}", "rows": rows}, ME))["id"]
+        await eventually(lambda: len(backend.prompts) >= 12)
+        assert (await second.cancel(job_id, ME))["status"] == "cancelled"
+        started = len(backend.prompts)
+        job = first.jobs[job_id]
+        await asyncio.sleep(2.0)  # past the owner's next progress write: no more rows start meanwhile
+        assert (job.status, job.reason) == ("cancelled", "cancelled by client")
+        assert len(backend.prompts) - started <= 8
+        assert job.task is not None
+        await asyncio.gather(job.task, return_exceptions=True)
+        await first.shutdown()
+        await second.shutdown()
 
     asyncio.run(scenario())

@@ -104,3 +104,18 @@ def test_places_displace_the_tenant_furthest_over_its_share() -> None:
     assert places.victim("batch", 16) is None  # the flooder itself is refused
     assert fair_room(spec, "batch", 100, {"batch": 10}) == 90  # alone: the whole capacity
     assert fair_room(spec, "batch", 100, {"batch": 10, "interactive": 1}) == 10
+
+
+def test_a_lower_bands_share_flows_up_a_higher_band_is_not_capped_by_it() -> None:
+    """Ten slots, weights 4 : 1. In one band each is capped at its weighted share (8 and 2); with "low" in a
+    lower band, "high" may take every slot it needs while "low" still keeps at most its share (2)."""
+    weights = (("high", 4.0), ("low", 1.0))
+    running = [_seq("low", 10, 0.0, 99)]
+
+    def taken(fair: FairShare) -> dict[str, int]:
+        waiting = [_seq("high", 10, 0.0, i) for i in range(10)] + [_seq("low", 10, 0.0, 10 + i) for i in range(10)]
+        picks = list(fair.picks(waiting, 0.0, running, 10))
+        return {tenant: sum(seq.request.tenant == tenant for seq in picks) for tenant in ("high", "low")}
+
+    assert taken(FairShare(FairShareSpec(weights))) == {"high": 8, "low": 1}
+    assert taken(FairShare(FairShareSpec(weights, bands=(("low", 1.0),)))) == {"high": 10, "low": 1}

@@ -5,7 +5,8 @@ runs probe families against it, in this order:
 ``tenants`` (isolation, ``tenants``), ``input`` (bad input on every route, ``bad_input``), ``fuzz``
 (seeded bodies and headers, ``fuzz``), ``traffic`` (valid calls and job flows, the bulk of the
 requests), ``backend`` / ``overload`` / ``slow-clients`` (``faults``), ``engine-fields`` / ``streams`` / ``outage`` /
-``act-as`` / ``fd`` / ``starvation`` (``trust``: issue 25), ``accounting`` (every accepted call reached a
+``act-as`` / ``fd`` / ``starvation`` (``trust``: issue 25), ``queued-disconnect`` (``races``: running and
+queued clients leaving at once), ``accounting`` (every accepted call reached a
 terminal outcome, per the gateway's /metrics; resident memory growth) and ``restart`` (SIGTERM with a
 relQuery in flight, start again on the same job store).
 
@@ -34,6 +35,7 @@ from slosched.bench.chaos.bad_input import JOBS, VALID, run_input
 from slosched.bench.chaos.core import OK, Ctx, gather_limited, send, totals
 from slosched.bench.chaos.faults import call, check_job_end, run_backend, run_overload, run_slow_clients, wait_job
 from slosched.bench.chaos.fuzz import run_fuzz
+from slosched.bench.chaos.races import run_queued_disconnect
 from slosched.bench.chaos.report import print_report, progress
 from slosched.bench.chaos.tenants import run_restart, run_tenants
 from slosched.bench.chaos.trust import run_act_as, run_engine_fields, run_fd, run_outage, run_starvation, run_streams
@@ -132,6 +134,7 @@ def families(seed: int) -> list[Family]:
         ("act-as", run_act_as),
         ("fd", run_fd),
         ("starvation", run_starvation),
+        ("queued-disconnect", run_queued_disconnect),
     ]
 
 

@@ -27,6 +27,8 @@ from slosched.bench.fairness.setup import (
     LIVE_KEYS,
     LIVE_MAX_CONCURRENCY,
     LIVE_MAX_QUEUE,
+    LIVE_MAX_WAIT_S,
+    LIVE_PRIORITIES,
     LIVE_WAVES,
     LIVE_WEIGHTS,
     LIVE_WORKFLOW_SLO_S,
@@ -37,22 +39,24 @@ from slosched.experiment import FloodFigures
 
 
 def gateway_config(urls: list[str], weights: bool) -> dict[str, Any]:
-    """The gateway in front of ``urls``: two tenants, with their weights (fair sharing) or without (fcfs)."""
+    """The gateway in front of ``urls``: two tenants, with their weights and bands (fair sharing) or without
+    (fcfs)."""
     tenants: dict[str, dict[str, Any]] = {name: {"api_keys": [key]} for name, key in LIVE_KEYS.items()}
     if weights:
         for name, weight in LIVE_WEIGHTS.items():
-            tenants[name]["weight"] = weight
+            tenants[name] |= {"weight": weight, "priority": LIVE_PRIORITIES[name]}
     backends = [
         {"name": f"b{i}", "url": url, "max_concurrency": LIVE_MAX_CONCURRENCY, "max_queue": LIVE_MAX_QUEUE}
         for i, url in enumerate(urls)
     ]
-    return {
+    config = {
         "backends": backends,
         "tenants": tenants,
         "job_store": "memory://",
         "health_interval_s": 0.5,
         "timeouts": {"queue_s": 30.0},
     }
+    return config | ({"fair_share": {"max_wait_s": LIVE_MAX_WAIT_S}} if weights else {})
 
 
 def _headers(tenant: str) -> dict[str, str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +79,14 @@ class Call:
     output_tokens: int = 0
     attempts: int = 0
     model: str | None = None  # None: any served model (vLLM's default model)
+    # Set by the dispatcher while the call waits in a queue: takes it out (its client left) before admission.
+    withdraw: Callable[[], None] | None = None
+
+    def client_gone(self) -> None:
+        """The client left: a queued call leaves its queue now, so a slot freed in the same instant (another
+        client leaving) cannot go to it; the caller then cancels the call's task."""
+        if self.withdraw is not None:
+            self.withdraw()
 
 
 _ids = itertools.count()

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from slosched.contract import HEADER_REQUEST_ID
@@ -47,7 +48,7 @@ from slosched.gateway.dispatch.attempts import (
     is_json,
     stream_error,
 )
-from slosched.gateway.dispatch.queues import DisplacedError, InstanceQueue, LiveSeq, QueueFullError
+from slosched.gateway.dispatch.queues import DisplacedError, InstanceQueue, LiveSeq, QueueFullError, wait_admitted
 from slosched.gateway.dispatch.slots import SlotSet
 from slosched.gateway.dispatch.snapshot import status_snapshot
 from slosched.gateway.ops.config import GatewayConfig
@@ -223,10 +224,8 @@ class Dispatcher:
         metrics.routed_to(self.clock(), call.request.id, backend.name, reason, len(queue.waiting), queue.num_running)
         try:
             try:
-                if not seq.admitted.done():  # admitted on enqueue (the common case): no timer needed
-                    await asyncio.wait_for(seq.admitted, timeout=max(deadline - time.monotonic(), 0.0))
-                else:
-                    seq.admitted.result()  # raises when displaced in the same step
+                call.withdraw = partial(queue.leave, seq)  # the client leaving takes it out before admission
+                await wait_admitted(seq, max(deadline - time.monotonic(), 0.0))
             except TimeoutError as error:
                 raise HttpError(503, "queue_timeout", "timed out waiting for a backend slot", 1.0) from error
             except DisplacedError as error:  # fair sharing gave its place to a tenant under its share

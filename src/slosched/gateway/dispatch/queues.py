@@ -67,6 +67,17 @@ class _Kv:
     usage: float = 0.0
 
 
+async def wait_admitted(seq: LiveSeq, timeout_s: float) -> None:
+    """Until the queue admits ``seq`` (TimeoutError after ``timeout_s``; DisplacedError when displaced). A
+    cancellation is never lost: ``asyncio.wait_for`` (Python 3.11) returns the result instead when admission and
+    cancellation land in the same loop step, which forwarded calls whose clients had left."""
+    if seq.admitted.done():  # admitted on enqueue (the common case): no timer needed
+        seq.admitted.result()
+        return
+    async with asyncio.timeout(timeout_s):
+        await seq.admitted
+
+
 class InstanceQueue:
     """Waiting + running sets of one backend, ordered and gated by an ``EnginePolicy``."""
 
@@ -198,6 +209,11 @@ class InstanceQueue:
             if places is not None:
                 places.left_waiting(seq.request.tenant)
         self.pump()
+
+    def leave(self, seq: LiveSeq) -> None:
+        """``seq``'s client left: withdraw it if it still waits (a running one unwinds through its waiter)."""
+        if not seq.running and seq in self._waiting:
+            self.withdraw(seq)
 
     def pump(self) -> int:
         """One admission pass in ordering order while the window has room; returns how many were admitted."""

@@ -5,7 +5,9 @@ arrives, so one watcher task waits on ``receive`` for the rest of the call and c
 the client goes. The watcher starts ``WATCH_AFTER_S`` into the call: a task costs ~10 us, a call that ends
 sooner needs none, and a disconnect before then is still reported (ASGI servers remember it) at that point.
 The cancellation unwinds the wait wherever it is: a queued call leaves its queue, a forwarded one closes its
-backend connection (vLLM aborts a request whose connection closes), a stream stops.
+backend connection (vLLM aborts a request whose connection closes), a stream stops. A queued call is taken out
+of its queue (``on_gone``) before the cancellation is even delivered: when a running and a queued client leave
+in the same instant, the running call's unwinding frees a slot that must not go to the queued one.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ class DisconnectWatch:
     """Cancels the task that ``start``ed it when ``receive`` reports ``http.disconnect``; set ``done``
     before the response's last write (completing a response wakes ``receive`` too)."""
 
-    __slots__ = ("_receive", "_task", "_timer", "_watcher", "done", "gone")
+    __slots__ = ("_on_gone", "_receive", "_task", "_timer", "_watcher", "done", "gone")
 
-    def __init__(self, receive: Callable[[], Awaitable[Message]]) -> None:
+    def __init__(self, receive: Callable[[], Awaitable[Message]], on_gone: Callable[[], None] | None = None) -> None:
         self._receive = receive
+        self._on_gone = on_gone  # runs before the cancellation, in the callback that learns the client left
         self._task: asyncio.Task[Any] | None = None
         self._watcher: asyncio.Future[Message] | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -53,6 +56,8 @@ class DisconnectWatch:
             self._watch()  # not a disconnect (nothing else is expected once the body was read): keep watching
             return
         self.gone = True
+        if self._on_gone is not None:
+            self._on_gone()
         if self._task is not None:
             self._task.cancel()
 

@@ -168,7 +168,7 @@ class OpenAIRoutes:
         waiting on the backend, streaming) cancels the work and finishes the call ``client_disconnected``."""
         dispatcher = self.dispatcher
         dispatcher.accept(call)
-        watch = DisconnectWatch(receive)
+        watch = DisconnectWatch(receive, call.client_gone)
         watch.start()
         try:
             await self._serve(call, watch, send)

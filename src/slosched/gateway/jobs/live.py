@@ -45,6 +45,7 @@ class LiveJob:
     task: asyncio.Task[None] | None = None  # relQuery runner
     writer: asyncio.Task[None] | None = None  # the store write in flight
     dirty: bool = False  # changed since the last write started
+    checked_s: float = -math.inf  # monotonic time of the last look at the store's record (``JobSync.ended``)
 
     def latency_s(self) -> float | None:
         return None if self.finish_s is None else self.finish_s - self.arrival_s

@@ -158,7 +158,7 @@ class JobManager:
         job = await self._here(job_id, principal)
         if job.kind != "workflow":
             raise HttpError(409, "wrong_kind", f"job {job_id!r} is a {job.kind}; stages are for workflows")
-        if job.status != "running":
+        if await self.ended(job, every_s=0.0):  # cancelled through another replica: no stage starts
             raise HttpError(409, "job_finished", f"job {job_id!r} is {job.status}")
         if len(job.stages) >= MAX_STAGES:
             raise HttpError(409, "too_many_stages", f"a workflow runs at most {MAX_STAGES} stages")
@@ -230,6 +230,8 @@ class JobManager:
     async def _run_relquery(self, job: LiveJob) -> None:
         try:
             await RowRunner(self, job).run()
+            if job.status != "running":
+                return  # ended elsewhere meanwhile: its end stands
         except asyncio.CancelledError:
             raise  # cancelled by the client (already terminal) or a shutdown (the job stays open, stored)
         except Exception:
@@ -260,6 +262,11 @@ class JobManager:
             self.dispatcher.finish(call, Outcome.FAILED, "internal_error")
             return call_result(call, 500, b"")
         return call_result(call, status, body)
+
+    async def ended(self, job: LiveJob, every_s: float | None = None) -> bool:
+        """Whether ``job`` ended, here or through another replica (``JobSync.ended``; ``every_s``: how stale
+        the store's answer may be, None: the sync's default)."""
+        return await (self.sync.ended(job) if every_s is None else self.sync.ended(job, every_s))
 
     def touch(self, job: LiveJob) -> None:
         """The job changed: write it to the store soon (writes coalesce; never blocks the caller)."""

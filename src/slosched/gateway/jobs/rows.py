@@ -3,8 +3,9 @@
 Sending 10,000 rows at once failed most of them with ``queue_full`` and stalled the event loop for most of
 a second. Here a runner sends a batch no larger than the queues' free room (less what other runners are
 about to take, and its fair share when several relQueries run), renders each row's prompt only then, and
-refills as its calls finish. A row refused with ``queue_full`` anyway (other traffic took the room first)
-goes back to the pending rows and is retried, a bounded number of times.
+refills as its calls finish; before each batch it asks whether the job ended elsewhere (a cancel through
+another replica, ``JobSync.ended``) and stops releasing rows then. A row refused with ``queue_full`` anyway
+(other traffic took the room first) goes back to the pending rows and is retried, a bounded number of times.
 
 With fair sharing on, a runner also keeps its tenant within the tenant's weighted share of the queues' capacity
 (``policies/fairness/places.fair_room``: the whole capacity while no other tenant holds calls), so a large
@@ -46,6 +47,8 @@ class RowHost(Protocol):
 
     def touch(self, job: LiveJob) -> None: ...
 
+    async def ended(self, job: LiveJob) -> bool: ...
+
 
 class RowRunner:
     """Runs one relQuery's unanswered rows to the end; shared counters live on the manager."""
@@ -68,6 +71,8 @@ class RowRunner:
         manager.active_relqueries += 1
         try:
             while self.pending or self.outstanding:
+                if self.pending and await manager.ended(self.job):
+                    return  # ended elsewhere (a cancel through another replica): no more rows start
                 self._launch(self._batch_size())
                 await asyncio.sleep(0)  # a batch rendered: let the loop serve others before the next
                 if self.outstanding:

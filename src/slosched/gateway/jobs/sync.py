@@ -5,6 +5,10 @@ write in flight, and the next one snapshots the job as it is then, so the latest
 relQuery's row progress is written at most every ``_PROGRESS_EVERY_S``, not once per row. A job open when
 its replica stopped is resumed by that replica's restart (``owned_open``) or claimed by another replica
 once its heartbeat is ``_STALE_BEATS`` intervals old (``claim_stale``).
+
+A job cancelled through another replica is stopped by its owner when a write is refused, at its next beat,
+and before it releases more work (``ended``: each workflow stage, each relQuery batch of rows, the record read
+at most every ``_CHECK_EVERY_S``), so the owner starts at most about that long's worth of calls after the cancel.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -48,6 +53,7 @@ _PROGRESS_EVERY_S = 1.0
 _ROWS_PER_PROGRESS_S = 2_000  # 10,000 rows: one progress write every 5 s
 _STALE_BEATS = 3
 _TERMINAL_TRIES = 3
+_CHECK_EVERY_S = 0.05  # a running relQuery's record is re-read at most this often (20 reads/s, ~10 us each)
 
 
 def _unavailable(error: Exception) -> HttpError:
@@ -193,6 +199,24 @@ class JobSync:
             if job.status == "running" and job.id not in owned and (job.writer is None or job.writer.done()):
                 await self._ended_elsewhere(job)
         await store.delete_finished_before(now - config.job_retention_s)
+
+    async def ended(self, job: LiveJob, every_s: float = _CHECK_EVERY_S) -> bool:
+        """Before more of ``job``'s work starts: True when it is no longer running, as the store's record says
+        another replica ended it (a cancel) and it is then finished here too (without the runner's task being
+        cancelled: the caller stops). Reads the record at most every ``every_s``; a store that does not
+        answer reads as "still running" (writes and beats catch up)."""
+        now = time.monotonic()
+        if job.status != "running" or now - job.checked_s < every_s:
+            return job.status != "running"
+        job.checked_s = now
+        try:
+            record = await self.store.get(job.id)
+        except Exception as error:
+            log.warning("job %s: store read failed: %s: %s", job.id, type(error).__name__, error)
+            return False
+        if record is not None and record.status in TERMINAL and job.status == "running":
+            self.manager.finish(job, record.status, record.reason, store=False)
+        return job.status != "running"
 
     async def _ended_elsewhere(self, job: LiveJob) -> None:
         record = await self.store.get(job.id)

@@ -90,16 +90,20 @@ class FairShare:
     def _cap(self, by_tenant: dict[str, list[S]], running: Sequence[SeqView], slots: int) -> None:
         """While several tenants are active here (running or waiting), each takes slots up to its weighted
         share of ``slots`` only (at least one); a tenant alone may take them all (idle tenants' shares are
-        redistributed: weights are normalised over the active tenants)."""
+        redistributed: weights are normalised over the active tenants). A share is taken against the active
+        tenants of the tenant's own band and the higher ones only: a lower band's share flows up, so a higher
+        band is never capped by a lower one (it may need more than its weight's share at a peak), while a
+        lower band keeps at most its weighted share beside a busy higher band."""
         held: dict[str, int] = dict.fromkeys(by_tenant, 0)
         for seq in running:
             tenant = seq.request.tenant
             held[tenant] = held.get(tenant, 0) + 1
         if len(held) < 2:
             return
-        weight_of = self.spec.weight_of
-        total = sum(weight_of(tenant) for tenant in held)
+        weight_of, band_of = self.spec.weight_of, self.spec.band_of
         for tenant, calls in by_tenant.items():
+            band = band_of(tenant)
+            total = sum(weight_of(other) for other in held if band_of(other) <= band)
             room = max(int(slots * weight_of(tenant) / total), 1) - held[tenant]
             if room < len(calls):
                 del calls[max(room, 0) :]
