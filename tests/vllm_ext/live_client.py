@@ -15,19 +15,26 @@ from typing import Any
 
 import httpx
 
+from slosched.contract import HEADER_REQUEST_ID, sign_xargs, xargs_key
 from slosched.vllm_ext.control import write_control
 from slosched.vllm_ext.state_export import read_state
 
 _versions = itertools.count(int(time.time()))
+_request_ids = itertools.count()
 
 
 async def complete(
     client: httpx.AsyncClient, url: str, prompt: str, max_tokens: int, xargs: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"model": "tiny", "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True}
+    headers: dict[str, str] = {}
+    key = xargs_key()
     if xargs:
-        body["vllm_xargs"] = xargs
-    response = await client.post(f"{url}/v1/completions", json=body, timeout=300)
+        # Signed as the gateway signs what it forwards: vLLM's request id embeds the X-Request-Id header.
+        request_id = f"live-{next(_request_ids)}"
+        headers[HEADER_REQUEST_ID] = request_id
+        body["vllm_xargs"] = xargs if key is None else sign_xargs(dict(xargs), request_id, key)
+    response = await client.post(f"{url}/v1/completions", json=body, headers=headers, timeout=300)
     response.raise_for_status()
     data: dict[str, Any] = response.json()
     data["done_s"] = time.monotonic()

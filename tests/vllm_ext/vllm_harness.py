@@ -89,8 +89,17 @@ def make_request(index: int, rng: random.Random, hasher: Any) -> Any:
     shared = [7] * rng.choice([0, 32, 64])  # common prefix: prefix-cache hits
     prompt = shared + [rng.randrange(10, 1000) for _ in range(rng.randint(1, 300))]
     extra = rng.choice([None, {"slosched_deadline_unix_s": "soon"}, {"slosched_job_id": f"j{index % 5}"}])
-    params = SamplingParams(max_tokens=rng.randint(1, 40), ignore_eos=True, extra_args=extra)
+    params = SamplingParams(max_tokens=rng.randint(1, 40), ignore_eos=True, extra_args=signed(extra, f"r{index}"))
     return Request(f"r{index}", prompt, params, None, priority=rng.randint(0, 3), block_hasher=hasher)
+
+
+def signed(extra: dict[str, Any] | None, request_id: str) -> dict[str, Any] | None:
+    """``extra`` signed as the gateway signs what it forwards (the plugin trusts nothing else when
+    ``SLOSCHED_XARGS_KEY`` is set, as the test session sets it)."""
+    from slosched.contract import sign_xargs, xargs_key
+
+    key = xargs_key()
+    return extra if extra is None or key is None else sign_xargs(dict(extra), request_id, key)
 
 
 def check_step(sched: Any, before: list[Any], context: Any, output: Any, live: dict[str, Any]) -> list[str]:
@@ -271,7 +280,7 @@ def saber_run(model_dir: str, seed: int) -> dict[str, Any]:
     while (traffic.count < 40 or traffic.live) and steps < 5000:
         if traffic.count < 40 and steps % 5 == 0:
             slack = rng.choice([0.02, 1.0, 3.0, 10.0])  # 0.02 s: cannot be met (SABER's low tier)
-            xargs = {"slosched_deadline_unix_s": time.time() + slack}
+            xargs = signed({"slosched_deadline_unix_s": time.time() + slack}, f"s{traffic.count}")
             params = SamplingParams(max_tokens=rng.randint(5, 30), ignore_eos=True, extra_args=xargs)
             prompt = [rng.randrange(10, 1000) for _ in range(rng.randint(5, 60))]
             request = Request(f"s{traffic.count}", prompt, params, None, block_hasher=hasher)

@@ -136,15 +136,21 @@ class Replay:
 
     async def call(self, client: httpx.AsyncClient, job: LiveJob, stage: int, call: LiveCall) -> None:
         self.counter += 1
+        # Signed as the gateway signs what it forwards: the plugin trusts no unsigned field when it has a key
+        # (``start_plugin_servers`` shares one); vLLM's request id embeds the X-Request-Id header.
+        request_id = f"engine-live-{self.counter}"
+        xargs = self.xargs(job, stage, call, time.monotonic() - self.start_mono)
+        key = c.xargs_key()
         body = {
             "model": "tiny",
             "prompt": prompt(call.prompt_words, self.counter),
             "max_tokens": call.max_tokens,
             "ignore_eos": True,
-            "vllm_xargs": self.xargs(job, stage, call, time.monotonic() - self.start_mono),
+            "vllm_xargs": xargs if key is None else c.sign_xargs(xargs, request_id, key),
         }
         try:
-            response = await client.post(f"{self.url}/v1/completions", json=body, timeout=600)
+            headers = {c.HEADER_REQUEST_ID: request_id}
+            response = await client.post(f"{self.url}/v1/completions", json=body, headers=headers, timeout=600)
             response.raise_for_status()
             job.tokens += int(response.json()["usage"]["completion_tokens"])
         except (httpx.HTTPError, KeyError, ValueError):
