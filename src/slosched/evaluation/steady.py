@@ -12,9 +12,9 @@ above what it sustains passes. So:
   job count.
 - **One job count per search.** Common random numbers need every rate of a search to replay the same jobs,
   so a search runs at one count. After it, if the capacity it found needs more jobs than it used, the
-  count grows to what that capacity needs (x ``GROWTH_MARGIN``) and the search runs again, from the capacity
-  found; at most ``MAX_ROUNDS`` searches and ``MAX_JOBS`` jobs (``SteadyCapacity.sized`` says whether the
-  last one was long enough).
+  count grows to what that capacity needs (x ``GROWTH_MARGIN``, at most ``MAX_STEP`` x per round) and the
+  search runs again, from the capacity found; at most ``MAX_ROUNDS`` searches and ``MAX_JOBS`` jobs
+  (``SteadyCapacity.sized`` says whether the last one was long enough).
 - **Second-half judgement.** A rate passes only if both the attainment over all measured jobs and the
   attainment over the jobs arriving in the second half of the window meet the target
   (``RunFigures.judged``): a backlog that grows through the run shows in its second half.
@@ -39,7 +39,8 @@ from slosched.sim.models import InstanceModels
 
 WINDOW_FACTOR = 20.0
 GROWTH_MARGIN = 1.25
-MAX_ROUNDS = 3
+MAX_ROUNDS = 4
+MAX_STEP = 4
 MAX_JOBS = 20_000
 STEADY_TOLERANCE = 0.05
 LONG_FACTOR = 4  # the convergence figure: capacity at this many times the run length
@@ -124,7 +125,9 @@ def steady_capacity(workbench: Workbench, candidate: Candidate, seed: int, searc
         needed = jobs_needed(p90, loosest, floor)
         if needed <= num_jobs or rounds >= MAX_ROUNDS or num_jobs >= MAX_JOBS or available < num_jobs:
             break
-        num_jobs = min(MAX_JOBS, math.ceil(needed * GROWTH_MARGIN))
+        # A short run's capacity is inflated (a burst cleared), so one round grows the count by at most
+        # MAX_STEP: the next search, longer, usually finds a lower capacity that needs fewer jobs.
+        num_jobs = min(MAX_JOBS, MAX_STEP * num_jobs, math.ceil(needed * GROWTH_MARGIN))
         available = len(workbench.jobs(num_jobs, seed))  # a trace may run out
         guess = loosest if loosest > 0 else guess
     at = runs.get(loosest)

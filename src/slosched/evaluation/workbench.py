@@ -150,6 +150,15 @@ class Workbench:
         return measure(result, rate, seed)
 
 
+def measured_only(result: RunResult) -> RunResult:
+    """``result`` without its warm-up prefix (its jobs and their requests): what a summary should count."""
+    return replace(
+        result,
+        jobs=[job for job in result.jobs if not job.id.startswith(WARMUP_PREFIX)],
+        requests=[request for request in result.requests if not request.job_id.startswith(WARMUP_PREFIX)],
+    )
+
+
 def warmup_for(num_jobs: int) -> int:
     """The warm-up prefix a run of ``num_jobs`` measured jobs gets at least: a quarter of it."""
     return num_jobs // 4
