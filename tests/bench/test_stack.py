@@ -169,5 +169,6 @@ def test_a_tiny_run_gives_the_issue_json_and_writes_the_page(
     assert figures["min_ratio_vs_strongest"] == figures["workloads"]["code"]["ratio_vs_strongest"]
     page = (tmp_path / "stack.md").read_text(encoding="utf-8")
     assert "## Targets" in page and ("**met**" in page or "**missed**" in page)
+    assert "## Convergence" in page and "| code |" in page
     assert (tmp_path / "stack" / "capacity_ratios.png").stat().st_size > 0
     assert (tmp_path / "stack" / "goodput_code.png").stat().st_size > 0
