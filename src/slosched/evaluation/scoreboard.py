@@ -12,12 +12,12 @@ For one ``Workbench`` (a workload on a cluster):
 5. **Overload**: attainment and goodput of the paper policies, the paper's baseline and every baseline at
    fixed multiples (0.5x-2x) of the strongest baseline's capacity; at each load the strongest baseline
    *at that load* (highest goodput) is chosen after the fact too.
+6. **Convergence**: the paper policy (or the stack) and the strongest baseline are searched again at 4x the
+   run length on the same seeds (``capacity_4x``; ``steady_state`` where the two agree within 5%).
 
 SLO capacity = the highest rate at which >= 90% (and 95%) of jobs meet their SLO, to 2%, per seed, in
 steady state (``steady.py``: runs sized to the workload, judged on all jobs and on the second half of the
-window); the figure is the median over seeds with the min-max spread. 6. **Convergence**: the paper policy
-(or the stack) and the strongest baseline are searched again at 4x the run length on the same seeds
-(``capacity_4x``; ``steady_state`` where the two agree within 5%). Runs spread over local worker processes.
+window); the figure is the median over seeds with the min-max spread. Runs spread over local worker processes.
 """
 
 from __future__ import annotations
