@@ -21,9 +21,10 @@ def compare_policies(
     base_dir: Path | None = None,
     on_start: Progress | None = None,
     history: Sequence[JobSpec] | None = None,
+    seed: int | None = None,
 ) -> dict[str, RunResult]:
-    """Every policy sees the same jobs (generated once), the same seed and the same deadlines (learned
-    from ``history``, by default the scenario's own past traffic)."""
+    """Every policy sees the same jobs (generated once), the same seed (default: the scenario's) and the
+    same deadlines (learned from ``history``, by default the scenario's own past traffic)."""
     pairs = list(policies) if policies is not None else scenario.policy_pairs()
     if jobs is None:
         jobs = scenario.jobs(base_dir)
@@ -34,7 +35,14 @@ def compare_policies(
         if on_start is not None:
             on_start(pair.name)
         results[pair.name] = simulate(
-            specs, jobs, pair, scenario.seed, scenario.options(), scenario.params(), scenario.job_policy, history
+            specs,
+            jobs,
+            pair,
+            scenario.seed if seed is None else seed,
+            scenario.options(),
+            scenario.params(),
+            scenario.job_policy,
+            history,
         )
     return results
 

@@ -21,6 +21,7 @@ import slosched.evaluation.workbench as workbench
 from slosched.bench.stack.setup import MIXED, WORKLOADS, Sizes
 from slosched.core.job import JobKind, JobSpec, validate_job
 from slosched.core.request import Outcome, Request
+from slosched.evaluation import steady
 from slosched.evaluation.oracle import OracleOutputPredictor
 from slosched.evaluation.scoreboard import BaselinePlan
 from slosched.evaluation.workbench import Candidate
@@ -148,6 +149,8 @@ def test_a_tiny_run_gives_the_issue_json_and_writes_the_page(
     tiny = replace(stack_setup.CODE, quick=Sizes(16, 4))
     monkeypatch.setattr(stack_setup, "WORKLOADS", (tiny,))
     monkeypatch.setattr(stack, "QUICK_SEEDS", (1,))
+    monkeypatch.setattr(steady, "WINDOW_FACTOR", 2.0)  # a tiny run: the rule itself is tested in evaluation
+    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")  # in-process, so the runs see the patched rule
     monkeypatch.setenv(stack.REPORT_ENV, str(tmp_path))
     figures = stack.run(quick=True)
     line = json.dumps(json_safe(figures), allow_nan=False)  # what `--json` prints last
@@ -158,9 +161,14 @@ def test_a_tiny_run_gives_the_issue_json_and_writes_the_page(
     assert keys <= set(row)
     assert {"slosched", "slosched (oracle)", row["strongest_baseline"]} <= set(row["capacity_rps"])
     assert set(row["goodput_ratio_per_load"]) == {"0.5x", "1x", "1.5x", "2x"}
+    # The convergence figure: the stack and the strongest baseline at 4x the run length, same seeds.
+    assert set(row["capacity_4x"]) == {"slosched", row["strongest_baseline"]}
+    assert row["steady_state"] == all(row["steady_state_by_policy"].values())
+    assert row["truth"] == sorted({spec.stack for spec in tiny.instances})
     assert parsed["stack"]["policy"] == STAND_IN[0]
     assert figures["min_ratio_vs_strongest"] == figures["workloads"]["code"]["ratio_vs_strongest"]
     page = (tmp_path / "stack.md").read_text(encoding="utf-8")
     assert "## Targets" in page and ("**met**" in page or "**missed**" in page)
+    assert "## Convergence" in page and "| code |" in page
     assert (tmp_path / "stack" / "capacity_ratios.png").stat().st_size > 0
     assert (tmp_path / "stack" / "goodput_code.png").stat().st_size > 0

@@ -65,3 +65,12 @@ def test_a_missing_or_foreign_stack_json_is_a_config_error(tmp_path: Path) -> No
     other.write_text('{"cases": []}\n')
     with pytest.raises(ConfigError, match="no 'workloads'"):
         stack_limits.load_stack_figures(other)
+
+
+def test_a_ceiling_holds_only_where_no_capacity_exceeds_it_by_more_than_five_percent() -> None:
+    # The stack's capacity 12.0 against the best sustained throughput: above 1.05x it is no ceiling.
+    assert not stack_limits.limits_of("chat", ROW, {"slosched": 11.0, "prism": 10.5})["ceiling_holds"]
+    held = stack_limits.limits_of("chat", ROW, {"slosched": 11.5, "prism": 10.5})
+    assert held["ceiling_holds"] and held["sustained_jobs_per_s"] == 11.5
+    assert held["max_capacity_over_sustained"] == pytest.approx(12.0 / 11.5)
+    assert stack_limits._best({1.0: [3.0, 5.0], 2.0: [4.0, 4.5], 3.0: [math.nan]}) == pytest.approx(4.25)

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from slosched.core.job import JobSpec
+from slosched.evaluation import steady
 from slosched.evaluation.scoreboard import BaselinePlan, Scoreboard, baseline_candidates, evaluate
 from slosched.evaluation.scoreboard_report import capacity_table, overload_table, plot_capacities, plot_overload
 from slosched.evaluation.workbench import Candidate, Workbench
@@ -24,8 +25,15 @@ def board() -> Scoreboard:
     bench = Workbench("chat", make_cluster(1, 1), _chat_jobs, 80, SimOptions(slo_scale=6.0), num_warmup_jobs=20)
     plan = BaselinePlan(token_budgets=(512, 2048), caps=(16, 64), routers=("least-tokens", "least-loaded"))
     paper = [Candidate.of("round-robin+static-priority"), Candidate.of("round-robin+fcfs")]
-    pytest.MonkeyPatch().setenv("SLOSCHED_BENCH_WORKERS", "1")
-    return evaluate(bench, seeds=[1, 2], others=paper, plan=plan, guess=2.0, loads=(1.0, 2.0))
+    patch = pytest.MonkeyPatch()
+    patch.setenv("SLOSCHED_BENCH_WORKERS", "1")
+    # A shorter steady-state window keeps this test quick (in-process, so the workers see it); the method is
+    # the same, tests/evaluation/test_steady.py holds the rule itself.
+    patch.setattr(steady, "WINDOW_FACTOR", 4.0)
+    try:
+        return evaluate(bench, seeds=[1, 2], others=paper, plan=plan, guess=2.0, loads=(1.0, 2.0))
+    finally:
+        patch.undo()
 
 
 def test_engine_sweep_then_every_router_with_the_best_settings() -> None:
@@ -86,3 +94,17 @@ def test_strongest_at_each_load_is_chosen_after_the_fact_among_every_baseline(bo
         ours = board.overload["round-robin+static-priority"][load][1].median
         assert figures["goodput_ratio_vs_strongest_per_load"][f"{load}x"] == pytest.approx(ours / goodput)
     assert "best baseline at this load" in "\n".join(overload_table(board))
+
+
+def test_json_carries_the_convergence_figure_and_the_truth(board: Scoreboard) -> None:
+    figures = board.as_json("round-robin+static-priority", "round-robin+fcfs")
+    # The paper policy (first of ``others``) and the strongest baseline, at 4x the run length, same seeds.
+    assert set(figures["capacity_4x"]) == {"round-robin+static-priority", board.strongest}
+    for label, long in figures["capacity_4x"].items():
+        short = board.capacity_of(label)
+        assert figures["steady_state_by_policy"][label] == (abs(short - long) <= 0.05 * long)
+    assert figures["steady_state"] == all(figures["steady_state_by_policy"].values())
+    assert figures["truth"] == sorted({spec.stack for spec in make_cluster(1, 1)})
+    runs = figures["runs"][board.strongest]
+    assert len(runs["num_jobs"]) == 2 and min(runs["num_jobs"]) >= 80
+    assert runs["attainment_all"]["min"] >= 0.9 and runs["attainment_second_half"]["min"] >= 0.9

@@ -63,3 +63,24 @@ def test_out_that_is_a_file_fails_before_running(scenario_file: Path, tmp_path: 
     blocker.write_text("x")
     result = _sweep(str(scenario_file), "--quick", "--out", str(blocker), cwd=tmp_path)
     assert result.returncode == 2 and "--out" in result.stderr
+
+
+def test_a_workload_too_small_for_its_runs_is_a_warning(tmp_path: Path) -> None:
+    """A 5-job trace cannot give runs long enough for a backlog to show: `sweep --size` still answers, but
+    says so on stderr (`warning:`) and in the JSON's `warnings`."""
+    from slosched.planning.workload import ScenarioJobs
+    from slosched.scenario.config import parse_scenario
+    from slosched.workloads.trace_io import save_jobs
+
+    trace = tmp_path / "five.jsonl"
+    save_jobs(trace, ScenarioJobs(parse_scenario(SMALL))(5, 0))
+    data = {**SMALL, "workload": {"trace": str(trace)}}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(data))
+    args = ["--quick", "--seeds", "1", "--workers", "1", "--size", "a100", "--rate", "1", "--json"]
+    result = _sweep(str(path), *args, "--policies", "least-tokens+chunked-fcfs", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings and "holds 5 jobs" in warnings[0]
+    document = json.loads(result.stdout.strip().splitlines()[-1])
+    assert document["warnings"] and "holds 5 jobs" in document["warnings"][0]

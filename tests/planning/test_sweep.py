@@ -27,7 +27,7 @@ SMALL = {
     "slo": {"scale": 5.0},
     "policies": ["least-tokens+chunked-fcfs", "round-robin+fcfs"],
 }
-TINY = SweepSettings(seeds=(0,), num_jobs=60, num_warmup_jobs=15, precision=0.1, workers=1, jobs_per_slot=2.0)
+TINY = SweepSettings(seeds=(0,), num_jobs=60, precision=0.1, workers=1, jobs_per_slot=2.0)
 
 
 @pytest.fixture(scope="module")

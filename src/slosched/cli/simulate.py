@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -32,16 +31,36 @@ from slosched.core.records import RunResult
 from slosched.scenario.config import Scenario, load_scenario
 from slosched.sim.runner import PolicyPair
 
+if TYPE_CHECKING:
+    from slosched.evaluation.workbench import Workbench
+
 
 def load(path: Path, sets: Sequence[str] | None) -> Scenario:
     """The scenario file at ``path`` (checked) with ``--set`` overrides applied."""
     return load_scenario(input_file(path, "scenario"), sets or ())
 
 
-def _run(scenario: Scenario, pairs: Sequence[PolicyPair], trace: Path | None, base_dir: Path) -> dict[str, RunResult]:
+SeedOpt = Annotated[
+    int, typer.Option("--seed", help="run seed, as `sweep`'s seeds 0..N-1: the jobs, the warm-up and the noise")
+]
+
+
+def _bench(scenario: Scenario, trace: Path | None, base_dir: Path) -> Workbench:
+    """The scenario as runs, built the one way ``sweep`` builds them too (``planning/workload.py``): the
+    same jobs for the same seed, the same warm-up prefix, the same history for the deadlines."""
+    from slosched.planning.workload import scenario_workbench
+
+    return scenario_workbench(scenario, None if trace is None else str(trace), str(base_dir))
+
+
+def _run(
+    scenario: Scenario, pairs: Sequence[PolicyPair], bench: Workbench, seed: int, rate: float
+) -> dict[str, RunResult]:
+    """Every pair on the bench's jobs at ``rate``; results hold the measured jobs only (no warm-up)."""
+    from slosched.evaluation.workbench import measured_only
     from slosched.experiment import compare_policies
 
-    jobs = scenario.jobs(base_dir, trace)
+    jobs, history = bench.workload(rate, seed)
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True
     ) as progress:
@@ -50,10 +69,9 @@ def _run(scenario: Scenario, pairs: Sequence[PolicyPair], trace: Path | None, ba
         def on_start(name: str) -> None:
             progress.update(task, description=f"simulating {name} ({len(jobs)} jobs)", advance=0)
 
-        history = scenario.history(trace)
-        results = compare_policies(scenario, pairs, jobs=jobs, on_start=on_start, history=history)
+        results = compare_policies(scenario, pairs, jobs=jobs, on_start=on_start, history=history, seed=seed)
         progress.update(task, completed=len(pairs))
-    return results
+    return {name: measured_only(result) for name, result in results.items()}
 
 
 def _multiples(text: str | None) -> list[float]:
@@ -73,21 +91,19 @@ def _multiples(text: str | None) -> list[float]:
 
 
 def _by_load(
-    scenario: Scenario, pairs: Sequence[PolicyPair], trace: Path | None, base_dir: Path, multiples: Sequence[float]
+    scenario: Scenario,
+    pairs: Sequence[PolicyPair],
+    bench: Workbench,
+    seed: int,
+    rate: float,
+    multiples: Sequence[float],
 ) -> dict[float, dict[str, RunResult]]:
     """Every pair at each multiple of the offered rate, on the same jobs with arrivals rescaled (common random
     numbers: attainment then falls with the load for a reason, not by the luck of a new sample)."""
-    from slosched.experiment import compare_policies
-
-    jobs = scenario.jobs(base_dir, trace)
-    history = scenario.history(trace)
-    span = jobs[-1].arrival_s - jobs[0].arrival_s if len(jobs) > 1 else 0.0
-    rate = (len(jobs) - 1) / span if span > 0 else 1.0
     by_load: dict[float, dict[str, RunResult]] = {}
     for multiple in multiples:
         err.print(f"load x{multiple:g} ({rate * multiple:.3g} jobs/s)")
-        scaled = [replace(job, arrival_s=job.arrival_s / multiple) for job in jobs]
-        by_load[rate * multiple] = compare_policies(scenario, pairs, jobs=scaled, history=history)
+        by_load[rate * multiple] = _run(scenario, pairs, bench, seed, rate * multiple)
     return by_load
 
 
@@ -97,6 +113,7 @@ def _emit(
     as_json: bool,
     report: Path | None,
     by_load: dict[float, dict[str, RunResult]] | None = None,
+    run: dict[str, object] | None = None,
 ) -> None:
     from slosched.metrics.summary import summarize
     from slosched.metrics.table import print_table
@@ -109,8 +126,15 @@ def _emit(
         path = write_report(report, results, scenario.name, scenario.description, by_load=by_load)
         out.print(f"report: {path}")
     if as_json:
-        payload = {"policies": {name: summary.to_json_dict() for name, summary in summaries.items()}}
-        print(json.dumps(payload, allow_nan=False))
+        from slosched.evaluation.workbench import measure
+        from slosched.metrics.summary import json_safe
+
+        payload: dict[str, object] = {"policies": {name: summary.to_json_dict() for name, summary in summaries.items()}}
+        for name, result in results.items():
+            figures = measure(result, 0.0, result.seed)
+            payload["policies"][name]["attainment_second_half"] = figures.attainment_second_half  # type: ignore[index]
+        payload.update(run or {})
+        print(json.dumps(json_safe(payload), allow_nan=False))
 
 
 def _checked(trace: Path | None, report: Path | None) -> None:
@@ -127,12 +151,15 @@ def simulate(
     as_json: JsonOpt = False,
     report: ReportOpt = None,
     sets: SetOpt = None,
+    seed: SeedOpt = 0,
 ) -> None:
     """Simulate one policy pair on a scenario."""
     scenario = load(scenario_path, sets)
     pair = PolicyPair.parse(policy) if policy else scenario.policy_pairs()[0]
     _checked(trace, report)
-    _emit(_run(scenario, [pair], trace, scenario_path.parent), scenario, as_json, report)
+    bench = _bench(scenario, trace, scenario_path.parent)
+    rate = _rate(bench)
+    _emit(_run(scenario, [pair], bench, seed, rate), scenario, as_json, report, run=_run_info(bench, seed, rate))
 
 
 def compare(
@@ -149,15 +176,30 @@ def compare(
             "attainment and goodput vs load"
         ),
     ] = None,
+    seed: SeedOpt = 0,
 ) -> None:
-    """Compare policy pairs on identical arrivals and seed."""
+    """Compare policy pairs on identical arrivals and seed: the scenario's ``num_jobs`` measured jobs at its
+    arrival rate after a discarded warm-up prefix, built as ``sweep`` builds its runs."""
     scenario = load(scenario_path, sets)
     pairs = [PolicyPair.parse(text) for text in policies.split(",")] if policies else scenario.policy_pairs()
     multiples = _multiples(loads)
     _checked(trace, report)
-    results = _run(scenario, pairs, trace, scenario_path.parent)
-    by_load = _by_load(scenario, pairs, trace, scenario_path.parent, multiples) if multiples else None
-    _emit(results, scenario, as_json, report, by_load)
+    bench = _bench(scenario, trace, scenario_path.parent)
+    rate = _rate(bench)
+    results = _run(scenario, pairs, bench, seed, rate)
+    by_load = _by_load(scenario, pairs, bench, seed, rate, multiples) if multiples else None
+    _emit(results, scenario, as_json, report, by_load, _run_info(bench, seed, rate))
+
+
+def _rate(bench: Workbench) -> float:
+    from slosched.planning.workload import ScenarioJobs
+
+    return bench.jobs.rate() if isinstance(bench.jobs, ScenarioJobs) else 1.0
+
+
+def _run_info(bench: Workbench, seed: int, rate: float) -> dict[str, object]:
+    """How the run was built, in the JSON: enough to rebuild it in ``sweep``'s terms."""
+    return {"seed": seed, "rate": rate, "num_jobs": bench.num_jobs, "num_warmup_jobs": bench.num_warmup_jobs}
 
 
 def demo(
@@ -171,4 +213,7 @@ def demo(
     path = demo_scenario_path()
     scenario = load(path, sets)
     _checked(None, report)
-    _emit(_run(scenario, scenario.policy_pairs(), None, path.parent), scenario, as_json, report)
+    bench = _bench(scenario, None, path.parent)
+    rate = _rate(bench)
+    results = _run(scenario, scenario.policy_pairs(), bench, 0, rate)
+    _emit(results, scenario, as_json, report, run=_run_info(bench, 0, rate))

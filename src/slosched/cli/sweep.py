@@ -16,13 +16,13 @@ from slosched.cli.common import SetOpt
 from slosched.cli.simulate import load
 from slosched.core.errors import ConfigError
 from slosched.planning.output import sweep_json, write_outputs
-from slosched.planning.sizing import SizingRow, size
-from slosched.planning.sweep import Mix, SweepRow, SweepSettings, Workload, sweep
+from slosched.planning.sizing import SizingRow, size, sizing_warnings
+from slosched.planning.sweep import Mix, SweepRow, SweepSettings, Workload, sweep, sweep_warnings
 
 _out = Console(width=None if sys.stdout.isatty() else 140)
 
-QUICK = SweepSettings(seeds=(0, 1), num_jobs=120, num_warmup_jobs=30, precision=0.05, jobs_per_slot=4.0)
-FULL = SweepSettings(seeds=(0, 1, 2, 3, 4), num_jobs=400, num_warmup_jobs=100, precision=0.02)
+QUICK = SweepSettings(seeds=(0, 1), num_jobs=120, precision=0.05, jobs_per_slot=4.0)
+FULL = SweepSettings(seeds=(0, 1, 2, 3, 4), num_jobs=400, precision=0.02)
 
 
 def sweep_command(
@@ -64,11 +64,17 @@ def sweep_command(
     started = time.perf_counter()
     rows = [] if size_groups else sweep(loaded, mixes, names, settings)
     sizing = size(loaded[0].scenario, size_groups or [], names, rate or 0.0, target, settings) if size_groups else []
+    warnings = sweep_warnings(rows)
+    if sizing:
+        warnings += sizing_warnings(loaded[0].scenario, sizing, rate or 0.0, settings)
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr)
     meta = {
         "title": f"slosched sweep: {', '.join(w.label for w in loaded)}",
         "target": target,
         "seeds": list(settings.seeds),
         "wall_s": time.perf_counter() - started,
+        "warnings": warnings,
     }
     document = sweep_json(rows, sizing, meta)
     _print(rows, sizing, target)
@@ -96,7 +102,6 @@ def _settings(
     return SweepSettings(
         seeds=tuple(range(seeds)) if seeds is not None else base.seeds,
         num_jobs=jobs if jobs is not None else base.num_jobs,
-        num_warmup_jobs=base.num_warmup_jobs if jobs is None else max(10, jobs // 4),
         precision=base.precision,
         targets=tuple(sorted({0.90, 0.95, target})),
         workers=workers,

@@ -48,10 +48,14 @@ def find_capacity(
     guess: float,
     precision: float = 0.02,
     cache: MutableMapping[float, float] | None = None,
+    growth: float = 2.0,
 ) -> float:
     """The highest rate whose attainment is >= ``target``, to ``precision`` (relative); 0.0 when even
     ``MIN_RATE`` fails and ``MAX_RATE`` when nothing up to it fails. ``attainment`` is called only for
-    rates not in ``cache``, and every result is added to it."""
+    rates not in ``cache``, and every result is added to it. ``growth``: the factor the bracket search
+    steps by from ``guess`` (a guess known to be close brackets faster with a smaller one)."""
+    if not growth > 1:
+        raise ValueError(f"growth must be > 1, got {growth}")
     if not 0 < target <= 1:
         raise ValueError(f"target must be in (0, 1], got {target}")
     if not guess > 0:
@@ -71,7 +75,7 @@ def find_capacity(
             high = guess
     while low is None:
         assert high is not None
-        rate = high / 2
+        rate = high / growth
         if rate < MIN_RATE:
             return 0.0
         if passes(rate):
@@ -79,7 +83,7 @@ def find_capacity(
         else:
             high = rate
     while high is None:
-        rate = low * 2
+        rate = low * growth
         if rate > MAX_RATE:
             return low
         if passes(rate):

@@ -12,9 +12,12 @@ For one ``Workbench`` (a workload on a cluster):
 5. **Overload**: attainment and goodput of the paper policies, the paper's baseline and every baseline at
    fixed multiples (0.5x-2x) of the strongest baseline's capacity; at each load the strongest baseline
    *at that load* (highest goodput) is chosen after the fact too.
+6. **Convergence**: the paper policy (or the stack) and the strongest baseline are searched again at 4x the
+   run length on the same seeds (``capacity_4x``; ``steady_state`` where the two agree within 5%).
 
-SLO capacity = the highest rate at which >= 90% (and 95%) of jobs meet their SLO, to 2%, per seed; the
-figure is the median over seeds with the min-max spread. Runs spread over local worker processes.
+SLO capacity = the highest rate at which >= 90% (and 95%) of jobs meet their SLO, to 2%, per seed, in
+steady state (``steady.py``: runs sized to the workload, judged on all jobs and on the second half of the
+window); the figure is the median over seeds with the min-max spread. Runs spread over local worker processes.
 """
 
 from __future__ import annotations
@@ -24,9 +27,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from slosched.evaluation.capacity import Spread, find_capacity
+from slosched.evaluation.capacity import Spread
 from slosched.evaluation.formatting import ratio
 from slosched.evaluation.runners import run_tasks
+from slosched.evaluation.steady import (
+    SteadyCapacity,
+    SteadySearch,
+    converged,
+    long_search,
+    steady_capacity,
+    steady_jobs,
+)
 from slosched.evaluation.workbench import Candidate, RunFigures, Workbench
 
 SCOREBOARD_API_READY = True
@@ -52,14 +63,35 @@ class BaselinePlan:
 
 @dataclass(slots=True)
 class CapacityResult:
-    """One candidate's SLO capacity at 90% and 95% over seeds."""
+    """One candidate's SLO capacity at 90% and 95% over seeds; ``searches``: each seed's steady-state search
+    (its job count, attainment at capacity); ``capacity_4x``: the same at 4x the run length (convergence)."""
 
     candidate: Candidate
     capacity: dict[float, Spread]
+    searches: tuple[SteadyCapacity, ...] = ()
+    capacity_4x: dict[float, Spread] = field(default_factory=dict)
 
     @property
     def median_90(self) -> float:
         return self.capacity[TARGETS[0]].median
+
+    @property
+    def median_90_4x(self) -> float:
+        return self.capacity_4x[TARGETS[0]].median if self.capacity_4x else math.nan
+
+    @property
+    def steady_state(self) -> bool:
+        """The 90% capacity agrees with its value at 4x the run length within 5%."""
+        return converged(self.median_90, self.median_90_4x)
+
+    def run_json(self) -> dict[str, Any]:
+        """How the search ran: job counts per seed, whether they were long enough, attainment at capacity."""
+        return {
+            "num_jobs": [search.num_jobs for search in self.searches],
+            "sized": all(search.sized for search in self.searches),
+            "attainment_all": Spread.of([search.attainment[0] for search in self.searches]).as_json(),
+            "attainment_second_half": Spread.of([search.attainment[1] for search in self.searches]).as_json(),
+        }
 
 
 @dataclass(slots=True)
@@ -69,6 +101,7 @@ class Scoreboard:
     workbench: str
     num_jobs: int
     seeds: tuple[int, ...]
+    truth: tuple[str, ...] = ()  # the software stack(s) of the cluster's ground-truth models
     baselines: dict[str, CapacityResult] = field(default_factory=dict)
     others: dict[str, CapacityResult] = field(default_factory=dict)
     strongest: str = ""
@@ -86,6 +119,16 @@ class Scoreboard:
             return self.strongest, math.nan
         label = max(runs, key=lambda name: _finite_or_minus(runs[name][1].median))
         return label, runs[label][1].median
+
+    def converged(self) -> dict[str, CapacityResult]:
+        """The results that carry a capacity at 4x the run length, by label."""
+        return {label: result for label, result in {**self.baselines, **self.others}.items() if result.capacity_4x}
+
+    @property
+    def steady_state(self) -> bool:
+        """Every capacity measured at 4x the run length agrees with it within 5% (False when none was)."""
+        results = self.converged()
+        return bool(results) and all(result.steady_state for result in results.values())
 
     def capacity_of(self, label: str) -> float:
         result = self.baselines.get(label) or self.others[label]
@@ -108,6 +151,11 @@ class Scoreboard:
                 label: {f"slo_{round(100 * t)}": spread.as_json() for t, spread in result.capacity.items()}
                 for label, result in {**self.baselines, **self.others}.items()
             },
+            "capacity_4x": {label: result.median_90_4x for label, result in self.converged().items()},
+            "steady_state_by_policy": {label: result.steady_state for label, result in self.converged().items()},
+            "steady_state": self.steady_state,
+            "runs": {label: result.run_json() for label, result in {**self.baselines, **self.others}.items()},
+            "truth": list(self.truth),
             "overload": {
                 label: {
                     f"{load}x": {"attainment": att.as_json(), "goodput_jobs_per_s": good.as_json()}
@@ -139,17 +187,12 @@ class _CapacityTask:
     workbench: Workbench
     candidate: Candidate
     seed: int
-    guess: float
+    search: SteadySearch
 
 
-def _capacity_task(task: _CapacityTask) -> dict[float, float]:
-    cache: dict[float, float] = {}
-
-    def attainment(rate: float) -> float:
-        return task.workbench.run(task.candidate, rate, task.seed).attainment
-
+def _capacity_task(task: _CapacityTask) -> SteadyCapacity:
     # The 95% search starts from the points of the 90% one: its capacity is at most the 90% capacity.
-    return {target: find_capacity(attainment, target, task.guess, cache=cache) for target in TARGETS}
+    return steady_capacity(task.workbench, task.candidate, task.seed, task.search)
 
 
 @dataclass(slots=True, frozen=True)
@@ -167,16 +210,34 @@ def _run_task(task: _RunTask) -> RunFigures:
 def capacities(
     workbench: Workbench, candidates: Sequence[Candidate], seeds: Sequence[int], guess: float, workers: int = 2
 ) -> dict[str, CapacityResult]:
-    """SLO capacity of every candidate on every seed (in parallel), by label."""
-    tasks = [_CapacityTask(workbench, candidate, seed, guess) for candidate in candidates for seed in seeds]
+    """Steady-state SLO capacity of every candidate on every seed (in parallel), by label."""
+    search = SteadySearch(guess=guess, targets=TARGETS)
+    tasks = [_CapacityTask(workbench, candidate, seed, search) for candidate in candidates for seed in seeds]
     found = run_tasks(_capacity_task, tasks, f"{workbench.name}: capacity of {len(candidates)} policies", workers)
     results: dict[str, CapacityResult] = {}
     for index, candidate in enumerate(candidates):
         per_seed = found[index * len(seeds) : (index + 1) * len(seeds)]
-        results[candidate.label] = CapacityResult(
-            candidate, {target: Spread.of([values[target] for values in per_seed]) for target in TARGETS}
-        )
+        results[candidate.label] = CapacityResult(candidate, _spreads(per_seed), tuple(per_seed))
     return results
+
+
+def _spreads(searches: Sequence[SteadyCapacity]) -> dict[float, Spread]:
+    return {target: Spread.of([search.capacity[target] for search in searches]) for target in TARGETS}
+
+
+def convergence(
+    workbench: Workbench, results: Sequence[CapacityResult], seeds: Sequence[int], workers: int = 2
+) -> None:
+    """Fill ``capacity_4x`` of each result: every seed's search again at 4x the job count it ended with,
+    started from its capacity (same seeds, so the only change is the run length)."""
+    tasks = [
+        _CapacityTask(workbench, result.candidate, seed, long_search(base, SteadySearch(guess=1.0)))
+        for result in results
+        for seed, base in zip(seeds, result.searches, strict=True)
+    ]
+    found = run_tasks(_capacity_task, tasks, f"{workbench.name}: capacity at 4x the run length", workers)
+    for index, result in enumerate(results):
+        result.capacity_4x = _spreads(found[index * len(seeds) : (index + 1) * len(seeds)])
 
 
 def baseline_candidates(plan: BaselinePlan, best_budget: int | None, best_cap: int | None) -> list[Candidate]:
@@ -201,12 +262,15 @@ def evaluate(
     loads: Sequence[float] = LOADS,
     overload_labels: Sequence[str] = (),
     workers: int = 2,
+    converge_labels: Sequence[str] | None = None,
 ) -> Scoreboard:
     """The whole scoreboard of one workbench. ``others``: paper policies, their ablations, oracles and the
     paper's baselines (never chosen as the strongest baseline). ``overload_labels``: which of ``others``
-    get the overload figures beside the strongest baseline (default: all of them)."""
+    get the overload figures beside the strongest baseline (default: all of them). ``converge_labels``:
+    which of ``others`` get the capacity at 4x the run length beside the strongest baseline (default: the
+    first of ``others``, the paper policy)."""
     plan = plan or BaselinePlan()
-    board = Scoreboard(workbench.name, workbench.num_jobs, tuple(seeds))
+    board = Scoreboard(workbench.name, workbench.num_jobs, tuple(seeds), workbench.truth)
     pilot = capacities(workbench, baseline_candidates(plan, None, None)[:1], seeds[:1], guess, workers)
     guess = max(next(iter(pilot.values())).median_90, 1e-3)
     board.baselines = capacities(workbench, baseline_candidates(plan, None, None), seeds, guess, workers)
@@ -217,6 +281,9 @@ def evaluate(
     )
     board.strongest = max(board.baselines, key=lambda label: board.baselines[label].median_90)
     board.others = capacities(workbench, others, seeds, guess, workers) if others else {}
+    labels = [others[0].label] if converge_labels is None and others else list(converge_labels or ())
+    every_result = {**board.baselines, **board.others}
+    convergence(workbench, [every_result[label] for label in dict.fromkeys([*labels, board.strongest])], seeds, workers)
     chosen = list(overload_labels) if overload_labels else [candidate.label for candidate in others]
     every = overload(workbench, board, [*chosen, *board.baselines], seeds, loads, workers)
     board.overload = {label: every[label] for label in [board.strongest, *chosen] if label in every}
@@ -250,8 +317,10 @@ def overload(
     base_rate = board.capacity_of(board.strongest)
     if not base_rate > 0:
         return {}
+    # Each seed's runs at every load replay one job count: what the highest load needs (common random numbers).
+    sized = {seed: workbench.sized(steady_jobs(workbench, seed, max(loads) * base_rate)) for seed in seeds}
     tasks = [
-        _RunTask(workbench, every[label].candidate, load * base_rate, seed)
+        _RunTask(sized[seed], every[label].candidate, load * base_rate, seed)
         for label in chosen
         for load in loads
         for seed in seeds
@@ -274,6 +343,6 @@ def overload(
 def cold_start(workbench: Workbench, candidates: Sequence[Candidate], seeds: Sequence[int], guess: float) -> Scoreboard:
     """The same capacities with no warm-up prefix (learned state starts cold): its own table."""
     cold = replace(workbench, name=f"{workbench.name} (cold start)", num_warmup_jobs=0)
-    board = Scoreboard(cold.name, cold.num_jobs, tuple(seeds))
+    board = Scoreboard(cold.name, cold.num_jobs, tuple(seeds), cold.truth)
     board.others = capacities(cold, candidates, seeds, guess)
     return board

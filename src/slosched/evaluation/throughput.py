@@ -3,8 +3,9 @@ rise far above. Two measures, for two questions:
 
 - ``saturation_throughput``: everything queued at once (a burst); cheap, and a guess for where a capacity
   search should start.
-- ``sustained_throughput``: a steady overload on a workbench; the throughput ceiling a capacity is read
-  against (a burst undercounts it where queueing everything thrashes the KV cache).
+- ``sustained_throughput``: a steady overload on a workbench, in a run long enough for the backlog to form,
+  counted over the second half of the arrival window; the throughput ceiling a capacity is read against (a
+  burst undercounts it where queueing everything thrashes the KV cache).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.core.request import Outcome
+from slosched.evaluation.steady import steady_jobs
 from slosched.evaluation.workbench import WARMUP_PREFIX, Candidate, Workbench
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, PolicyParams, simulate
@@ -40,13 +42,22 @@ def saturation_throughput(
 
 
 def sustained_throughput(bench: Workbench, candidate: Candidate, rate: float, seed: int) -> float:
-    """Measured jobs completed per second from the first arrival to the last finish when ``candidate``
-    serves ``bench``'s workload at ``rate`` (an overload: the queue never empties before the arrivals end,
-    so the engines stay saturated but for the drain). Counting only the arrival window would miss
-    workflows that outlast it; NaN when nothing finished after the first arrival."""
-    jobs, history = bench.workload(rate, seed)
-    result = bench.run_fn(candidate, bench.instances, jobs, bench.options, seed, history)
+    """Jobs per second ``candidate`` completes on ``bench``'s cluster at saturation: the workload offered at
+    ``rate`` (an overload) in a run sized by the steady-state rule at that rate (``steady.steady_jobs``), the
+    completions counted from the middle of the arrival window to its end, when the backlog has formed and the
+    engines are saturated, and before the drain (a run's start would count a ramp, and its drain a tail
+    that a short run lets finish at leisure). NaN when the window is empty."""
+    sized = bench.sized(steady_jobs(bench, seed, rate))
+    jobs, history = sized.workload(rate, seed)
+    result = sized.run_fn(candidate, sized.instances, jobs, sized.options, seed, history)
     measured = [job for job in result.jobs if not job.id.startswith(WARMUP_PREFIX)]
-    done = [job.finish_s for job in measured if job.outcome is Outcome.COMPLETED and math.isfinite(job.finish_s)]
-    start = min(job.arrival_s for job in measured)
-    return len(done) / (max(done) - start) if done and max(done) > start else math.nan
+    if len(measured) < 2:
+        return math.nan
+    first, last = min(job.arrival_s for job in measured), max(job.arrival_s for job in measured)
+    middle = first + (last - first) / 2
+    done = [
+        job
+        for job in result.jobs  # warm-up jobs finishing in the window use the cluster too
+        if job.outcome is Outcome.COMPLETED and math.isfinite(job.finish_s) and middle <= job.finish_s <= last
+    ]
+    return len(done) / (last - middle) if last > middle else math.nan

@@ -12,6 +12,9 @@ A ``Workbench`` turns (candidate policy, arrival rate, seed) into the figures of
   seed's jobs), from template statistics, input lengths and max_tokens; never from the measured jobs' true
   output lengths (``sim/deadlines.py``).
 - **Goodput** counts SLO-meeting measured jobs per second of their arrival window.
+- **Steady state.** Attainment is judged on all measured jobs and on those arriving in the second half of
+  the arrival window (after a backlog had time to form); ``RunFigures.judged`` is the lower of the two, and
+  a rate passes only where both pass (``evaluation/steady.py`` sizes the runs).
 
 Everything here is picklable (``jobs`` and ``run`` must be module-level functions or ``functools.partial``
 of them) so that runs spread over worker processes.
@@ -94,6 +97,14 @@ class RunFigures:
     attainment: float
     goodput_jobs_per_s: float
     num_preemptions: int
+    # Attainment of the measured jobs arriving in the second half of the arrival window (NaN: none).
+    attainment_second_half: float = float("nan")
+
+    @property
+    def judged(self) -> float:
+        """What a capacity search compares with its target: the lower of the attainment over all measured
+        jobs and over the second half of the window (a rate passes only where both pass)."""
+        return min(self.attainment, self.attainment_second_half) if self.num_jobs else 0.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -107,6 +118,19 @@ class Workbench:
     options: SimOptions
     num_warmup_jobs: int = 0
     run_fn: RunFn = simulate_candidate
+
+    @property
+    def truth(self) -> tuple[str, ...]:
+        """The software stack(s) the cluster's ground-truth step-time models describe."""
+        return tuple(sorted({spec.stack for spec in self.instances}))
+
+    def sized(self, num_jobs: int) -> Workbench:
+        """The same workbench with ``num_jobs`` measured jobs per run (and at least a quarter as many warm-up
+        jobs, so a longer run also starts from longer-learned state; none stays none: the cold start)."""
+        if num_jobs == self.num_jobs:
+            return self
+        warmup = max(self.num_warmup_jobs, warmup_for(num_jobs)) if self.num_warmup_jobs else 0
+        return replace(self, num_jobs=num_jobs, num_warmup_jobs=warmup)
 
     def workload(self, rate: float, seed: int) -> tuple[list[JobSpec], list[JobSpec]]:
         """(jobs to run: warm-up prefix + measured, history for the deadlines)."""
@@ -126,13 +150,29 @@ class Workbench:
         return measure(result, rate, seed)
 
 
+def measured_only(result: RunResult) -> RunResult:
+    """``result`` without its warm-up prefix (its jobs and their requests): what a summary should count."""
+    return replace(
+        result,
+        jobs=[job for job in result.jobs if not job.id.startswith(WARMUP_PREFIX)],
+        requests=[request for request in result.requests if not request.job_id.startswith(WARMUP_PREFIX)],
+    )
+
+
+def warmup_for(num_jobs: int) -> int:
+    """The warm-up prefix a run of ``num_jobs`` measured jobs gets at least: a quarter of it."""
+    return num_jobs // 4
+
+
 def measure(result: RunResult, rate: float, seed: int) -> RunFigures:
-    """Attainment and goodput of the measured jobs of ``result`` (the warm-up prefix is discarded)."""
+    """Attainment (all measured jobs, and those arriving in the second half of the window) and goodput of
+    the measured jobs of ``result`` (the warm-up prefix is discarded)."""
     measured = [job for job in result.jobs if not job.id.startswith(WARMUP_PREFIX)]
     missed_tokens = token_slo_missed_jobs(result.requests)
-    num_met = sum(1 for job in measured if job.deadline_met and job.id not in missed_tokens)
-    arrivals = [job.arrival_s for job in measured]
-    window = max(arrivals) - min(arrivals) if len(arrivals) > 1 else 0.0
+    met = [(job.arrival_s, job.deadline_met and job.id not in missed_tokens) for job in measured]
+    num_met = sum(1 for _, ok in met if ok)
+    first, last = (min(a for a, _ in met), max(a for a, _ in met)) if met else (0.0, 0.0)
+    window = last - first
     return RunFigures(
         rate=rate,
         seed=seed,
@@ -140,4 +180,11 @@ def measure(result: RunResult, rate: float, seed: int) -> RunFigures:
         attainment=num_met / len(measured) if measured else 0.0,
         goodput_jobs_per_s=num_met / window if window > 0 else float("nan"),
         num_preemptions=sum(stats.num_preemptions for stats in result.instances),
+        attainment_second_half=second_half_attainment(met, first + window / 2),
     )
+
+
+def second_half_attainment(met: Sequence[tuple[float, bool]], middle: float) -> float:
+    """The share of ``(arrival_s, met)`` pairs arriving at or after ``middle`` that met their SLO (NaN: none)."""
+    late = [ok for arrival, ok in met if arrival >= middle]
+    return sum(late) / len(late) if late else float("nan")

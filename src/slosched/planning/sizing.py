@@ -16,6 +16,7 @@ from typing import Any
 
 from slosched.core.errors import ConfigError
 from slosched.evaluation.runners import run_tasks
+from slosched.evaluation.steady import steady_jobs
 from slosched.evaluation.workbench import Candidate
 from slosched.planning.sweep import SweepSettings
 from slosched.planning.workload import candidates_of, instances_with_counts, workbench_of
@@ -80,8 +81,13 @@ def sizing_task(task: SizingTask) -> dict[int, float]:
         if count not in tried:
             instances = instances_with_counts(task.scenario, {**others, task.group: count})
             settings = task.settings
-            bench = workbench_of(task.scenario, instances, *settings.jobs_for(instances), task.group)
-            runs = [bench.run(task.candidate, task.rate, seed).attainment for seed in settings.seeds]
+            bench = workbench_of(task.scenario, instances, settings.jobs_for(instances), task.group)
+            # Each run long enough for a backlog to show at the rate (evaluation/steady.py), judged on all
+            # jobs and on the second half of the window.
+            runs = [
+                bench.sized(steady_jobs(bench, seed, task.rate)).run(task.candidate, task.rate, seed).judged
+                for seed in settings.seeds
+            ]
             tried[count] = float(statistics.median(runs))
         return tried[count]
 
@@ -97,6 +103,24 @@ def sizing_task(task: SizingTask) -> dict[int, float]:
         else:
             low = middle
     return tried
+
+
+def sizing_warnings(scenario: Scenario, rows: Sequence[SizingRow], rate: float, settings: SweepSettings) -> list[str]:
+    """Where the workload cannot give the runs the sizing needs at ``rate`` (a short trace), one line each."""
+    out = []
+    for row in rows:
+        count = row.min_count or max(row.tried, default=1)
+        others = {group.name: 0 for group in scenario.cluster.instances if group.name != row.group}
+        instances = instances_with_counts(scenario, {**others, row.group: count})
+        bench = workbench_of(scenario, instances, settings.jobs_for(instances), row.group)
+        needed = steady_jobs(bench, settings.seeds[0], rate)
+        available = len(bench.jobs(needed, settings.seeds[0]))
+        if available < needed:
+            out.append(
+                f"{row.policy} on {row.group}: the workload holds {available} jobs, a run at {rate:g} jobs/s needs "
+                f"{needed}; the answer is not a steady-state figure"
+            )
+    return list(dict.fromkeys(out))
 
 
 def min_passing(tried: dict[int, float], target: float) -> int | None:

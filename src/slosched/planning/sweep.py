@@ -1,9 +1,12 @@
 """``slosched sweep``: SLO capacity of every policy on every instance mix of every workload.
 
-SLO capacity is the scoreboard's (DESIGN section 9): the highest arrival rate at which at least the target
-share of jobs (90%, and 95% reported too) meets its SLO, by bisection on the rate to a relative precision,
-per seed, reported as the median over seeds with the min-max spread. Every (workload, mix, policy, seed)
-search is one task; tasks run in local worker processes or on a Ray cluster.
+SLO capacity is the scoreboard's (DESIGN section 9, ``evaluation/steady.py``): the highest arrival rate at
+which at least the target share of jobs (90%, and 95% reported too) meets its SLO, over all measured jobs and
+over those arriving in the second half of the window, by bisection on the rate to a relative precision, per
+seed, with runs long enough for a backlog to show (regrown after a search when the capacity found needs
+more jobs); reported as the median over seeds with the min-max spread. Every (workload, mix, policy, seed)
+search is one task; tasks run in local worker processes or on a Ray cluster. Where a workload cannot give
+the runs it needs (a short trace), the sweep says so in ``warnings``.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slosched.core.instance import InstanceSpec
-from slosched.evaluation.capacity import Spread, find_capacity
+from slosched.evaluation.capacity import Spread
 from slosched.evaluation.runners import run_tasks
+from slosched.evaluation.steady import SteadyCapacity, SteadySearch, steady_capacity
 from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.planning.workload import candidates_of, instances_with_counts, workbench_of
 from slosched.scenario.config import Scenario
@@ -57,8 +61,7 @@ class Workload:
 @dataclass(slots=True, frozen=True)
 class SweepSettings:
     seeds: tuple[int, ...] = (0, 1, 2)
-    num_jobs: int = 300
-    num_warmup_jobs: int = 60
+    num_jobs: int = 300  # the floor of measured jobs per run (the warm-up prefix follows from the count)
     precision: float = 0.02
     targets: tuple[float, ...] = TARGETS
     workers: int = 2
@@ -67,11 +70,11 @@ class SweepSettings:
     # than the cluster serves at once is a burst the engines absorb, and its "capacity" is not sustainable.
     jobs_per_slot: float = 8.0
 
-    def jobs_for(self, instances: Sequence[InstanceSpec]) -> tuple[int, int]:
-        """(measured, warm-up) jobs per run on this cluster."""
+    def jobs_for(self, instances: Sequence[InstanceSpec]) -> int:
+        """The floor of measured jobs per run on this cluster (the steady-state rule may ask for more); the
+        warm-up prefix follows from it (``warmup_jobs``), as it does for ``compare``."""
         slots = sum(spec.max_running for spec in instances)
-        measured = max(self.num_jobs, int(self.jobs_per_slot * slots))
-        return measured, max(self.num_warmup_jobs, measured // 4)
+        return max(self.num_jobs, int(self.jobs_per_slot * slots))
 
 
 @dataclass(slots=True, frozen=True)
@@ -84,17 +87,11 @@ class CapacityTask:
     targets: tuple[float, ...]
 
 
-def capacity_task(task: CapacityTask) -> dict[float, float]:
-    """The capacity at each target for one seed (module level: pickled to workers and Ray tasks)."""
-    cache: dict[float, float] = {}
-
-    def attainment(rate: float) -> float:
-        return task.workbench.run(task.candidate, rate, task.seed).attainment
-
-    # Targets from the loosest: a stricter target's capacity is at most the looser one's, and its
-    # search reuses the measured points.
-    ordered = sorted(task.targets)
-    return {t: find_capacity(attainment, t, task.guess, task.precision, cache) for t in ordered}
+def capacity_task(task: CapacityTask) -> SteadyCapacity:
+    """The steady-state capacity at each target for one seed (module level: pickled to workers and Ray
+    tasks). Targets from the loosest: a stricter target's search reuses the measured points."""
+    search = SteadySearch(guess=task.guess, targets=tuple(sorted(task.targets)), precision=task.precision)
+    return steady_capacity(task.workbench, task.candidate, task.seed, search)
 
 
 @dataclass(slots=True)
@@ -104,6 +101,7 @@ class SweepRow:
     policy: str
     instances: tuple[str, ...]  # GPU of each instance
     capacity: dict[float, Spread] = field(default_factory=dict)
+    searches: tuple[SteadyCapacity, ...] = ()  # per seed: job count, attainment at capacity
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -112,7 +110,30 @@ class SweepRow:
             "policy": self.policy,
             "gpus": gpu_counts(self.instances),
             "capacity_rps": {f"{target:.2f}": spread.as_json() for target, spread in self.capacity.items()},
+            "num_jobs": [search.num_jobs for search in self.searches],
+            "attainment_at_capacity": {
+                "all": [search.attainment[0] for search in self.searches],
+                "second_half": [search.attainment[1] for search in self.searches],
+            },
+            "steady_sized": all(search.sized for search in self.searches),
         }
+
+    def warnings(self) -> list[str]:
+        """What made this row's runs shorter than the steady-state rule needs, one line each."""
+        where = f"{self.workload}/{self.mix} {self.policy}"
+        out = []
+        for seed, search in enumerate(self.searches):
+            if search.available_jobs < search.num_jobs:
+                out.append(
+                    f"{where}: the workload holds {search.available_jobs} jobs, runs need {search.num_jobs} "
+                    f"(seed #{seed}); its capacity is not a steady-state figure"
+                )
+            elif search.needed_jobs > search.num_jobs:
+                out.append(
+                    f"{where}: runs of {search.num_jobs} jobs are shorter than the {search.needed_jobs} the "
+                    f"capacity found needs (seed #{seed}); the figure may be a burst cleared"
+                )
+        return out
 
 
 def gpu_counts(gpus: Sequence[str]) -> dict[str, int]:
@@ -126,6 +147,11 @@ def first_guess(scenario: Scenario) -> float:
     """The user's own rate when the scenario has one (capacity is usually near it), else 1 job/s."""
     rate = scenario.workload.arrival.get("rate")
     return float(rate) if isinstance(rate, int | float) and rate > 0 else 1.0
+
+
+def sweep_warnings(rows: Sequence[SweepRow]) -> list[str]:
+    """Every row's warnings, each line once."""
+    return list(dict.fromkeys(line for row in rows for line in row.warnings()))
 
 
 def sweep(
@@ -142,7 +168,7 @@ def sweep(
         for mix in mixes or (Mix("as-given"),):
             instances = instances_with_counts(scenario, dict(mix.counts))
             label = f"{workload.label}/{mix.label}"
-            bench = workbench_of(scenario, instances, *settings.jobs_for(instances), label)
+            bench = workbench_of(scenario, instances, settings.jobs_for(instances), label)
             for candidate in candidates_of(scenario, policies or scenario.policies):
                 rows.append(SweepRow(workload.label, mix.label, candidate.label, tuple(s.gpu for s in instances)))
                 tasks.extend(
@@ -155,7 +181,8 @@ def sweep(
     per_row = len(settings.seeds)
     for index, row in enumerate(rows):
         runs = found[index * per_row : (index + 1) * per_row]
-        row.capacity = {t: Spread.of([run[t] for run in runs]) for t in sorted(settings.targets)}
+        row.capacity = {t: Spread.of([run.capacity[t] for run in runs]) for t in sorted(settings.targets)}
+        row.searches = tuple(runs)
     return rows
 
 

@@ -5,6 +5,10 @@ process is sampled and its times rescaled to a mean of one job per second (the s
 Poisson, gamma burstiness or on/off, is kept); the workbench then divides them by each rate it tries. A
 trace is rescaled the same way (its recorded timing keeps its shape). Deadlines follow the scenario's
 ``slo`` block and are leak-free as in every scoreboard run (``sim/deadlines.py``).
+
+``scenario_workbench`` is the one way a scenario becomes runs: ``sweep``, fleet sizing and ``compare`` /
+``simulate`` all build them here (same jobs for the same seed, the same warm-up prefix, the same history for
+the deadlines), so a capacity the sweep reports is a rate ``compare`` shows carried.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import numpy as np
 from slosched.core.errors import ConfigError
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
-from slosched.evaluation.workbench import Candidate, Workbench
+from slosched.evaluation.workbench import Candidate, Workbench, warmup_for
 from slosched.scenario.config import Scenario
 from slosched.workloads.arrivals import ArrivalSpec
 from slosched.workloads.generators import generate_jobs
@@ -31,16 +35,36 @@ class ScenarioJobs:
 
     scenario: Scenario
     trace: str | None = None
+    base_dir: str | None = None  # where a relative trace path of the scenario file resolves
 
     def __call__(self, num_jobs: int, seed: int) -> list[JobSpec]:
-        if self.trace is not None or self.scenario.workload.trace is not None:
-            jobs = load_jobs(Path(self.trace or str(self.scenario.workload.trace)))[:num_jobs]
+        if self.trace_path_given():
+            jobs = load_jobs(self.trace_path())[:num_jobs]
         else:
             rng = np.random.default_rng(np.random.SeedSequence([self.scenario.seed, seed, 1]))
             arrivals = ArrivalSpec.from_mapping(self.scenario.workload.arrival).sample(num_jobs, rng)
             assert self.scenario.workload.generator is not None
             jobs = generate_jobs(self.scenario.workload.generator, self.scenario.workload.params, arrivals, rng)
         return unit_rate(jobs)
+
+    def trace_path(self) -> Path:
+        path = Path(self.trace or str(self.scenario.workload.trace))
+        if self.trace is None and not path.is_absolute() and self.base_dir is not None:
+            return Path(self.base_dir) / path
+        return path
+
+    def trace_path_given(self) -> bool:
+        return self.trace is not None or self.scenario.workload.trace is not None
+
+    def rate(self) -> float:
+        """The scenario's own mean arrival rate: a trace's recorded one, else the arrival block's ``rate``
+        (1 job/s where it has none)."""
+        if self.trace_path_given():
+            arrivals = [job.arrival_s for job in load_jobs(self.trace_path())]
+            span = max(arrivals) - min(arrivals) if len(arrivals) > 1 else 0.0
+            return (len(arrivals) - 1) / span if span > 0 else 1.0
+        rate = self.scenario.workload.arrival.get("rate")
+        return float(rate) if isinstance(rate, int | float) and rate > 0 else 1.0
 
 
 def unit_rate(jobs: Sequence[JobSpec]) -> list[JobSpec]:
@@ -82,7 +106,30 @@ def candidates_of(scenario: Scenario, policies: Sequence[str]) -> list[Candidate
     return [Candidate(label=text, policy=text, params=params, job_policy=scenario.job_policy) for text in policies]
 
 
+MIN_WARMUP_JOBS = 10
+
+
+def warmup_jobs(num_jobs: int) -> int:
+    """The warm-up prefix of a run of ``num_jobs`` measured jobs (the workbench's rule, with a floor)."""
+    return max(MIN_WARMUP_JOBS, warmup_for(num_jobs))
+
+
 def workbench_of(
-    scenario: Scenario, instances: Sequence[InstanceSpec], num_jobs: int, num_warmup_jobs: int, label: str
+    scenario: Scenario,
+    instances: Sequence[InstanceSpec],
+    num_jobs: int,
+    label: str,
+    jobs: ScenarioJobs | None = None,
 ) -> Workbench:
-    return Workbench(label, tuple(instances), ScenarioJobs(scenario), num_jobs, scenario.options(), num_warmup_jobs)
+    """The scenario on ``instances`` with ``num_jobs`` measured jobs per run and its warm-up prefix."""
+    source = jobs or ScenarioJobs(scenario)
+    return Workbench(label, tuple(instances), source, num_jobs, scenario.options(), warmup_jobs(num_jobs))
+
+
+def scenario_workbench(
+    scenario: Scenario, trace: str | None = None, base_dir: str | None = None, num_jobs: int | None = None
+) -> Workbench:
+    """The scenario as given (its cluster, its ``num_jobs`` or its trace's length) as ``compare`` runs it."""
+    jobs = ScenarioJobs(scenario, trace, base_dir)
+    count = num_jobs or (len(load_jobs(jobs.trace_path())) if jobs.trace_path_given() else scenario.workload.num_jobs)
+    return workbench_of(scenario, instances_with_counts(scenario, {}), count, scenario.name, jobs)

@@ -182,7 +182,15 @@ def run_workbench(trace_cluster: tuple[str, str], plan: Plan, pool: ProcessExecu
     ours = setup.paper_candidate(alpha)
     others = [ours, setup.paper_candidate(alpha, oracle=True), *setup.paper_baselines(plan.full)]
     overload_labels = [PAPER_POLICY, ORACLE, PAPER_BASELINE]
-    board = evaluate(workbench, plan.seeds, others, plan.baselines, guess, overload_labels=overload_labels)
+    board = evaluate(
+        workbench,
+        plan.seeds,
+        others,
+        plan.baselines,
+        guess,
+        overload_labels=overload_labels,
+        converge_labels=[PAPER_POLICY],
+    )
     strongest = board.baselines[board.strongest].candidate
     cold = cold_start(workbench, [ours, strongest, others[2]], plan.seeds, guess)
     outcome = Outcome(trace_name, cluster_name, alpha, tuning, board, cold)

@@ -53,7 +53,14 @@ def score(setting: Setting, quick: bool, seeds: tuple[int, ...]) -> tuple[Scoreb
     bench = setting.workbench()
     candidates = paper_candidates(quick)
     board = evaluate(
-        bench, seeds, candidates, baseline_plan(quick), setting.guess, LOADS, (PAPER_POLICY, PAPER_BASELINE)
+        bench,
+        seeds,
+        candidates,
+        baseline_plan(quick),
+        setting.guess,
+        LOADS,
+        (PAPER_POLICY, PAPER_BASELINE),
+        converge_labels=[PAPER_POLICY],
     )
     strongest = board.baselines[board.strongest].candidate
     paper = next(candidate for candidate in candidates if candidate.label == PAPER_POLICY)

@@ -92,6 +92,7 @@ def run_setting(plan: RunPlan, setting: setup.Setting) -> SettingResult:
         guess=0.3 * setting.num_engines,
         loads=LOADS,
         overload_labels=chosen,
+        converge_labels=[setup.PAPER_POLICY],
     )
     result = SettingResult(setting, board)
     paper_latency(result, bench, others[:4], plan.seeds[0])

@@ -74,7 +74,9 @@ def run_mix(plan: RunPlan, mix: str, profile: SpeedProfile) -> MixResult:
     bench = setup.workbench(mix, sla, plan.num_jobs, plan.num_warmup_jobs)
     baselines = setup.baseline_plan(plan.quick)
     others = setup.saber_candidates(profile, extended=not plan.quick)
-    board = evaluate(bench, plan.seeds, others, baselines, 1.0, LOADS, OVERLOAD_LABELS)
+    board = evaluate(
+        bench, plan.seeds, others, baselines, 1.0, LOADS, OVERLOAD_LABELS, converge_labels=[setup.PAPER_POLICY]
+    )
     paper = setup.paper_baseline(board, baselines.caps)
     if paper != board.strongest and paper not in board.overload:
         # (``overload`` always reruns the strongest baseline first: same seeds, same figures.)

@@ -130,7 +130,28 @@ def _summary(figures: dict[str, Any]) -> list[str]:
             f"{fixed(row['stack_vs_oracle'])} | "
             f"{fixed(row['goodput_ratio_2x'])}x | {fixed(row['min_goodput_ratio_any_load'])}x |"
         )
-    return [*lines, "", f"![capacity ratios]({PLOTS}/{RATIOS_PNG})", ""]
+    return [*lines, "", f"![capacity ratios]({PLOTS}/{RATIOS_PNG})", "", *_convergence(figures)]
+
+
+def _convergence(figures: dict[str, Any]) -> list[str]:
+    """Capacity at the run's size and at 4x it (same seeds): steady only where they agree within 5%."""
+    lines = [
+        "## Convergence",
+        "",
+        "SLO capacity @90% at each run's size (at least 20x the p90 no-contention latency of arrivals, judged on "
+        "all jobs and on the second half of the window) and at 4x that size, same seeds. A figure counts as "
+        "steady only where the two agree within 5%.",
+        "",
+        "| workload | truth | policy | capacity | at 4x | steady |",
+        "|---|---|---|---:|---:|---|",
+    ]
+    for name, row in figures["workloads"].items():
+        truth = ", ".join(row.get("truth", [])) or "-"
+        for label, long in row.get("capacity_4x", {}).items():
+            steady = "yes" if row["steady_state_by_policy"].get(label) else "**no**"
+            short = fixed(row["capacity_rps"][label], 3)
+            lines.append(f"| {name} | {truth} | `{label}` | {short} | {fixed(long, 3)} | {steady} |")
+    return [*lines, ""]
 
 
 def _goodput_table(row: dict[str, Any]) -> list[str]:

@@ -7,6 +7,9 @@ at least two GPU types), ``scoreboard.evaluate`` gives (DESIGN section 9):
   min-max spread) of every baseline of the sweep (chunked-fcfs token budgets, static-concurrency caps, the
   baseline routers), of the stack and of its ORACLE twin (true output lengths: the limit). The strongest
   baseline is the one with the highest median capacity, chosen after the fact.
+* **Steady state**: runs sized to >= 20x the p90 no-contention latency, judged on all jobs and on the second
+  half of the window; ``capacity_4x`` (the stack's and the strongest baseline's capacity at 4x the run
+  length, same seeds) and ``steady_state`` (the two agree within 5%); ``truth``: the clusters' software stacks.
 * **Goodput** at 0.5x-2x the strongest baseline's capacity; at each load the stack is compared with the
   strongest baseline *at that load* (highest median goodput, chosen after the fact).
 
@@ -80,6 +83,12 @@ def workload_figures(run: WorkloadRun) -> dict[str, Any]:
         "capacity_rps": {label: result.median_90 for label, result in every.items()},
         "capacity_spread": {label: result.capacity[0.9].as_json() for label, result in every.items()},
         "capacity_95_rps": {label: result.capacity[0.95].median for label, result in every.items()},
+        # Convergence (DESIGN section 9): the stack's and the strongest baseline's capacity at 4x the run length.
+        "capacity_4x": {label: result.median_90_4x for label, result in board.converged().items()},
+        "steady_state_by_policy": {label: result.steady_state for label, result in board.converged().items()},
+        "steady_state": board.steady_state,
+        "runs": {label: every[label].run_json() for label in (stack, board.strongest)},
+        "truth": list(board.truth),
         "strongest_baseline": board.strongest,
         "ratio_vs_strongest": board.ratio(stack),
         "goodput_ratio_2x": per_load.get(2.0, math.nan),

@@ -1,0 +1,161 @@
+"""Steady-state SLO capacity (DESIGN section 9): a rate counts as carried only when the run was long enough
+for a backlog to show.
+
+A run of ``n`` jobs at ``rate`` jobs/s spans an arrival window of about ``n / rate`` seconds. If that window
+is short against how long a job takes, the cluster clears the whole run as one burst and a "capacity" far
+above what it sustains passes. So:
+
+- **Sizing.** A run's arrival window must be at least ``WINDOW_FACTOR`` (20) x the p90 no-contention job
+  latency of the workload on the cluster's fastest instance (its ground-truth model; for a workflow, the
+  critical path through its stages: ``sim/deadlines.FastestLatency``). At ``rate`` that needs
+  ``jobs_needed = max(floor, ceil(20 x p90 x rate) + 1)`` measured jobs, ``floor`` being the bench's own
+  job count.
+- **One job count per search.** Common random numbers need every rate of a search to replay the same jobs,
+  so a search runs at one count. After it, if the capacity it found needs more jobs than it used, the
+  count grows to what that capacity needs (x ``GROWTH_MARGIN``, at most ``MAX_STEP`` x per round) and the
+  search runs again, from the capacity found; at most ``MAX_ROUNDS`` searches and ``MAX_JOBS`` jobs
+  (``SteadyCapacity.sized`` says whether the last one was long enough).
+- **Second-half judgement.** A rate passes only if both the attainment over all measured jobs and the
+  attainment over the jobs arriving in the second half of the window meet the target
+  (``RunFigures.judged``): a backlog that grows through the run shows in its second half.
+- **Convergence.** ``converged`` compares a capacity with the capacity at 4x the run length (same seeds):
+  within ``STEADY_TOLERANCE`` (5%) it counts as steady.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from slosched.core.instance import InstanceSpec
+from slosched.core.job import JobSpec
+from slosched.evaluation.capacity import find_capacity
+from slosched.evaluation.workbench import Candidate, RunFigures, Workbench
+from slosched.sim.deadlines import FastestLatency
+from slosched.sim.models import InstanceModels
+
+WINDOW_FACTOR = 20.0
+GROWTH_MARGIN = 1.25
+MAX_ROUNDS = 4
+MAX_STEP = 4
+MAX_JOBS = 20_000
+STEADY_TOLERANCE = 0.05
+LONG_FACTOR = 4  # the convergence figure: capacity at this many times the run length
+TARGETS = (0.90, 0.95)
+
+
+def p90_no_contention_s(instances: Sequence[InstanceSpec], jobs: Sequence[JobSpec]) -> float:
+    """The 90th percentile over ``jobs`` of each job's no-contention latency alone on the fastest instance
+    of ``instances`` (true lengths: it sizes runs, it is never a policy input); 0.0 without jobs."""
+    if not jobs:
+        return 0.0
+    latency = FastestLatency([InstanceModels.build(spec) for spec in instances])
+    return float(np.percentile([latency.job_s(job) for job in jobs], 90))
+
+
+def jobs_needed(p90_s: float, rate: float, floor: int) -> int:
+    """Measured jobs a run at ``rate`` needs for an arrival window of ``WINDOW_FACTOR`` x ``p90_s`` (n jobs
+    at unit rate span n - 1 seconds), and at least ``floor``."""
+    if not (math.isfinite(p90_s) and math.isfinite(rate)) or p90_s <= 0 or rate <= 0:
+        return floor
+    return max(floor, math.ceil(WINDOW_FACTOR * p90_s * rate) + 1)
+
+
+def converged(capacity: float, capacity_long: float, tolerance: float = STEADY_TOLERANCE) -> bool:
+    """Whether a capacity and its value at 4x the run length agree within ``tolerance`` (relative to the
+    longer run's, the better estimate of the steady state); False where either is not a positive number."""
+    if not (math.isfinite(capacity) and math.isfinite(capacity_long)) or capacity <= 0 or capacity_long <= 0:
+        return False
+    return abs(capacity - capacity_long) <= tolerance * capacity_long
+
+
+@dataclass(slots=True)
+class SteadyCapacity:
+    """One seed's steady-state capacity search."""
+
+    capacity: dict[float, float]  # target -> jobs/s
+    num_jobs: int  # measured jobs per run of the last search
+    needed_jobs: int  # what the window rule needs at the loosest target's capacity
+    available_jobs: int  # jobs the workload could give (a trace may hold fewer than asked for)
+    p90_latency_s: float
+    rounds: int
+    attainment: tuple[float, float] = (math.nan, math.nan)  # (all, second half) at the loosest capacity
+
+    @property
+    def sized(self) -> bool:
+        """The last search's runs were as long as the capacity it found needs (and the workload had them)."""
+        return self.needed_jobs <= self.num_jobs and self.available_jobs >= self.num_jobs
+
+
+@dataclass(slots=True, frozen=True)
+class SteadySearch:
+    """How a steady-state search runs: targets, precision, its first guess and bracket step, its floor."""
+
+    guess: float
+    targets: tuple[float, ...] = TARGETS
+    precision: float = 0.02
+    growth: float = 2.0
+    floor: int | None = None  # default: the workbench's own job count
+
+
+def steady_capacity(workbench: Workbench, candidate: Candidate, seed: int, search: SteadySearch) -> SteadyCapacity:
+    """The capacity of ``candidate`` on ``workbench`` at each target for ``seed``, with runs sized by the
+    window rule and regrown (bounded) until they are long enough for the capacity found."""
+    floor = search.floor or workbench.num_jobs
+    sample = workbench.jobs(floor, seed)
+    p90 = p90_no_contention_s(workbench.instances, sample)
+    num_jobs, guess, rounds, available = floor, search.guess, 0, len(sample)
+    while True:
+        rounds += 1
+        bench = workbench.sized(num_jobs)
+        runs: dict[float, RunFigures] = {}
+
+        def attainment(rate: float, bench: Workbench = bench, runs: dict[float, RunFigures] = runs) -> float:
+            runs[rate] = bench.run(candidate, rate, seed)
+            return runs[rate].judged
+
+        cache: dict[float, float] = {}
+        growth = search.growth if rounds == 1 else 1.25
+        ordered = sorted(search.targets)  # loosest first: a stricter search reuses its points
+        found = {t: find_capacity(attainment, t, guess, search.precision, cache, growth) for t in ordered}
+        loosest = found[ordered[0]]
+        needed = jobs_needed(p90, loosest, floor)
+        if needed <= num_jobs or rounds >= MAX_ROUNDS or num_jobs >= MAX_JOBS or available < num_jobs:
+            break
+        # A short run's capacity is inflated (a burst cleared), so one round grows the count by at most
+        # MAX_STEP: the next search, longer, usually finds a lower capacity that needs fewer jobs.
+        num_jobs = min(MAX_JOBS, MAX_STEP * num_jobs, math.ceil(needed * GROWTH_MARGIN))
+        available = len(workbench.jobs(num_jobs, seed))  # a trace may run out
+        guess = loosest if loosest > 0 else guess
+    at = runs.get(loosest)
+    return SteadyCapacity(
+        capacity=found,
+        num_jobs=num_jobs,
+        needed_jobs=needed,
+        available_jobs=available,
+        p90_latency_s=p90,
+        rounds=rounds,
+        attainment=(at.attainment, at.attainment_second_half) if at else (math.nan, math.nan),
+    )
+
+
+def steady_jobs(workbench: Workbench, seed: int, rate: float) -> int:
+    """Measured jobs a single run of ``workbench`` at ``rate`` needs (overload runs, fleet sizing)."""
+    p90 = p90_no_contention_s(workbench.instances, workbench.jobs(workbench.num_jobs, seed))
+    return min(MAX_JOBS, jobs_needed(p90, rate, workbench.num_jobs))
+
+
+def long_search(base: SteadyCapacity, search: SteadySearch) -> SteadySearch:
+    """The convergence search of one seed: ``LONG_FACTOR`` x the job count ``base`` ended with, started at
+    ``base``'s capacity with a small bracket step (the answer is usually close)."""
+    guess = base.capacity[min(base.capacity)]
+    return SteadySearch(
+        guess=guess if guess > 0 else search.guess,
+        targets=search.targets,
+        precision=search.precision,
+        growth=1.25,
+        floor=LONG_FACTOR * base.num_jobs,
+    )
