@@ -21,10 +21,11 @@ class InstanceSpec:
     """One model replica. ``num_kv_blocks`` None means: derive from GPU memory (see perf.roofline).
 
     ``stack`` names the software stack of the ground-truth step-time model (``perf.roofline``: engine
-    overheads and weight/KV precision, e.g. ``splitwise`` for a bf16 vLLM-class engine, ``hexgen`` for
-    4-bit weights). ``available_from_s`` is when the instance joins the cluster (routers ignore it
-    before), e.g. a fresh, unprofiled replica added to a loaded cluster. ``profile``: a JSON file from
-    ``slosched profile`` whose measured step model replaces the roofline as ground truth.
+    overheads and weight/KV precision: ``vllm-v1``, the default, for a current bf16 engine, ``splitwise``
+    for the 2023 one, ``hexgen`` for 4-bit weights). ``available_from_s`` is when the instance joins the
+    cluster (routers ignore it before), e.g. a fresh, unprofiled replica added to a loaded cluster.
+    ``profile``: a JSON file from ``slosched profile`` whose measured step model replaces the roofline as
+    ground truth.
     """
 
     name: str
