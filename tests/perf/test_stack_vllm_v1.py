@@ -145,3 +145,12 @@ def test_graph_profile_runs_on_cpu(tmp_path: Path, vllm_python: Path) -> None:
     kinds = Counter(p.kind for p in result.points)
     assert kinds["mixed"] == 2 and kinds["prefill"] == 3 and all(p.skipped is None for p in result.points)
     assert "## Mixed" in (tmp_path / "gpu_profile.md").read_text()
+
+
+def test_calibrate_names_a_bad_measured_file_in_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "other.json").write_text('{"x": 1}')
+    for path in (tmp_path / "missing.json", tmp_path / "other.json"):
+        assert calibrate.main(["--no-anchors", "--measured", str(path)]) == 2
+        assert capsys.readouterr().err.startswith("error: --measured: ")

@@ -303,7 +303,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_anchors:
         _anchor_report()
         print()
-    steps = bundled_measured_steps() if args.measured is None else [s for p in args.measured for s in load_measured(p)]
+    try:
+        measured = args.measured
+        steps = bundled_measured_steps() if measured is None else [step for p in measured for step in load_measured(p)]
+    except (OSError, ValueError) as error:  # ConfigError is a ValueError; json errors too
+        print(f"error: --measured: {error}", file=sys.stderr)
+        return 2
     calibration = None
     if args.refit:
         fit = fit_stack(steps)
