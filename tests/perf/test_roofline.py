@@ -38,14 +38,40 @@ def llama8b() -> RooflineModel:
 counts = st.integers(min_value=0, max_value=4096)
 
 
-@settings(max_examples=200, deadline=None)
-@given(p=counts, pc=counts, d=st.integers(0, 256), dc=st.integers(0, 1 << 18), which=st.integers(0, 3))
-def test_monotonic_in_every_argument(p: int, pc: int, d: int, dc: int, which: int) -> None:
-    model = RooflineModel.build("H100", "Llama-3.1-70B", tp=4)
+@settings(max_examples=300, deadline=None)
+@given(
+    p=counts,
+    pc=counts,
+    d=st.integers(0, 256),
+    dc=st.integers(0, 1 << 18),
+    which=st.integers(0, 3),
+    stack=st.sampled_from(sorted(CALIBRATION.stacks)),
+    model_tp=st.sampled_from([("Llama-3.1-70B", 4), ("Qwen2.5-Coder-1.5B", 1), ("Llama-3-8B", 1)]),
+)
+def test_monotonic_in_every_argument(
+    p: int, pc: int, d: int, dc: int, which: int, stack: str, model_tp: tuple[str, int]
+) -> None:
+    model = RooflineModel.build("H100", model_tp[0], tp=model_tp[1], stack=stack)
     args = [p, pc, d, dc]
     bigger = list(args)
     bigger[which] += 1 + args[which] // 3
+    if which == 2 and d > 0:
+        # More sequences arrive at the batch's mean context: the summed context grows with them (with the
+        # same total spread over more sequences, an occupancy-limited attention rightly gets faster).
+        bigger[3] = dc * bigger[2] // d
     assert model.step_time_s(*bigger) >= model.step_time_s(*args)
+
+
+def test_few_sequences_at_long_context_are_occupancy_bound() -> None:
+    """vllm-v1 (measured H100): 8 sequences x 2 KV heads of Qwen2.5-Coder-1.5B at 32k tokens leave the attention
+    kernel short of work units, so the KV streams slower than at 32 sequences x 8k (same tokens)."""
+    model = RooflineModel.build("H100", "Qwen2.5-Coder-1.5B", stack="vllm-v1")
+    few, many = model.step_time_s(0, 0, 8, 8 * 32768), model.step_time_s(0, 0, 32, 32 * 8192)
+    assert few > 1.5 * many
+    base, per_token = model.decode_step_terms(8)
+    assert model.step_time_s(0, 0, 8, 8 * 32768) == base + (8 * 32768 + 8) * per_token
+    splitwise = RooflineModel.build("H100", "Qwen2.5-Coder-1.5B", stack="splitwise")
+    assert splitwise.decode_step_terms(8)[1] == splitwise.decode_step_terms(64)[1]  # older stacks: no limit
 
 
 def test_grows_with_tokens_and_batch(llama8b: RooflineModel) -> None:

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from slosched.core.instance import InstanceSpec
 from slosched.perf import calibrate
 from slosched.perf.gpu_profile_data import ProfilePoint, ProfileResult
-from slosched.perf.measured_steps import bundled_measured_steps, load_measured
+from slosched.perf.hardware import model_facts
+from slosched.perf.measured_steps import bundled_measured_steps, heldout_measured_steps, load_measured
 from slosched.perf.roofline import CALIBRATION, DEFAULT_STACK, RooflineModel
 from slosched.perf.stack_fit import BAND, check_steps, fit_stack, group_summary
 from slosched.perf.stacks import CURRENT_ENGINE_STACK
@@ -44,6 +45,25 @@ def test_shipped_constants_are_the_fitted_ones() -> None:
     assert fit.params["layer_overhead_s"] == pytest.approx(shipped.layer_overhead_s, rel=0.01)
     assert fit.params["attention_scale"] == pytest.approx(shipped.attention_scale, rel=0.01)
     assert fit.params["seq_work_scale"] == pytest.approx(shipped.seq_work_scale, rel=0.01)
+    assert fit.params["attention_units"] == pytest.approx(shipped.attention_units, rel=0.01)
+    assert fit.params["mixed_layer_overhead_s"] == pytest.approx(shipped.mixed_layer_overhead_s, rel=0.01)
+
+
+HELD_OUT = heldout_measured_steps()
+
+
+def test_held_out_models_span_sizes_below_and_above_the_fitted_one() -> None:
+    """The fit saw only Llama-3-8B; the held-out files hold smaller and larger models measured the same way."""
+    sizes = {steps[0].model: model_facts(steps[0].model).params_b for steps in HELD_OUT.values()}
+    assert min(sizes.values()) < 2 and max(sizes.values()) > 30 and len(sizes) >= 6
+    assert all(len(steps) >= 20 for steps in HELD_OUT.values())
+
+
+@pytest.mark.parametrize("name", sorted(HELD_OUT))
+def test_every_held_out_step_within_the_band(name: str) -> None:
+    rows = check_steps(HELD_OUT[name])
+    assert {r.step.group for r in rows} >= {"decode", "prefill", "mixed", "long"}
+    assert [r.step.label for r in rows if not r.in_band] == []
 
 
 def test_the_current_engine_is_the_default_everywhere() -> None:
@@ -54,12 +74,12 @@ def test_the_current_engine_is_the_default_everywhere() -> None:
 
 
 def test_older_stacks_take_none_of_the_new_terms() -> None:
-    new = {"memory_scale", "layer_overhead_s", "seq_work_scale", "attention_scale"}
+    new = {"memory_scale", "layer_overhead_s", "seq_work_scale", "attention_scale", "attention_units"}
     assert new <= {f.name for f in fields(CALIBRATION.stacks["vidur"])}
     for name in ("splitwise", "vidur", "hexgen"):
         stack = CALIBRATION.stacks[name]
         assert not stack.memory_scale and stack.layer_overhead_s == 0.0 and stack.seq_work_scale == 0.0
-        assert stack.attention_scale == 1.0
+        assert stack.attention_scale == 1.0 and stack.attention_units == 0.0 and stack.mixed_layer_overhead_s == 0.0
 
 
 def _seq_term_s(model: str, tp: int = 1) -> float:
@@ -109,6 +129,8 @@ def test_calibrate_cli_passes_on_the_bundled_points(capsys: pytest.CaptureFixtur
     assert calibrate.main(["--no-anchors"]) == 0
     out = capsys.readouterr().out
     assert "52/52 measured steps within the band" in out and "/splitwise" in out
+    total = sum(len(steps) for steps in HELD_OUT.values())
+    assert f"{total}/{total} held-out steps within the band" in out and "Qwen2.5-Coder-1.5B" in out
 
 
 def _profile_file(tmp_path: Path, scale: float) -> Path:
@@ -143,7 +165,10 @@ def test_graph_profile_runs_on_cpu(tmp_path: Path, vllm_python: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     result = ProfileResult.from_json_dict(json.loads((tmp_path / "gpu_profile.json").read_text()))
     kinds = Counter(p.kind for p in result.points)
-    assert kinds["mixed"] == 2 and kinds["prefill"] == 3 and all(p.skipped is None for p in result.points)
+    # Two mixed steps and one long-context chunk (a mixed shape); a long-context decode beside the grid's.
+    assert kinds["mixed"] == 3 and kinds["prefill"] == 3 and all(p.skipped is None for p in result.points)
+    assert any(p.kind == "decode" and p.tokens == 256 and p.batch == 2 for p in result.points)
+    assert any(p.kind == "mixed" and p.prefill_context == 128 for p in result.points)
     assert "## Mixed" in (tmp_path / "gpu_profile.md").read_text()
 
 

@@ -46,9 +46,17 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from slosched.perf.hardware import measured_anchor_points
-from slosched.perf.measured_steps import bundled_measured_steps, load_measured
+from slosched.perf.measured_steps import bundled_measured_steps, heldout_measured_steps, load_measured
 from slosched.perf.roofline import CALIBRATION, Calibration, GpuEfficiency, RooflineModel, StackProfile
-from slosched.perf.stack_fit import FLOOR_OVER_ENGINE, check_steps, fit_stack, format_checks, with_stack
+from slosched.perf.stack_fit import (
+    FLOOR_OVER_ENGINE,
+    StepCheck,
+    check_steps,
+    fit_stack,
+    format_checks,
+    group_summary,
+    with_stack,
+)
 from slosched.perf.stacks import CURRENT_ENGINE_STACK
 
 
@@ -320,7 +328,28 @@ def main(argv: list[str] | None = None) -> int:
     print(format_checks(rows))
     outside = [r for r in rows if not r.in_band]
     print(f"{len(rows) - len(outside)}/{len(rows)} measured steps within the band")
+    if measured is None:
+        outside += _heldout_report(calibration)
     return 1 if outside else 0
+
+
+def _heldout_report(calibration: Calibration | None) -> list[StepCheck]:
+    """Per held-out file: steps in the band, ratio range per group, and every step outside it."""
+    print(f"\nheld out of the fit (the same check on other models; {CURRENT_ENGINE_STACK} as above)")
+    outside: list[StepCheck] = []
+    total = 0
+    for name, steps in heldout_measured_steps().items():
+        rows = check_steps(steps, CURRENT_ENGINE_STACK, calibration)
+        missed = [r for r in rows if not r.in_band]
+        ranges = "  ".join(f"{g} {lo:.2f}-{hi:.2f}" for g, (lo, hi) in group_summary(rows).items())
+        model = steps[0].model if steps else "?"
+        print(f"  {model:20} {len(rows) - len(missed):3}/{len(rows):<3} {ranges}  ({name})")
+        for r in missed:
+            print(f"    OUT {r.step.group} {r.step.label}: measured / {CURRENT_ENGINE_STACK} = {r.ratio:.3f}")
+        outside += missed
+        total += len(rows)
+    print(f"{total - len(outside)}/{total} held-out steps within the band")
+    return outside
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ lazily by the caller (:mod:`slosched.perf.gpu_profile`), which passes the module
 from __future__ import annotations
 
 import functools
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -191,6 +192,19 @@ def mixed_grid(tiny: bool, quick: bool) -> tuple[tuple[int, int, int, int], ...]
     return tuple((p, cp, b, 1024) for p in (256, 512, 2048) for cp in (0, 2048) for b in (16, 64, 128))
 
 
+def long_context_grid(
+    tiny: bool, quick: bool
+) -> tuple[tuple[tuple[int, int, int, int], ...], tuple[tuple[int, int], ...]]:
+    """Long-context steps (the shared H100 set): prompt chunks of 512/2048 tokens at 4k-16k cached tokens beside
+    one decode at 1,024 (as mixed shapes), and decode batches ``(B, C)`` at 8k-32k; none in quick mode."""
+    if tiny:
+        return ((16, 128, 1, 64),), ((2, 256),)
+    if quick:
+        return (), ()
+    chunks = tuple((p, cp, 1, 1024) for p in (512, 2048) for cp in (4096, 8192, 16384))
+    return chunks, ((16, 8192), (16, 16384), (32, 8192), (8, 32768))
+
+
 def graph_points(
     torch: Any,
     model: PlainModel,
@@ -221,4 +235,6 @@ def graph_points(
             points.append(ProfilePoint("decode", batch, tokens, skipped=skips[shape]))
         else:
             points.append(measure_safely(functools.partial(point, kind, shape), kind, batch, tokens))
+        # One line per shape as it is measured: a run cut short by a time limit still leaves its figures.
+        print(f"{kind} {shape}: {points[-1].median_s or points[-1].skipped}", file=sys.stderr, flush=True)
     return points

@@ -223,11 +223,20 @@ def measure_grid(
 def _graph_points(dims: dict[str, Any], grid: Grid, device: str, dtype: Any, kv: int, budget: int, quick: bool) -> Any:
     """``(weight bytes, points)`` of the plain forward, one CUDA graph per shape (eager on CPU)."""
     torch = _lib("torch")
-    mixed = gpu_graph.mixed_grid(dims["name"] == "tiny-llama", quick)
-    positions = max(grid.max_positions, *(p + cp + 1 for p, cp, _, c in mixed), *(c + 1 for *_, c in mixed))
+    tiny = dims["name"] == "tiny-llama"
+    long_chunks, long_decodes = gpu_graph.long_context_grid(tiny, quick)
+    mixed = gpu_graph.mixed_grid(tiny, quick) + long_chunks
+    positions = max(
+        grid.max_positions,
+        *(p + cp + 1 for p, cp, _, c in mixed),
+        *(c + 1 for *_, c in mixed),
+        *(c + 1 for _, c in long_decodes),
+    )
     with torch.inference_mode():
         model = gpu_graph.PlainModel(torch, dims, device, dtype, positions)
         plan = plan_decode(grid, kv, dims["layers"], budget)
+        for batch, context in long_decodes:  # each long decode is planned against the same memory budget
+            plan += plan_decode(Grid((1,), (batch,), (context,), 0, 1), kv, dims["layers"], budget)
         points = gpu_graph.graph_points(torch, model, grid, mixed, _measure_safely, plan)
     return model.weight_bytes(), points
 

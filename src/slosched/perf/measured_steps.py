@@ -30,6 +30,7 @@ BUNDLED = (
     "measured-h100-llama3-8b-mixed-steps.json",
     "measured-h100-llama3-8b-long-context.json",
 )
+HELDOUT_PREFIXES = ("heldout-", "reproduce-")
 GROUPS = ("decode", "prefill", "mixed", "long")
 LONG_CONTEXT = 4096  # a step whose prompt chunk or decode sequences see at least this many tokens is "long"
 _H100_LLAMA3 = ("H100", "Llama-3-8B")  # what the bundled mixed/long files (which name no roofline) measured
@@ -110,6 +111,15 @@ def parse_measured(data: Mapping[str, Any], gpu_model: tuple[str, str] = _H100_L
 def load_measured(path: str | Path) -> list[MeasuredStep]:
     """The measured steps of the file at ``path``."""
     return parse_measured(json.loads(Path(path).read_text()))
+
+
+def heldout_measured_steps() -> dict[str, list[MeasuredStep]]:
+    """Steps kept out of every fit, by file: six more models measured on the same H100 by
+    ``python -m slosched.perf.gpu_profile --engine graph --model NAME`` (2026-11-26), and the project's own
+    profiler re-measuring Llama-3-8B (``reproduce-*``). They check that the calibration generalises."""
+    folder = resources.files("slosched.perf").joinpath("data")
+    names = sorted(e.name for e in folder.iterdir() if e.name.startswith(HELDOUT_PREFIXES) and e.name.endswith(".json"))
+    return {name: parse_measured(json.loads(folder.joinpath(name).read_text())) for name in names}
 
 
 def bundled_measured_steps() -> list[MeasuredStep]:

@@ -85,23 +85,29 @@ def _per_gpu(scales: Mapping[str, float], gpu: GpuFacts) -> float:
 class RooflineModel:
     """Noise-free step time of one instance (implements ``StepTimeModel``).
 
-    Invariants: deterministic; non-decreasing in every argument; an empty step takes 0 s;
+    Invariants: deterministic; non-decreasing in every argument (more decode sequences counted at the batch's
+    mean context: the same summed context over more sequences may run faster, see ``attention_units``);
+    an empty step takes 0 s;
     ``decode_run_s(b, c, n)[k] == step_time_s(0, 0, b, c + k * b)`` bit for bit.
     """
 
     __slots__ = (
         "_a_pair_s",
+        "_attention_units",
         "_c_row_s",
         "_c_tok_s",
         "_decode_bases",
         "_e_tok_s",
         "_fixed_s",
+        "_kv_groups",
         "_kv_tok_s",
         "_m_dense_s",
         "_m_linear_s",
+        "_mixed_fixed_s",
         "_seq_s",
         "_stack_fixed_s",
         "_tok_s",
+        "_unit_bound",
         "gpu",
         "kv_bytes_per_token",
         "model",
@@ -141,6 +147,12 @@ class RooflineModel:
         self.kv_bytes_per_token = kv_gpu * tp
         self.weight_bytes = model.num_params * wb
         self._kv_tok_s = kv_gpu / bandwidth
+        self._kv_groups = kv_heads_per_gpu
+        self._attention_units = stack.attention_units
+        # One work unit (a KV head's share of the attention) streams at most 1/attention_units of the
+        # bandwidth, and each must read its head's whole K/V: a floor on any attention pass.
+        self._unit_bound = stack.attention_units / kv_heads_per_gpu
+        self._mixed_fixed_s = stack.mixed_layer_overhead_s * model.layers
         self._a_pair_s = 4.0 * model.layers * model.head_dim * (model.heads // tp) / flops
         if stack.attention_scale != 1.0:
             self._a_pair_s /= stack.attention_scale
@@ -193,14 +205,26 @@ class RooflineModel:
         t = _sqrt(c * c + self._m_dense_s * self._m_dense_s)
         t += self._fixed_s + tokens * self._tok_s + num_decode_seqs * self._seq_s
         if num_decode_seqs > 0:
-            t += (decode_context_tokens + num_decode_seqs) * self._kv_tok_s
+            t += (decode_context_tokens + num_decode_seqs) * self._decode_kv_tok_s(num_decode_seqs)
         if num_prefill_tokens > 0:
             # Inlined _prefill_attention_s (hot path).
             pairs = num_prefill_tokens * (prefill_context_tokens + 0.5 * (num_prefill_tokens + 1))
             a = pairs * self._a_pair_s
             b = (prefill_context_tokens + num_prefill_tokens) * self._kv_tok_s
-            t += _sqrt(a * a + b * b)
+            if self._attention_units:
+                t += max(_sqrt(a * a + b * b), b * self._unit_bound)
+                if num_decode_seqs > 0:
+                    t += self._mixed_fixed_s
+            else:
+                t += _sqrt(a * a + b * b)
         return t
+
+    def _decode_kv_tok_s(self, num_decode_seqs: int) -> float:
+        """Seconds per cached token of a decode batch: the bandwidth cost, times the occupancy slowdown of a
+        batch whose sequences x KV heads leave the attention kernel short of ``attention_units`` blocks."""
+        if not self._attention_units:
+            return self._kv_tok_s
+        return self._kv_tok_s * max(1.0, self._attention_units / (num_decode_seqs * self._kv_groups))
 
     def _prefill_attention_s(self, num_prefill_tokens: int, prefill_context_tokens: int) -> float:
         # Causal pairs of one chunk: each of its tokens sees the prior context and the chunk up to itself.
@@ -209,6 +233,8 @@ class RooflineModel:
         pairs = num_prefill_tokens * (prefill_context_tokens + 0.5 * (num_prefill_tokens + 1))
         c = pairs * self._a_pair_s
         m = (prefill_context_tokens + num_prefill_tokens) * self._kv_tok_s
+        if self._attention_units:
+            return max(_sqrt(c * c + m * m), m * self._unit_bound)
         return _sqrt(c * c + m * m)
 
     def _decode_base_s(self, num_decode_seqs: int) -> float:
@@ -227,7 +253,7 @@ class RooflineModel:
     def decode_step_terms(self, num_decode_seqs: int) -> tuple[float, float]:
         """``(base_s, per_token_s)`` with ``step_time_s(0, 0, b, c) == base_s + (c + b) * per_token_s`` bit for
         bit: a decode-only step is affine in its context, which lets callers time runs without numpy."""
-        return self._decode_base_s(num_decode_seqs), self._kv_tok_s
+        return self._decode_base_s(num_decode_seqs), self._decode_kv_tok_s(num_decode_seqs)
 
     def decode_run_s(self, num_decode_seqs: int, decode_context_tokens: int, num_steps: int) -> np.ndarray:
         """Durations (float64) of ``num_steps`` decode-only steps; context grows by the batch each step."""
@@ -237,12 +263,13 @@ class RooflineModel:
             return np.zeros(num_steps, dtype=np.float64)
         base = self._decode_base_s(num_decode_seqs)
         first = decode_context_tokens + num_decode_seqs
+        per_token = self._decode_kv_tok_s(num_decode_seqs)
         if num_steps == 1:
-            return np.array([base + first * self._kv_tok_s], dtype=np.float64)
+            return np.array([base + first * per_token], dtype=np.float64)
         ctx = np.arange(num_steps, dtype=np.float64)
         ctx *= num_decode_seqs
         ctx += first  # exact: integers below 2**53
-        ctx *= self._kv_tok_s
+        ctx *= per_token
         ctx += base
         return ctx
 
@@ -271,12 +298,14 @@ class RooflineModel:
         dense = _sqrt(c * c + self._m_dense_s * self._m_dense_s)
         attention = 0.0
         if num_decode_seqs > 0:
-            attention += (decode_context_tokens + num_decode_seqs) * self._kv_tok_s
+            attention += (decode_context_tokens + num_decode_seqs) * self._decode_kv_tok_s(num_decode_seqs)
         if num_prefill_tokens > 0:
             attention += self._prefill_attention_s(num_prefill_tokens, prefill_context_tokens)
         elementwise = tokens * self._e_tok_s
         allreduce = self._fixed_s - self._stack_fixed_s + tokens * (self._tok_s - self._e_tok_s)
         overhead = self._stack_fixed_s + num_decode_seqs * self._seq_s
+        if self._attention_units and num_prefill_tokens > 0 and num_decode_seqs > 0:
+            overhead += self._mixed_fixed_s
         return StepBreakdown(dense, elementwise, attention, allreduce, overhead)
 
     def num_kv_blocks(self, gpu_memory_utilization: float = 0.9, block_size: int = 16) -> int:
@@ -305,4 +334,5 @@ class RooflineModel:
             return 0.0
         first = decode_context_tokens + num_decode_seqs
         context_sum = num_steps * first + num_decode_seqs * num_steps * (num_steps - 1) / 2
-        return num_steps * self._decode_base_s(num_decode_seqs) + context_sum * self._kv_tok_s
+        per_token = self._decode_kv_tok_s(num_decode_seqs)
+        return num_steps * self._decode_base_s(num_decode_seqs) + context_sum * per_token

@@ -37,6 +37,8 @@ PARAMETERS: dict[str, tuple[float, float, float]] = {
     "layer_overhead_s": (50e-6, 0.0, 1e-3),
     "seq_work_scale": (0.3, 0.1, 5.0),
     "attention_scale": (0.8, 0.2, 1.5),
+    "attention_units": (64.0, 1.0, 1024.0),
+    "mixed_layer_overhead_s": (20e-6, 0.0, 1e-3),
 }
 
 
@@ -85,6 +87,8 @@ def stack_from(params: Mapping[str, float], gpu: str, base: StackProfile) -> Sta
         layer_overhead_s=params["layer_overhead_s"],
         seq_work_scale=params["seq_work_scale"],
         attention_scale=params["attention_scale"],
+        attention_units=params["attention_units"],
+        mixed_layer_overhead_s=params["mixed_layer_overhead_s"],
     )
 
 

@@ -40,8 +40,13 @@ class StackProfile:
     small kernels of one layer, which CUDA graphs shorten but do not remove). Per decode sequence:
     ``seq_overhead_s`` plus ``seq_work_scale`` times the FLOP time of one row through the dense layers
     and the LM head, so it scales with the model (skinny-GEMM inefficiency, sampling, per-sequence
-    attention work). ``attention_scale``: prefill attention's FLOP/s relative to
-    the stack's GEMMs. The defaults leave the older stacks' arithmetic untouched.
+    attention work). ``attention_scale``: prefill attention's FLOP/s relative to the stack's GEMMs.
+    ``attention_units``: the attention kernel's work units (thread blocks) needed to stream K/V at full
+    bandwidth; an attention with fewer (decode: sequences x KV heads; a prompt chunk: query heads x
+    128-token query blocks) runs that many times slower, as a small model at long context with few
+    sequences shows (0: no such limit). ``mixed_layer_overhead_s``: per layer, what a step carrying both a
+    prompt chunk and decodes adds (a second attention pass and its metadata; only with ``attention_units``).
+    The defaults leave the older stacks' arithmetic untouched.
     """
 
     name: str
@@ -54,6 +59,8 @@ class StackProfile:
     layer_overhead_s: float = 0.0
     seq_work_scale: float = 0.0
     attention_scale: float = 1.0
+    attention_units: float = 0.0
+    mixed_layer_overhead_s: float = 0.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -105,15 +112,20 @@ CALIBRATION = Calibration(
             # on H100, fitted by slosched.perf.stack_fit to the 52 H100 steps measured for the project
             # (Llama-3-8B, CUDA graph per shape) at FLOOR_OVER_ENGINE = 1.10: the measured unfused forward is
             # an upper bound on the engine's GPU time. Streams weights and KV at the datasheet bandwidth
-            # (memory_scale * 0.762 = 1); 90 us per layer per step of launch/small-kernel floor; each decode
-            # row costs a tenth more of its own FLOP time (the lower bound of the fit: sampling, metadata).
+            # (memory_scale * 0.762 = 1); 81 us per layer per step of launch/small-kernel floor; each decode
+            # row costs a tenth more of its own FLOP time (the lower bound of the fit: sampling, metadata);
+            # attention streams KV at full bandwidth only with >= 70 work units (sequences x KV heads, or
+            # query heads x 128-token blocks of a chunk), and a mixed step adds 54 us per layer. Checked, not
+            # fitted, on 230 steps of six more models measured the same way (perf/data/heldout-*.json).
             "vllm-v1": StackProfile(
                 "vllm-v1",
-                compute_scale=MappingProxyType({"H100": 0.794}),
+                compute_scale=MappingProxyType({"H100": 0.834}),
                 memory_scale=MappingProxyType({"H100": 1 / 0.762}),
-                layer_overhead_s=90.1e-6,
+                layer_overhead_s=81.4e-6,
                 seq_work_scale=0.1,
                 attention_scale=0.640,
+                attention_units=70.3,
+                mixed_layer_overhead_s=54.4e-6,
             ),
             # Hexgen-Text2SQL's engine: 4-bit weights and KV; its larger fixed cost per step absorbs
             # dequantisation and engine overhead (one constant for all three GPUs).
