@@ -86,7 +86,8 @@ def test_decode_base_cache_gives_the_computed_floats() -> None:
     for batch in (1, 7, 1, 64, 7):
         assert truth.decode_step_terms(batch)[0] == truth._compute_decode_base_s(batch)
         assert (
-            truth.step_time_s(0, 0, batch, 500) == truth.decode_step_terms(batch)[0] + (500 + batch) * truth._kv_tok_s
+            truth.step_time_s(0, 0, batch, 500)
+            == truth.decode_step_terms(batch)[0] + (500 + batch) * truth.decode_step_terms(batch)[1]
         )
 
 

@@ -97,6 +97,7 @@ class RooflineModel:
         "_c_row_s",
         "_c_tok_s",
         "_decode_bases",
+        "_decode_terms",
         "_e_tok_s",
         "_fixed_s",
         "_kv_groups",
@@ -172,6 +173,7 @@ class RooflineModel:
         # ``_decode_base_s`` per batch size (a pure function read on every decode run and no-contention
         # latency; batch sizes are few): a dict lookup instead of a square root and eight float ops.
         self._decode_bases: dict[int, float] = {}
+        self._decode_terms: dict[int, tuple[float, float]] = {}
 
     @classmethod
     def build(
@@ -253,7 +255,11 @@ class RooflineModel:
     def decode_step_terms(self, num_decode_seqs: int) -> tuple[float, float]:
         """``(base_s, per_token_s)`` with ``step_time_s(0, 0, b, c) == base_s + (c + b) * per_token_s`` bit for
         bit: a decode-only step is affine in its context, which lets callers time runs without numpy."""
-        return self._decode_base_s(num_decode_seqs), self._decode_kv_tok_s(num_decode_seqs)
+        terms = self._decode_terms.get(num_decode_seqs)
+        if terms is None:  # read once per decode run by the simulator: one lookup, as for the base
+            terms = (self._decode_base_s(num_decode_seqs), self._decode_kv_tok_s(num_decode_seqs))
+            self._decode_terms[num_decode_seqs] = terms
+        return terms
 
     def decode_run_s(self, num_decode_seqs: int, decode_context_tokens: int, num_steps: int) -> np.ndarray:
         """Durations (float64) of ``num_steps`` decode-only steps; context grows by the batch each step."""
