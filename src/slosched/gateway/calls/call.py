@@ -79,6 +79,7 @@ class Call:
     output_tokens: int = 0
     attempts: int = 0
     model: str | None = None  # None: any served model (vLLM's default model)
+    output_hint: float | None = None  # the client's output-length prior (a dialect's); None: the predictor's
     # Set by the dispatcher while the call waits in a queue: takes it out (its client left) before admission.
     withdraw: Callable[[], None] | None = None
 
@@ -217,6 +218,13 @@ class SloHeaders:
     priority: float = 0.0
     job_id: str | None = None
     stage: str | None = None
+    # From another stack's request fields (``calls/dialects``), below the headers above in precedence:
+    dialect: str | None = None  # which stack's fields gave the job-level hints below
+    deadline_from_job: bool = False  # deadline_ms counts from the job's first call, not this one's arrival
+    program_id: str | None = None  # KV-affinity key; with parent_id, resolves the job when job_id is None
+    parent_id: str | None = None
+    output_tokens: float | None = None  # the client's output-length prior for this call
+    kv_retention_s: float | None = None
 
 
 _NO_SLO = SloHeaders()
@@ -271,8 +279,7 @@ def parse_call(
     ``models`` maps each served model to the largest ``max_model_len`` among its backends: an unknown
     ``model`` is a 404, and a call that cannot fit any of them a 400 naming the field and the limit."""
     chat = path == CHAT
-    reserved = reserved_xarg(body.get("vllm_xargs"))
-    if reserved is not None:
+    if (reserved := reserved_xarg(body.get("vllm_xargs"))) is not None:
         raise bad_request(
             f"vllm_xargs.{_short(reserved)}",
             "slosched_* fields are the gateway's to set (from the API key's tenant and the x-slo-* headers)",
@@ -315,8 +322,10 @@ def parse_call(
         priority=slo.priority,
         ttft_slo_s=slo.ttft_ms / 1000.0 if slo.ttft_ms is not None else None,
         tpot_slo_s=slo.tpot_ms / 1000.0 if slo.tpot_ms is not None else None,
+        session_id=slo.program_id,
     )
-    return Call(path=path, body=body, stream=bool(typed.stream), request=request, model=model)
+    stream = bool(typed.stream)
+    return Call(path=path, body=body, stream=stream, request=request, model=model, output_hint=slo.output_tokens)
 
 
 def _check_model(

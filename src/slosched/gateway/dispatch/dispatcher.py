@@ -188,10 +188,11 @@ class Dispatcher:
 
     # --- one call ----------------------------------------------------------------------------------------
     def accept(self, call: Call) -> None:
-        """Count the call as accepted and give it its output-length belief (never the truth)."""
-        call.request.predicted_output_tokens = min(
-            self.context.output_predictor.predict(call.request), float(call.request.max_output_tokens)
-        )
+        """Count the call as accepted and give it its output-length belief (never the truth): the client's
+        prior when it sent one (``expected_output_length``, ``osl``), else the predictor's."""
+        hint = call.output_hint
+        belief = self.context.output_predictor.predict(call.request) if hint is None else hint
+        call.request.predicted_output_tokens = min(belief, float(call.request.max_output_tokens))
         self.metrics.accepted.inc()
 
     async def open(self, call: Call) -> Attempt:

@@ -97,7 +97,7 @@ class Gateway:
         handlers = {HTTPException: _starlette_error}
         self.starlette = Starlette(routes=self._routes(), lifespan=self._lifespan, exception_handlers=handlers)
         self.starlette.router.redirect_slashes = False
-        self.app = GatewayApp(OpenAIRoutes(config, self.dispatcher, self), self.starlette)
+        self.app = GatewayApp(OpenAIRoutes(config, self.dispatcher, self, self.jobs.sessions), self.starlette)
 
     def apply_config(self, config: GatewayConfig) -> None:
         """Keys and tenants of a reloaded config, at once (routes read them per request); raises

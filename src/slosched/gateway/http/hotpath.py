@@ -30,8 +30,10 @@ from slosched.gateway.calls.call import (
     parse_json_object,
     parse_slo_headers,
 )
+from slosched.gateway.calls.dialects.registry import with_dialects
 from slosched.gateway.dispatch.dispatcher import Attempt, Dispatcher
 from slosched.gateway.http.disconnect import DisconnectWatch
+from slosched.gateway.jobs.sessions import SessionJobs
 from slosched.gateway.ops.config import GatewayConfig
 from slosched.gateway.ops.identity import Identities, Principal, scoped
 from slosched.gateway.ops.limits import TenantLimits
@@ -89,10 +91,13 @@ class Access(Protocol):
 class OpenAIRoutes:
     """The ASGI handler of the hot paths of one gateway."""
 
-    def __init__(self, config: GatewayConfig, dispatcher: Dispatcher, access: Access) -> None:
+    def __init__(
+        self, config: GatewayConfig, dispatcher: Dispatcher, access: Access, sessions: SessionJobs | None = None
+    ) -> None:
         self.config = config
         self.dispatcher = dispatcher
         self.access = access
+        self.sessions = sessions if sessions is not None else SessionJobs(config.timeouts.job_idle_s)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
         started = [False]
@@ -150,9 +155,14 @@ class OpenAIRoutes:
         receive: Receive,
         send: Send,
     ) -> None:
-        slo = scoped(parse_slo_headers(headers), principal)  # tenant, priority and SLO floors: the operator's
+        # Other stacks' fields (vllm-router, Dynamo, llm-d) fill what slosched's headers left empty; then the
+        # tenant, priority class and SLO floors are the operator's, whichever wrote them.
+        slo = scoped(with_dialects(parse_slo_headers(headers), headers, body), principal)
         dispatcher = self.dispatcher
-        call = parse_call(path, body, slo, dispatcher.clock(), self.config.default_max_tokens, dispatcher.models)
+        now = dispatcher.clock()
+        call = parse_call(path, body, slo, now, self.config.default_max_tokens, dispatcher.models)
+        if slo.dialect is not None:
+            self.sessions.attach(call, slo, now)  # one job across calls: its first call's arrival and deadline
         request = call.request
         lease = self.access.limits.admit_call(principal, request.prompt_tokens + request.max_output_tokens)
         if lease is None:

@@ -39,6 +39,7 @@ from slosched.gateway.jobs.body import MAX_STAGES, RowPlan, parse_job, parse_sta
 from slosched.gateway.jobs.live import ROWS_STAGE, LiveJob, call_result, record_json
 from slosched.gateway.jobs.pacing import within_share
 from slosched.gateway.jobs.rows import RowRunner
+from slosched.gateway.jobs.sessions import SessionJobs
 from slosched.gateway.jobs.store.base import TERMINAL, JobStore
 from slosched.gateway.jobs.sync import JobSync
 from slosched.gateway.ops.identity import Principal
@@ -61,6 +62,8 @@ class JobManager:
         self.dispatcher = dispatcher
         self.config = dispatcher.config
         self.jobs: dict[str, LiveJob] = {}  # running here (finished ones leave once stored)
+        # Jobs that plain calls name through other stacks' fields (``sessions.py``), in memory only.
+        self.sessions = SessionJobs(self.config.timeouts.job_idle_s)
         self.limits: TenantLimits | None = None  # the gateway's, so stage calls count as direct calls do
         self.max_tokens = max(backend.max_model_len for backend in self.config.backends)
         self.active_relqueries = 0
@@ -130,6 +133,10 @@ class JobManager:
         job = self._live(job_id, principal)
         if job is not None:
             return job.as_json()
+        now = self.dispatcher.clock()
+        session = self.sessions.get(principal.tenant, job_id, now)
+        if session is not None:
+            return session.as_json(now)
         record = await self.sync.record(job_id, principal)
         return record_json(record)
 
