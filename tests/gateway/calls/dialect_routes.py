@@ -71,3 +71,10 @@ def make_routes(tenants: dict[str, Any] | None = None) -> Routes:
 
 
 P = {"prompt": "hello", "max_tokens": 8}
+
+
+def first_call_belief(request: Any, hint: float) -> float:
+    """The output-length belief a gateway's first call gets with the client's prior ``hint``: the average of
+    the fresh predictor's estimate and the prior (``Dispatcher.accept``), capped at ``max_tokens``."""
+    predicted = make_routes().routes.dispatcher.context.output_predictor.predict(request)
+    return min(0.5 * (predicted + hint), float(request.max_output_tokens))

@@ -8,7 +8,7 @@ import pytest
 
 from slosched.gateway.calls.call import HttpError
 from slosched.gateway.calls.dialects.dynamo import DynamoDialect
-from tests.gateway.calls.dialect_routes import P, make_routes
+from tests.gateway.calls.dialect_routes import P, first_call_belief, make_routes
 
 DIALECT = DynamoDialect()
 
@@ -84,5 +84,5 @@ def test_subagent_session_joins_the_parents_job() -> None:
     helper = routes.last.request
     assert lead.job_id == helper.job_id == "default/lead" and helper.job_arrival_s == lead.arrival_s
     assert (lead.session_id, helper.session_id) == ("lead", "helper")
-    assert lead.predicted_output_tokens == 4.0
+    assert lead.predicted_output_tokens == first_call_belief(lead, 4.0)
     assert routes.last.body.get("nvext") is None  # consumed: vLLM never sees Dynamo's extension

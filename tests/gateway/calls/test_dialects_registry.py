@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slosched.contract import XARG_DEADLINE_UNIX_S, XARG_JOB_ID, XARG_PRIORITY, request_xargs, verify_xargs
-from tests.gateway.calls.dialect_routes import TENANTS, P, make_routes
+from tests.gateway.calls.dialect_routes import TENANTS, P, first_call_belief, make_routes
 
 ACME = {"authorization": "Bearer sk-acme"}
 GOLD = {"authorization": "Bearer sk-gold"}
@@ -37,7 +37,7 @@ def test_dialect_order_vllm_router_then_dynamo() -> None:
     assert routes.post(body, {"x-dynamo-session-id": "d"})[0] == 200
     request = routes.last.request
     assert request.priority == 4.0 and request.job_id == "default/p"
-    assert request.predicted_output_tokens == 3.0  # a field vllm-router left empty comes from Dynamo
+    assert request.predicted_output_tokens == first_call_belief(request, 3.0)  # vllm-router left it to Dynamo
 
 
 def test_priority_above_the_tenants_class_is_clamped_and_deadline_floored() -> None:
@@ -120,3 +120,14 @@ def test_any_dialect_input_maps_or_is_one_400_naming_a_field(context: Any, hints
         forwarded = ROUTES.last.body
         assert "agentic_context" not in forwarded.get("vllm_xargs", {}) and "nvext" not in forwarded
         assert ROUTES.last.request.priority >= 2.0  # acme's class holds whatever the dialects said
+
+
+def test_a_tiny_output_prior_moves_the_belief_at_most_halfway() -> None:
+    """A client claiming one-token outputs (to jump a shortest-first queue) keeps at least half the belief the
+    predictor gives the same call without the claim."""
+    plain, hinted = make_routes(), make_routes()
+    assert plain.post(P, {"x-session-id": "s"})[0] == 200
+    body = {**P, "nvext": {"agent_hints": {"osl": 1}}}
+    assert hinted.post(body, {"x-session-id": "s"})[0] == 200
+    without, claimed = plain.last.request.predicted_output_tokens, hinted.last.request.predicted_output_tokens
+    assert without / 2 <= claimed < without

@@ -9,7 +9,7 @@ import pytest
 
 from slosched.gateway.calls.call import HttpError
 from slosched.gateway.calls.dialects.vllm_router import VllmRouterDialect
-from tests.gateway.calls.dialect_routes import P, make_routes
+from tests.gateway.calls.dialect_routes import P, first_call_belief, make_routes
 
 DIALECT = VllmRouterDialect()
 
@@ -110,7 +110,7 @@ def test_calls_of_a_program_tree_are_one_job_with_one_deadline() -> None:
     assert first.deadline_s == second.deadline_s == 130.0  # the first call's arrival (100) + 30 s
     assert second.job_arrival_s == 100.0 and second.arrival_s == 112.0
     assert (first.session_id, second.session_id) == ("root", "sub")  # each program keeps its KV home
-    assert first.predicted_output_tokens == 5.0  # the client's prior, not the predictor's default
+    assert first.predicted_output_tokens == first_call_belief(first, 5.0)  # the prior weighed with the predictor
     assert "vllm_xargs" in routes.last.body and "agentic_context" not in routes.last.body["vllm_xargs"]
 
 
