@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -54,9 +54,12 @@ class CannedMetrics:
 
 
 @contextlib.asynccontextmanager
-async def served(config: Mapping[str, Any], metrics: Mapping[str, str]) -> AsyncIterator[tuple[PickerServer, str]]:
+async def served(
+    config: Mapping[str, Any], metrics: Mapping[str, str], clock: Callable[[], float] | None = None
+) -> AsyncIterator[tuple[PickerServer, str]]:
     """A picker on a free localhost port, scraped once before the first request; yields it and its target."""
-    server = PickerServer(parse_picker_config({"scrape_interval_s": 3600, **config}), fetch=CannedMetrics(metrics))
+    picker_config = parse_picker_config({"scrape_interval_s": 3600, **config})
+    server = PickerServer(picker_config, fetch=CannedMetrics(metrics), clock=clock)
     port = await server.start("127.0.0.1", 0)
     await server.scrape()
     try:
@@ -90,7 +93,7 @@ def body_message(chunk: bytes, end_of_stream: bool) -> pb.ProcessingRequest:
 def chunked(body: bytes, parts: int) -> list[bytes]:
     size = max(len(body) // parts, 1)
     pieces = [body[i : i + size] for i in range(0, len(body), size)]
-    return pieces[: parts - 1] + [b"".join(pieces[parts - 1 :])]
+    return [*pieces[: parts - 1], b"".join(pieces[parts - 1 :])]
 
 
 async def _read(call: Any) -> pb.ProcessingResponse:

@@ -82,7 +82,7 @@ class ClusterSource:
 
     def __init__(self, config: KubernetesConfig) -> None:
         try:
-            from kubernetes import client  # type: ignore[import-not-found,import-untyped]
+            from kubernetes import client  # type: ignore[import-not-found]
             from kubernetes import config as kube_config
         except ImportError:
             raise ConfigError(
