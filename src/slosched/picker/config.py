@@ -108,6 +108,9 @@ def parse_picker_config(data: Any, where: str = "config") -> PickerConfig:
         return PickerConfig.model_validate(data)
     except ValidationError as error:
         first = error.errors()[0]
+        cause = first.get("ctx", {}).get("error")
+        if isinstance(cause, ConfigError):  # a validator's own error names its field already
+            raise cause from error
         field = ".".join(str(part) for part in first["loc"]) or where
         raise ConfigError(field, first["msg"]) from error
 
