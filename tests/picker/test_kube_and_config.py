@@ -55,11 +55,11 @@ def test_ready_matching_pods_become_endpoints_on_the_pool_s_port() -> None:
 
 def test_a_pool_without_selector_or_port_and_bad_defaults_are_errors_naming_the_field() -> None:
     config = KubernetesConfig(pool="p")
-    with pytest.raises(ConfigError, match="kubernetes.pool"):
+    with pytest.raises(ConfigError, match=r"kubernetes\.pool"):
         pool_endpoints({"spec": {"targetPorts": [{"number": 1}]}}, PODS, config)
-    with pytest.raises(ConfigError, match="kubernetes.pool"):
+    with pytest.raises(ConfigError, match=r"kubernetes\.pool"):
         pool_endpoints({"spec": {"selector": {"app": "vllm"}}}, PODS, config)
-    with pytest.raises(ConfigError, match="kubernetes.defaults"):
+    with pytest.raises(ConfigError, match=r"kubernetes\.defaults"):
         pool_endpoints(POOL_V1, PODS, KubernetesConfig(pool="p", defaults={"max_model_len": 1}))
 
 
