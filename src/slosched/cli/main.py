@@ -1,4 +1,4 @@
-"""Command line: simulate, compare, demo, bench, policies, schema, trace, profile, relquery, serve, up.
+"""Command line: simulate, compare, demo, bench, policies, schema, trace, profile, relquery, serve, up, picker.
 
 Commands live here or in the other ``cli`` modules (registered at the bottom). ``main`` is the entry point: every
 failure there is one ``error:`` line per problem on stderr and exit code 2, never a traceback.
@@ -18,6 +18,7 @@ import typer
 from slosched.cli.common import JsonOpt, SetOpt, err, out
 from slosched.cli.info import policies, schema, version_callback
 from slosched.cli.native import native_app
+from slosched.cli.picker import picker
 from slosched.cli.profile import profile
 from slosched.cli.simulate import compare, demo, load, simulate
 from slosched.cli.trace import register as register_trace_commands
@@ -164,6 +165,7 @@ app.command("demo")(demo)
 app.command("policies")(policies)
 app.command("schema")(schema)
 app.command("profile")(profile)
+app.command("picker")(picker)
 app.add_typer(native_app, name="native")
 # `trace` (dump, import) and `hardware` live in cli/trace.py.
 register_trace_commands(app)

@@ -58,6 +58,21 @@ class HttpError(Exception):
         self.param = param
 
 
+def error_document(error: HttpError) -> dict[str, Any]:
+    """The OpenAI-style JSON error answered for ``error`` (by the gateway, and by the picker through Envoy)."""
+    details: dict[str, object] = {"message": error.message, "type": error.code, "code": error.status}
+    if error.param is not None:
+        details["param"] = error.param  # the request field at fault, as OpenAI names it
+    return {"error": details}
+
+
+def retry_after_header(error: HttpError) -> str | None:
+    """The Retry-After value (whole seconds, at least 1) of ``error``; None when it suggests none."""
+    if error.retry_after_s is None:
+        return None
+    return str(max(int(error.retry_after_s + 0.999), 1))
+
+
 def bad_request(field_name: str, message: str) -> HttpError:
     return HttpError(400, "invalid_request", f"{field_name}: {message}", param=field_name)
 

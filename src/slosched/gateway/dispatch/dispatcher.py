@@ -188,14 +188,8 @@ class Dispatcher:
 
     # --- one call ----------------------------------------------------------------------------------------
     def accept(self, call: Call) -> None:
-        """Count the call as accepted and give it its output-length belief (never the truth): the predictor's,
-        averaged with the client's prior when it sent one (``expected_output_length``, ``osl``). The prior
-        is weighed, not obeyed: a client claiming tiny outputs to jump a shortest-first queue moves its belief
-        at most halfway below what the predictor learned from completed requests."""
-        hint = call.output_hint
-        predicted = self.context.output_predictor.predict(call.request)
-        belief = predicted if hint is None else 0.5 * (predicted + hint)
-        call.request.predicted_output_tokens = min(belief, float(call.request.max_output_tokens))
+        """Count the call as accepted and give it its output-length belief (``SlotSet.believe``)."""
+        self._slots.believe(call)
         self.metrics.accepted.inc()
 
     async def open(self, call: Call) -> Attempt:

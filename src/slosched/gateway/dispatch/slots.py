@@ -192,6 +192,16 @@ class SlotSet:
             context = batch * (request.prompt_tokens + call.output_tokens // 2)
             self.predictors[index].observe(StepObservation(0, 0, batch, context, (decode_s,)))
 
+    def believe(self, call: Call) -> None:
+        """Give ``call`` its output-length belief (never the truth): the predictor's, averaged with the client's
+        prior when it sent one (``expected_output_length``, ``osl``). The prior is weighed, not obeyed: a client
+        claiming tiny outputs to jump a shortest-first queue moves its belief at most halfway below what the
+        predictor learned from completed requests."""
+        hint = call.output_hint
+        predicted = self.context.output_predictor.predict(call.request)
+        belief = predicted if hint is None else 0.5 * (predicted + hint)
+        call.request.predicted_output_tokens = min(belief, float(call.request.max_output_tokens))
+
     def choose(self, request: Request, excluded: set[int], model: str | None, now: float) -> InstanceQueue:
         """Route over the healthy, not ejected, feasible, not-yet-tried backends serving ``model`` (None:
         any); raises 404/503/400/429 HttpErrors."""
@@ -235,6 +245,10 @@ class SlotSet:
     async def scrape(self, now_s: float) -> None:
         """Read every backend's engine state; each queue then admits against its backend's new KV usage."""
         await asyncio.gather(*(backend.scrape(now_s) for backend in self.backends))
+        self.refresh_queues()
+
+    def refresh_queues(self) -> None:
+        """Each queue admits against its backend's newly scraped KV usage (after any scrape, the picker's too)."""
         for backend, queue in zip(self.backends, self.queues, strict=True):
             queue.set_kv_usage(backend.metrics.kv_usage)
             queue.pump()

@@ -26,9 +26,11 @@ from slosched.gateway.calls.call import (
     Call,
     HttpError,
     check_json_media_type,
+    error_document,
     parse_call,
     parse_json_object,
     parse_slo_headers,
+    retry_after_header,
 )
 from slosched.gateway.calls.dialects.registry import with_dialects
 from slosched.gateway.dispatch.dispatcher import Attempt, Dispatcher
@@ -71,13 +73,9 @@ async def send_json(send: Send, status: int, body: bytes, extra: list[tuple[byte
 
 
 async def send_error(send: Send, error: HttpError) -> None:
-    extra = []
-    if error.retry_after_s is not None:
-        extra.append((b"retry-after", str(max(int(error.retry_after_s + 0.999), 1)).encode()))
-    details: dict[str, object] = {"message": error.message, "type": error.code, "code": error.status}
-    if error.param is not None:
-        details["param"] = error.param  # the request field at fault, as OpenAI names it
-    await send_json(send, error.status, json_bytes({"error": details}), extra)
+    retry_after = retry_after_header(error)
+    extra = [] if retry_after is None else [(b"retry-after", retry_after.encode())]
+    await send_json(send, error.status, json_bytes(error_document(error)), extra)
 
 
 class Access(Protocol):

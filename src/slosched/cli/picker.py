@@ -1,0 +1,29 @@
+"""``slosched picker``: the endpoint picker (Envoy ext_proc) for llm-d / the Gateway API Inference Extension."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from slosched.cli.common import err, input_file
+
+
+def picker(
+    config_path: Annotated[Path, typer.Option("--config", help="picker config YAML or JSON (see docs/picker.md)")],
+    port: Annotated[int | None, typer.Option("--port", help="gRPC port (default: the config's, 9002)")] = None,
+    host: Annotated[str | None, typer.Option("--host", help="bind address (default: the config's, 0.0.0.0)")] = None,
+) -> None:
+    """Serve the ext_proc endpoint picker: route each request with slosched's router over the pool."""
+    from slosched.core.errors import ConfigError
+    from slosched.picker.config import load_picker_config
+    from slosched.picker.server import run_picker
+
+    config = load_picker_config(input_file(config_path, "--config"))
+    if port is not None and not 0 <= port <= 65535:
+        raise ConfigError("--port", f"expected 0..65535, got {port}")
+    source = f"InferencePool {config.kubernetes.pool}" if config.kubernetes else f"{len(config.endpoints)} endpoints"
+    err.print(f"slosched picker on {host or config.host}:{config.port if port is None else port} ({source})")
+    asyncio.run(run_picker(config, host, port))

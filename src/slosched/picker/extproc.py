@@ -1,0 +1,191 @@
+"""The ext_proc stream of one HTTP request: when the picker decides, and where its answer goes.
+
+Envoy opens one bidirectional gRPC stream per HTTP request and sends its phases in order (request headers,
+body, trailers, then the response's). Where the decision can go depends on the request body mode Envoy
+announces in the first message's ``protocol_config`` (absent in older Envoys: read as ``BUFFERED``):
+
+- ``FULL_DUPLEX_STREAMED`` (what GIE's EPP requires): Envoy sends the body chunks without waiting for the
+  headers answer, and holds the request until it comes. The picker keeps the headers answer back, gathers
+  the chunks up to ``end_of_stream``, decides, then answers the headers (destination header + metadata) and
+  sends the body back whole as one streamed chunk (in this mode a chunk not sent back is lost).
+- ``BUFFERED`` / ``BUFFERED_PARTIAL``: Envoy waits for the headers answer before it sends the body in one
+  message: the headers are let through unchanged, and the decision goes on the body answer (header mutations
+  there take effect in buffered mode only).
+- ``STREAMED``: Envoy passes the headers upstream before any body chunk arrives, so a body-phase answer can
+  no longer move the request: the picker decides at the headers, from the headers alone (the model from
+  ``x-gateway-model-name``, as GIE's body-based router sets it; the ``x-slo-*`` and ``x-job-*`` headers), and
+  lets each chunk through.
+
+A request without a body (headers with ``end_of_stream``) is decided at the headers in every mode. The call
+stays counted at its endpoint until the stream ends (Envoy closes it when the HTTP exchange is over) or the
+response body's last chunk passes; response phases, when Envoy sends them, are let through (echoed in full-
+duplex mode), and a ``x-gateway-destination-endpoint-served`` report moves the count to the endpoint that
+actually served.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
+from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
+from google.protobuf.struct_pb2 import Struct
+
+from slosched.gateway.calls.call import HttpError
+from slosched.picker.messages import (
+    BUFFERED,
+    BUFFERED_PARTIAL,
+    FULL_DUPLEX,
+    NONE,
+    STREAMED,
+    body_answer,
+    destination,
+    destination_metadata,
+    header_map,
+    headers_answer,
+    refusal,
+    served_endpoint,
+    streamed_body,
+    subset_hint,
+)
+from slosched.picker.pool import EndpointPool, Pick
+
+log = logging.getLogger("slosched.picker")
+
+MODEL_HEADER = "x-gateway-model-name"  # set by GIE's body-based router when the body is not at hand
+
+
+class RequestStream:
+    """The state of one ext_proc stream; ``handle`` maps each message to the answers it calls for."""
+
+    __slots__ = ("_body", "_headers", "_mode", "_path", "_pool", "_response_mode", "_size", "_subset", "done", "pick")
+
+    def __init__(self, pool: EndpointPool) -> None:
+        self._pool = pool
+        self._mode: int | None = None  # the request body mode, from the first message
+        self._response_mode = NONE
+        self._headers: dict[str, str] = {}
+        self._path = ""
+        self._subset: list[str] | None = None
+        self._body: list[bytes] = []
+        self._size = 0
+        self.pick: Pick | None = None
+        self.done = False  # an ImmediateResponse went out: Envoy ends the exchange
+
+    def handle(self, message: pb.ProcessingRequest) -> list[pb.ProcessingResponse]:
+        if self._mode is None:
+            config = message.protocol_config if message.HasField("protocol_config") else None
+            self._mode = config.request_body_mode if config is not None else NONE
+            self._response_mode = config.response_body_mode if config is not None else NONE
+        try:
+            return self._dispatch(message)
+        except HttpError as error:
+            self.done = True
+            return [refusal(error)]
+
+    def _dispatch(self, message: pb.ProcessingRequest) -> list[pb.ProcessingResponse]:
+        kind = message.WhichOneof("request")
+        if kind == "request_headers":
+            return self._on_headers(message)
+        if kind == "request_body":
+            return self._on_body(message.request_body)
+        if kind == "request_trailers":
+            answers = self._decide_duplex() if self._mode == FULL_DUPLEX and self.pick is None else []
+            return [*answers, pb.ProcessingResponse(request_trailers=pb.TrailersResponse())]
+        if kind == "response_headers":
+            self._note_served(message)
+            return [pb.ProcessingResponse(response_headers=pb.HeadersResponse())]
+        if kind == "response_body":
+            return self._on_response_body(message)
+        if kind == "response_trailers":
+            return [pb.ProcessingResponse(response_trailers=pb.TrailersResponse())]
+        return []
+
+    def _on_headers(self, message: pb.ProcessingRequest) -> list[pb.ProcessingResponse]:
+        request_headers = message.request_headers
+        self._headers = header_map(request_headers)
+        self._path = self._headers.get(":path", "").partition("?")[0]
+        self._subset = subset_hint(message)
+        if request_headers.end_of_stream or self._mode == STREAMED:
+            parsed = self._pool.parse(self._path, self._headers, None, self._headers.get(MODEL_HEADER))
+            self.pick = self._pool.pick(parsed, self._subset)
+            return [headers_answer(*self._chosen(None))]
+        if self._mode == FULL_DUPLEX:
+            return []  # held back until the body is whole: the decision goes on it
+        return [headers_answer()]
+
+    def _chosen(self, content_length: int | None) -> tuple[pb.CommonResponse, Struct]:
+        """The decision's header mutation and dynamic metadata (one value in both)."""
+        assert self.pick is not None
+        endpoints, config = self.pick.endpoints, self._pool.config
+        return destination(endpoints, config, content_length), destination_metadata(endpoints, config)
+
+    def _on_body(self, body: pb.HttpBody) -> list[pb.ProcessingResponse]:
+        if self.pick is not None:  # decided at the headers (STREAMED): the chunks pass unchanged
+            return [streamed_body(body.body, body.end_of_stream)] if self._mode == FULL_DUPLEX else [body_answer()]
+        self._size += len(body.body)
+        if self._size > self._pool.config.max_body_bytes:
+            raise HttpError(413, "body_too_large", f"body: at most {self._pool.config.max_body_bytes} bytes")
+        self._body.append(body.body)
+        last = body.end_of_stream or self._mode in (BUFFERED, BUFFERED_PARTIAL)  # buffered: one message is all
+        if not last:
+            return [] if self._mode == FULL_DUPLEX else [body_answer()]
+        if self._mode == FULL_DUPLEX:
+            return self._decide_duplex()
+        self.pick = self._decide()
+        return [body_answer(*self._chosen(None))]
+
+    def _decide(self) -> Pick:
+        raw = b"".join(self._body)
+        parsed = self._pool.parse(self._path, self._headers, raw, self._headers.get(MODEL_HEADER))
+        return self._pool.pick(parsed, self._subset)
+
+    def _decide_duplex(self) -> list[pb.ProcessingResponse]:
+        """The held headers answer (with the decision), then the body sent back whole."""
+        self.pick = self._decide()
+        raw = b"".join(self._body)
+        return [headers_answer(*self._chosen(len(raw))), streamed_body(raw, True)]
+
+    def _note_served(self, message: pb.ProcessingRequest) -> None:
+        if self.pick is None:
+            return
+        served = served_endpoint(message, self._pool.config.metadata_namespace)
+        if served is not None:
+            self._pool.served(self.pick, served)
+
+    def _on_response_body(self, message: pb.ProcessingRequest) -> list[pb.ProcessingResponse]:
+        body = message.response_body
+        if body.end_of_stream:
+            self.close()  # the engine is done with it, whatever Envoy still does
+        if self._response_mode == FULL_DUPLEX:
+            return [streamed_body(body.body, body.end_of_stream, response=True)]
+        return [pb.ProcessingResponse(response_body=pb.BodyResponse())]
+
+    def close(self) -> None:
+        """Release the call's place at its endpoint (idempotent)."""
+        if self.pick is not None:
+            self._pool.release(self.pick)
+            self.pick = None
+
+
+class ExternalProcessor(pb_grpc.ExternalProcessorServicer):
+    """``envoy.service.ext_proc.v3.ExternalProcessor`` over an ``EndpointPool`` (grpc.aio: one event loop for
+    the streams, the scrapes and the pool, so no decision sees a half-applied scrape)."""
+
+    def __init__(self, pool: EndpointPool) -> None:
+        self.pool = pool
+
+    async def Process(
+        self, request_iterator: AsyncIterator[pb.ProcessingRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ProcessingResponse]:
+        stream = RequestStream(self.pool)
+        try:
+            async for message in request_iterator:
+                for answer in stream.handle(message):
+                    yield answer
+                if stream.done:
+                    return
+        finally:
+            stream.close()
