@@ -19,7 +19,13 @@ def picker(
     """Serve the ext_proc endpoint picker: route each request with slosched's router over the pool."""
     from slosched.core.errors import ConfigError
     from slosched.picker.config import load_picker_config
-    from slosched.picker.server import run_picker
+
+    try:  # gRPC and Envoy's stubs are the `picker` extra: without them, say how to get them
+        from slosched.picker.server import run_picker
+    except ImportError as missing:
+        raise ConfigError(
+            "picker", f"needs the picker extra ({missing.name} is missing): pip install 'slosched[picker]'"
+        ) from None
 
     config = load_picker_config(input_file(config_path, "--config"))
     if port is not None and not 0 <= port <= 65535:
