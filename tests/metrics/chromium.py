@@ -58,8 +58,10 @@ def _run(binary: str, page: Path, action: list[str], timeout_s: float) -> subpro
         )
 
 
-def render(binary: str, page: Path, timeout_s: float = 90.0) -> Rendered:
-    done = _run(binary, page, ["--dump-dom"], timeout_s)
+def render(binary: str, page: Path, timeout_s: float = 90.0, width: int | None = None) -> Rendered:
+    """``width``: the window width in CSS pixels (layout checks); None leaves Chromium's default."""
+    size = [f"--window-size={width},1000"] if width else []
+    done = _run(binary, page, [*size, "--dump-dom"], timeout_s)
     assert done.returncode == 0, f"chromium exited {done.returncode}: {done.stderr[-2000:]}"
     return Rendered(dom=done.stdout, console=_CONSOLE.findall(done.stderr))
 

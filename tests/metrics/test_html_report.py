@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import gzip
 import itertools
 import re
 
@@ -53,10 +55,12 @@ def test_html_report_is_self_contained_and_has_every_plot(tmp_path):
         "<title>Mixed &lt;b&gt;</title>" in text and "edf&lt;x&gt;" in text and "edf<x>" not in text.split("<script")[0]
     )
     assert not re.search(r"<script[^>]+src=", text), "plotly.js must be inlined, not fetched"
-    assert get_plotlyjs()[:2000] in text
+    packed = re.search(r'<script type="application/octet-stream" id="plotly-js">([^<]+)</script>', text)
+    assert packed and gzip.decompress(base64.b64decode(packed.group(1))).decode() == get_plotlyjs()
+    assert text.count('id="plotly-js"') == 1 and len(packed.group(1)) < 0.45 * len(get_plotlyjs())  # once, packed
     for name in FIGURES + SERIES:
         assert f'id="fig-{name}"' in text, name
-    assert "single offered load" in text
+    assert 'id="load"' not in text  # one load: nothing to plot against load
     assert "](report.html)" in (tmp_path / "report.md").read_text()
 
 
@@ -74,25 +78,28 @@ def test_html_tables_show_per_template_and_per_tenant_attainment(tmp_path):
     assert sum(s.jobs for s in by_tenant) == 41
 
 
-def test_load_plot_appears_with_several_loads_and_series_note_without_series(tmp_path):
+def test_load_plot_appears_with_several_loads_and_no_series_section_without_series(tmp_path):
     low, high = mixed_run("p", 0.0), mixed_run("p", 5.0)
     low.series, high.series = [], []
     write_report(tmp_path, {"p": high}, title="t", scenario_description="", by_load={1.0: {"p": low}, 2.0: {"p": high}})
     text = (tmp_path / "report.html").read_text()
-    assert 'id="fig-load"' in text and "single offered load" not in text
-    assert "No time series recorded" in text and 'id="fig-series-kv"' not in text
+    assert 'id="fig-load"' in text and 'id="load"' in text
+    assert 'id="series"' not in text and 'id="fig-series-kv"' not in text
 
 
 def test_empty_runs_still_write_a_page(tmp_path):
     write_report(tmp_path, {"empty": run(policy="empty")}, title="e", scenario_description="")
     text = (tmp_path / "report.html").read_text()
-    assert 'id="fig-attainment"' in text and "No jobs." in text
+    assert 'id="fig-attainment"' in text and 'id="per-template"' not in text
 
 
 def test_policy_styles_differ_in_colour_dash_and_marker():
     names = [f"p{k}" for k in range(12)]
     styles = policy_styles(names)
-    assert len({(s.colour, s.plotly_dash, s.plotly_marker) for s in styles.values()}) == 12
+    assert len({s.colour for s in styles.values()}) == 12  # the demo's 11 policies differ by colour alone
+    many = policy_styles([f"p{k}" for k in range(60)])
+    assert len({(s.colour, s.plotly_dash, s.plotly_marker) for s in many.values()}) == 60
+    assert len({(s.colour, s.mpl_dash, s.mpl_marker) for s in many.values()}) == 60
     for a, b in itertools.pairwise(names):
         assert (styles[a].colour, styles[a].plotly_dash) != (styles[b].colour, styles[b].plotly_dash)
         assert styles[a].width > styles[b].width  # earlier curves wider: an identical later one leaves a halo

@@ -84,6 +84,7 @@ def test_best_rows_marks_ties_ignores_nan_and_needs_two_candidates():
     assert best_rows([3.0, math.inf, 1.0], higher_is_better=False) == {2}
     assert best_rows([1.0, math.nan], higher_is_better=False) == set()
     assert best_rows([1.0, 2.0], higher_is_better=None) == set()
+    assert best_rows([0.0, 0.0, 0.0], higher_is_better=False) == set()  # all tied: nothing stands out
 
 
 def test_format_value():

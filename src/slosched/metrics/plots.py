@@ -2,7 +2,7 @@
 display is touched and no global figure state is left behind.
 
 Every function takes already-computed arrays, writes one PNG and returns its path. Curves with more than
-``MAX_CDF_POINTS`` samples are thinned to evenly spaced order statistics: beyond that a PNG cannot show
+``MAX_CDF_POINTS`` samples are thinned to order statistics (``cdf_points``): beyond that a PNG cannot show
 more, and drawing fewer points keeps a report with several policies well under a second. Each policy keeps
 its colour, dash pattern, marker and width (``styles.py``) in every figure, so identical curves stay
 distinguishable.
@@ -37,16 +37,21 @@ def _save(figure: Figure, path: Path) -> Path:
     return path
 
 
-def cdf_points(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted finite values, cumulative share in (0, 1]), thinned to at most ``MAX_CDF_POINTS``.
+def cdf_points(values: np.ndarray, max_points: int = MAX_CDF_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted finite values, cumulative share in (0, 1]), thinned to about ``max_points`` order statistics.
 
-    The first and last points are always kept, so the curve spans the full range and ends at 1.
+    Three quarters of the points are evenly spaced ranks (the body); the rest are log-spaced towards the
+    largest value, since the tail (p99, p99.9) is what a latency comparison is about and even spacing
+    would give it one or two points. The first and last points are always kept, so the curve spans the
+    full range and ends at 1.
     """
     finite = np.sort(values[np.isfinite(values)])
     n = finite.size
     shares = np.arange(1, n + 1) / n if n else np.empty(0)
-    if n > MAX_CDF_POINTS:
-        keep = np.unique(np.linspace(0, n - 1, MAX_CDF_POINTS).round().astype(np.int64))
+    if n > max_points:
+        body = np.linspace(0, n - 1, max_points - max_points // 4)
+        tail = (n - 1) - np.geomspace(1, max(n / 100, 1), max_points // 4)
+        keep = np.unique(np.concatenate([body, tail, [n - 1]]).round().astype(np.int64))
         return finite[keep], shares[keep]
     return finite, shares
 
@@ -124,12 +129,11 @@ def plot_attainment_bars(counts: Mapping[str, tuple[int, int]], path: Path) -> P
         heights.append(math.nan if total == 0 else (missed / total if missed else 0.5 / total))
         labels.append("n/a" if total == 0 else f" {met / total:.2%} met ({missed} missed)")
     finite = [h for h in heights if math.isfinite(h)]
-    hatches = ("", "//", "..", "xx", "\\\\", "++", "--")
     bars = axes.barh(
         range(len(names)),
         [h if math.isfinite(h) else 0.0 for h in heights],
         color=[styles[n].colour for n in names],
-        hatch=[hatches[i % len(hatches)] for i in range(len(names))],
+        hatch=[styles[n].mpl_hatch for n in names],
         edgecolor="white",
     )
     axes.bar_label(bars, labels=labels, fontsize="small")

@@ -75,8 +75,8 @@ def format_value(value: float, fmt: str, *, percent: bool = False) -> str:
 
 
 def best_rows(values: Sequence[float], higher_is_better: bool | None) -> set[int]:
-    """Indices holding the best finite value (all ties); empty when unranked or fewer than two finite
-    values, since marking the only candidate tells the reader nothing.
+    """Indices holding the best finite value (all ties); empty when unranked, with fewer than two finite
+    values or when every finite value is the same, since marking every candidate tells the reader nothing.
     """
     if higher_is_better is None:
         return set()
@@ -85,7 +85,8 @@ def best_rows(values: Sequence[float], higher_is_better: bool | None) -> set[int
         return set()
     pick = max if higher_is_better else min
     best = pick(v for _, v in finite)
-    return {i for i, v in finite if v == best}
+    marked = {i for i, v in finite if v == best}
+    return marked if len(marked) < len(finite) else set()
 
 
 def render_table(

@@ -1,18 +1,28 @@
-"""A sweep's results as JSON, CSV and one self-contained HTML page (table + capacity chart)."""
+"""A sweep's results as JSON, CSV and one self-contained HTML page (table + capacity chart).
+
+The page comes from an autoescaped template (``templates/sweep.html.j2``): workload, mix and policy names
+are user input and cannot inject markup.
+"""
 
 from __future__ import annotations
 
 import base64
 import csv
-import html
 import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from slosched.metrics.styles import policy_styles
+from slosched.metrics.templating import render
 from slosched.planning.sizing import SizingRow
 from slosched.planning.sweep import SweepRow, best_by_cell, capacity_by_policy
+
+TEMPLATES = Path(__file__).parent / "templates"
 
 
 def sweep_json(rows: Sequence[SweepRow], sizing: Sequence[SizingRow], meta: dict[str, Any]) -> dict[str, Any]:
@@ -45,16 +55,14 @@ def write_csv(path: Path, rows: Sequence[SweepRow], sizing: Sequence[SizingRow])
 
 
 def _chart(rows: Sequence[SweepRow]) -> str:
-    """Capacity at 90% per policy, one bar group per (workload, mix), with the seeds' spread as error bars;
-    a base64 PNG so the page is one file."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Capacity at the lowest target per policy, one bar group per (workload, mix), with the seeds' spread
+    as error bars, in the reports' policy styles; a base64 PNG so the page is one file."""
     cells = list(dict.fromkeys((row.workload, row.mix) for row in rows))
     policies = list(dict.fromkeys(row.policy for row in rows))
-    figure, axis = plt.subplots(figsize=(max(6.0, 1.2 * len(cells) * max(1, len(policies)) / 3), 4.0))
+    styles = policy_styles(policies)
+    figure = Figure(figsize=(max(6.0, 1.2 * len(cells) * max(1, len(policies)) / 3), 4.0), layout="constrained")
+    FigureCanvasAgg(figure)
+    axis = figure.add_subplot()
     width = 0.8 / max(1, len(policies))
     for k, policy in enumerate(policies):
         xs, ys, low, high = [], [], [], []
@@ -67,48 +75,52 @@ def _chart(rows: Sequence[SweepRow]) -> str:
             ys.append(spread.median)
             low.append(spread.median - spread.low)
             high.append(spread.high - spread.median)
-        axis.bar(xs, ys, width, yerr=[low, high], capsize=2, label=policy)
+        style = styles[policy]
+        axis.bar(xs, ys, width, yerr=[low, high], capsize=2, label=policy, color=style.colour, hatch=style.mpl_hatch)
     axis.set_xticks(range(len(cells)), [f"{w}\n{m}" for w, m in cells])
-    axis.set_ylabel("SLO capacity at 90% (jobs/s)")
-    axis.legend(fontsize=7, ncol=2)
-    figure.tight_layout()
+    axis.set_ylabel(f"SLO capacity at {min(rows[0].capacity):.0%} (jobs/s)")
+    # Outside the axes, so that the legend never covers a bar and is never cut.
+    axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110)
-    plt.close(figure)
     return base64.b64encode(buffer.getvalue()).decode()
 
 
 def write_html(path: Path, rows: Sequence[SweepRow], sizing: Sequence[SizingRow], title: str) -> None:
     best = {(r.workload, r.mix, r.policy) for r in best_by_cell(rows).values()}
-    lines = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:nth-child(-n+3){text-align:left}"
-        ".best{font-weight:bold;background:#eef7ee}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
-        "<p>SLO capacity: the highest arrival rate at which at least 90% (95%) of jobs meet their SLO; median"
-        " over seeds [min-max]. Bold: the best policy of its workload and mix.</p>",
-        f"<img alt='capacity chart' src='data:image/png;base64,{_chart(rows)}'>" if rows else "",
-        "<table><tr><th>workload</th><th>mix</th><th>policy</th><th>90%</th><th>95%</th></tr>",
+    targets = sorted({target for row in rows for target in row.capacity}) or [0.9, 0.95]
+    table = [
+        {
+            "best": (row.workload, row.mix, row.policy) in best,
+            "cells": [
+                row.workload,
+                row.mix,
+                row.policy,
+                *(row.capacity[t].text() for t in targets if t in row.capacity),
+            ],
+        }
+        for row in rows
     ]
-    for row in rows:
-        cells = "".join(f"<td>{html.escape(spread.text())}</td>" for spread in row.capacity.values())
-        marker = " class='best'" if (row.workload, row.mix, row.policy) in best else ""
-        names = "".join(f"<td>{html.escape(text)}</td>" for text in (row.workload, row.mix, row.policy))
-        lines.append(f"<tr{marker}>{names}{cells}</tr>")
-    lines.append("</table>")
-    if sizing:
-        lines.append(
-            "<h2>Sizing</h2><table><tr><th>policy</th><th>group</th><th>gpu</th><th>instances</th><th>$/hour</th></tr>"
-        )
-        for item in sizing:
-            count = "-" if item.min_count is None else str(item.min_count)
-            cost = "-" if item.cost_per_hour is None else f"{item.cost_per_hour:.2f}"
-            names = "".join(f"<td>{html.escape(text)}</td>" for text in (item.policy, item.group, item.gpu))
-            lines.append(f"<tr>{names}<td>{count}</td><td>{cost}</td></tr>")
-        lines.append("</table>")
-    lines.append("</body></html>")
-    path.write_text("\n".join(lines))
+    sized = [
+        [
+            item.policy,
+            item.group,
+            item.gpu,
+            "-" if item.min_count is None else str(item.min_count),
+            "-" if item.cost_per_hour is None else f"{item.cost_per_hour:.2f}",
+        ]
+        for item in sizing
+    ]
+    page = render(
+        TEMPLATES,
+        "sweep.html.j2",
+        title=title,
+        targets=[f"{t:.0%}" for t in targets],
+        chart=_chart(rows) if rows else "",
+        rows=table,
+        sizing=sized,
+    )
+    path.write_text(page, encoding="utf-8")
 
 
 def write_outputs(out: Path, document: dict[str, Any], rows: Sequence[SweepRow], sizing: Sequence[SizingRow]) -> None:
