@@ -74,6 +74,11 @@ def test_events_without_data_are_skipped_even_after_an_id() -> None:
     assert list(iter_openai(_response([body]))) == [{"a": 1}, {"b": 2}]
 
 
+def test_a_byte_order_mark_opening_the_stream_is_dropped() -> None:
+    body = b'\xef\xbb\xbfdata: {"a": 1}\n\ndata: [DONE]\n\n'
+    assert list(iter_openai(_response([body[:1], body[1:]]))) == [{"a": 1}]
+
+
 def test_a_body_that_is_not_server_sent_events_is_a_stream_error() -> None:
     with pytest.raises(StreamError, match="not a stream of server-sent events") as caught:
         list(iter_openai(_response([b'{"choices": []}'], content_type="application/json")))

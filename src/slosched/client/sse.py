@@ -4,13 +4,14 @@ OpenAI layer on top for the SDK (``client/sdk.py``) and the profiling client (``
 Library, not hand-written (issue 23): ``httpx-sse`` (>= 0.4.1) splits lines at CRLF, LF and CR only, as the
 WHATWG spec says, so a U+2028/U+2029/U+0085 inside a model's raw UTF-8 text stays inside its event (httpx's
 own ``iter_lines`` would cut it there). It replaced a hand-written parser at the same speed: the SDK's path
-(``httpx.Response`` -> events -> JSON objects, 256 OpenAI chunks) costs x0.95 the hand-written one's
-(median of 9 interleaved rounds, 2-core machine; x1.05 in the 3-round quick run; ``slosched bench libs``,
-row ``sse``, which keeps the old parser to measure against).
+(``httpx.Response`` -> events -> JSON objects, 256 OpenAI chunks) costs x0.81-0.95 the hand-written one's
+(two full runs, each the median of 9 interleaved rounds, 2-core machine; x1.05 in a 3-round quick run;
+``slosched bench libs``, row ``sse``, which keeps the old parser to measure against).
 
 Two things the library does its own way, handled here: it dispatches an event with empty data after any
 ``id:`` line has been seen (the spec drops it), so an event with no data is skipped like a comment; and it
 refuses a response that is not ``text/event-stream``, which here is a broken stream (``StreamError``).
+The text is decoded as UTF-8 with a leading BOM dropped, as the spec says (httpx would keep the BOM).
 
 An OpenAI stream ends at ``data: [DONE]``; an error event (``{"error": {...}}``, vLLM's older
 ``{"object": "error", ...}``, or an ``event: error``) raises ``StreamError`` carrying the error object.
@@ -54,6 +55,13 @@ def _not_sse(error: SSEError) -> StreamError:
     return StreamError({"message": f"not a stream of server-sent events: {error}", "type": "bad_stream"})
 
 
+def _events(response: httpx.Response) -> EventSource:
+    # The stream is UTF-8 whatever its header says (the spec), and a BOM opening it is not text: utf-8-sig
+    # drops it, where httpx-sse would keep it and lose the first field to it.
+    response.encoding = "utf-8-sig"
+    return EventSource(response)
+
+
 def openai_event(event: ServerSentEvent) -> dict[str, Any] | None:
     """The JSON object of one OpenAI stream event; None at ``[DONE]``. Raises ``StreamError`` for an error
     event or data that is not a JSON object."""
@@ -76,7 +84,7 @@ def openai_event(event: ServerSentEvent) -> dict[str, Any] | None:
 def iter_openai(response: httpx.Response) -> Iterator[dict[str, Any]]:
     """The JSON events of an OpenAI stream's (open, unread) response, up to ``[DONE]``."""
     try:
-        for event in EventSource(response).iter_sse():
+        for event in _events(response).iter_sse():
             if not event.data:
                 continue  # no data lines: nothing the spec dispatches
             payload = openai_event(event)
@@ -90,7 +98,7 @@ def iter_openai(response: httpx.Response) -> Iterator[dict[str, Any]]:
 async def aiter_openai(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
     """``iter_openai`` over an asynchronous response."""
     try:
-        async with aclosing(EventSource(response).aiter_sse()) as events:
+        async with aclosing(_events(response).aiter_sse()) as events:
             async for event in events:
                 if not event.data:
                     continue
