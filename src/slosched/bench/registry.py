@@ -29,6 +29,7 @@ _BENCH_MODULES = {
     "stack-limits": "slosched.bench.stack_limits",
     "chaos": "slosched.bench.chaos",
     "fairness": "slosched.bench.fairness",
+    "libs": "slosched.bench.libs",
 }
 
 

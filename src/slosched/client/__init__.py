@@ -1,1 +1,2 @@
-"""The client side: the SDK (``sdk.py``) and the SSE parser (``sse.py``). The gateway never imports it."""
+"""The client side: the SDK (``sdk.py``) and OpenAI streams on httpx-sse (``sse.py``). The gateway never
+imports it."""

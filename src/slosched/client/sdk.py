@@ -120,7 +120,7 @@ class Client:
             if response.status_code >= 400:
                 response.read()
                 _check(response)
-            yield from iter_openai(response.iter_bytes())
+            yield from iter_openai(response)
 
     def create_job(
         self, kind: str = "workflow", slo_s: float | None = None, *, tenant: str | None = None, **fields: Any
@@ -200,7 +200,7 @@ class AsyncClient:
             if resp.status_code >= 400:
                 await resp.aread()
                 _check(resp)
-            async for event in aiter_openai(resp.aiter_bytes()):
+            async for event in aiter_openai(resp):
                 yield event
 
     async def create_job(

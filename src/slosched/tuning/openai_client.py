@@ -94,11 +94,11 @@ class OpenAIClient:
 
 
 async def aiter_stream_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """The JSON events of an OpenAI stream up to ``[DONE]``, through the one SSE parser (``client/sse.py``:
-    events end at blank lines only, never at U+2028 inside a model's text); a malformed or error event
-    raises ``EndpointError``."""
+    """The JSON events of an OpenAI stream up to ``[DONE]``, through the SDK's stream reader
+    (``client/sse.py`` on httpx-sse: events end at blank lines only, never at U+2028 inside a model's text);
+    a malformed or error event raises ``EndpointError``."""
     try:
-        async for event in aiter_openai(response.aiter_bytes()):
+        async for event in aiter_openai(response):
             yield event
     except StreamError as error:
         raise EndpointError(f"stream error: {error.error}") from None

@@ -13,6 +13,14 @@ health check that sees a backend back after it was down closes the circuit at on
 
 Invariants: at most one probe in flight; only a probe's outcome changes an ejected backend's state (the
 late outcomes of calls that were in flight when it was ejected are ignored).
+
+Hand-written, not a library (issue 23): pybreaker (1.4, the best kept of pybreaker, aiobreaker,
+circuitbreaker) costs x21.7-23.5 this class's per routed call while closed (``current_state`` + ``calling()``
+vs ``available`` + ``begin`` + ``succeeded``; ``slosched bench libs``, row ``breaker``, two runs of 9
+interleaved rounds each, 2-core machine: a lock and listener calls per call). Nor do the libraries keep these
+semantics: their open period is fixed (no doubling per streak), they read the wall clock rather than the
+caller's ``now_s``, and they have no ``recovered`` (the health check closing the circuit), no early probe
+(``may_probe``) and no "late outcomes of an ejected backend's calls are ignored".
 """
 
 from __future__ import annotations
