@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -18,13 +18,23 @@ from slosched.core.errors import ConfigError
 from slosched.planning.fleet import FleetSearch, search_fleet
 from slosched.planning.output import sweep_json, write_outputs
 from slosched.planning.prices import Prices
-from slosched.planning.sizing import size, sizing_warnings
-from slosched.planning.sweep import Mix, SweepSettings, Workload, sweep, sweep_warnings
+from slosched.planning.sizing import SizingRow, size, sizing_warnings
+from slosched.planning.sweep import Mix, SweepRow, SweepSettings, Workload, sweep, sweep_warnings
 from slosched.planning.workload import with_model
 from slosched.scenario.config import Scenario
 
 QUICK = SweepSettings(seeds=(0, 1), num_jobs=120, precision=0.05, jobs_per_slot=4.0)
 FULL = SweepSettings(seeds=(0, 1, 2, 3, 4), num_jobs=400, precision=0.02)
+
+SearchOpt = Annotated[
+    bool, typer.Option("--search", help="the cheapest fleet (GPU x TP x count) carrying --rate at --target")
+]
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", help="serve this model: a catalog name, a config.json or a model dir")
+]
+PriceOpt = Annotated[
+    list[str] | None, typer.Option("--price", help="USD per GPU-hour over the list price: GPU=USD (repeatable)")
+]
 
 
 def sweep_command(
@@ -37,20 +47,14 @@ def sweep_command(
     size_groups: Annotated[
         list[str] | None, typer.Option("--size", help="instance group to size for --rate (repeatable)")
     ] = None,
-    search: Annotated[
-        bool, typer.Option("--search", help="the cheapest fleet (GPU x TP x count) carrying --rate at --target")
-    ] = False,
+    search: SearchOpt = False,
     rate: Annotated[float | None, typer.Option(help="jobs/s the sized or searched fleet must carry")] = None,
     target: Annotated[float, typer.Option(help="share of jobs that must meet their SLO")] = 0.90,
-    model: Annotated[
-        str | None, typer.Option("--model", help="serve this model: a catalog name, a config.json or a model dir")
-    ] = None,
+    model: ModelOpt = None,
     gpus: Annotated[str | None, typer.Option(help="--search: comma-separated GPUs (default: all known)")] = None,
     tp: Annotated[str | None, typer.Option("--tp", help="--search: comma-separated TPs (default: fit, 2x fit)")] = None,
     measure: Annotated[int, typer.Option(help="--search: SLO capacity of this many cheapest fleets found")] = 3,
-    price: Annotated[
-        list[str] | None, typer.Option("--price", help="USD per GPU-hour over the list price: GPU=USD (repeatable)")
-    ] = None,
+    price: PriceOpt = None,
     seeds: Annotated[int | None, typer.Option(help="seeds per figure (default 5; --quick 2)")] = None,
     jobs: Annotated[int | None, typer.Option(help="measured jobs per run (default 400; --quick 120)")] = None,
     workers: Annotated[int, typer.Option(help="local worker processes")] = 2,
@@ -92,7 +96,19 @@ def sweep_command(
         "wall_s": time.perf_counter() - started,
         "warnings": warnings,
     }
-    document = sweep_json(rows, sizing, meta)
+    _report(sweep_json(rows, sizing, meta), found, rows, sizing, target, out, as_json)
+
+
+def _report(
+    document: dict[str, Any],
+    found: FleetSearch | None,
+    rows: list[SweepRow],
+    sizing: list[SizingRow],
+    target: float,
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    """The tables, the files under ``--out`` and the ``--json`` line."""
     if found is not None:
         document["search"] = found.as_json()
         print_search(found)
@@ -130,7 +146,7 @@ def _check_modes(search: bool, rate: float | None, size_groups: list[str] | None
         raise ConfigError("--search", "give --search or --size, not both")
     if search and rate is None:
         raise ConfigError("--search", "give --search together with --rate R (jobs/s)")
-    if search and len(names or [""]) != 1:
+    if search and names is not None and len(names) != 1:
         raise ConfigError("--policies", f"--search takes one policy, got {len(names)}")
     if not search and (rate is None) != (not size_groups):
         raise ConfigError("--size", "give --size GROUP together with --rate R (jobs/s)")
