@@ -6,23 +6,35 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from slosched.cli.common import SetOpt
 from slosched.cli.simulate import load
+from slosched.cli.sweep_tables import out as _out
+from slosched.cli.sweep_tables import print_capacity, print_search, print_sizing
 from slosched.core.errors import ConfigError
+from slosched.planning.fleet import FleetSearch, search_fleet
 from slosched.planning.output import sweep_json, write_outputs
+from slosched.planning.prices import Prices
 from slosched.planning.sizing import SizingRow, size, sizing_warnings
 from slosched.planning.sweep import Mix, SweepRow, SweepSettings, Workload, sweep, sweep_warnings
-
-_out = Console(width=None if sys.stdout.isatty() else 140)
+from slosched.planning.workload import with_model
+from slosched.scenario.config import Scenario
 
 QUICK = SweepSettings(seeds=(0, 1), num_jobs=120, precision=0.05, jobs_per_slot=4.0)
 FULL = SweepSettings(seeds=(0, 1, 2, 3, 4), num_jobs=400, precision=0.02)
+
+SearchOpt = Annotated[
+    bool, typer.Option("--search", help="the cheapest fleet (GPU x TP x count) carrying --rate at --target")
+]
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", help="serve this model: a catalog name, a config.json or a model dir")
+]
+PriceOpt = Annotated[
+    list[str] | None, typer.Option("--price", help="USD per GPU-hour over the list price: GPU=USD (repeatable)")
+]
 
 
 def sweep_command(
@@ -35,8 +47,14 @@ def sweep_command(
     size_groups: Annotated[
         list[str] | None, typer.Option("--size", help="instance group to size for --rate (repeatable)")
     ] = None,
-    rate: Annotated[float | None, typer.Option(help="jobs/s the sized fleet must carry")] = None,
+    search: SearchOpt = False,
+    rate: Annotated[float | None, typer.Option(help="jobs/s the sized or searched fleet must carry")] = None,
     target: Annotated[float, typer.Option(help="share of jobs that must meet their SLO")] = 0.90,
+    model: ModelOpt = None,
+    gpus: Annotated[str | None, typer.Option(help="--search: comma-separated GPUs (default: all known)")] = None,
+    tp: Annotated[str | None, typer.Option("--tp", help="--search: comma-separated TPs (default: fit, 2x fit)")] = None,
+    measure: Annotated[int, typer.Option(help="--search: SLO capacity of this many cheapest fleets found")] = 3,
+    price: PriceOpt = None,
     seeds: Annotated[int | None, typer.Option(help="seeds per figure (default 5; --quick 2)")] = None,
     jobs: Annotated[int | None, typer.Option(help="measured jobs per run (default 400; --quick 120)")] = None,
     workers: Annotated[int, typer.Option(help="local worker processes")] = 2,
@@ -46,27 +64,29 @@ def sweep_command(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object as the last line")] = False,
     sets: SetOpt = None,
 ) -> None:
-    """How many jobs/s can this cluster take at 90% SLO attainment, per policy and instance mix; with
-    --size and --rate, how many instances of a GPU group (and at what hourly cost) carry a rate."""
+    """How many jobs/s can this cluster take at 90% SLO attainment, per policy and instance mix (and at what
+    hourly cost); with --size and --rate, how many instances of a GPU group carry a rate; with --search and
+    --rate, the cheapest fleet of any GPU type, TP and count that carries it."""
     settings = _settings(quick, seeds, jobs, workers, ray, target)
     if out is not None:
         _check_writable(out)
-    loaded = [Workload(path.stem, load(path, sets)) for path in scenarios]
+    loaded = [Workload(path.stem, _scenario(path, sets, model)) for path in scenarios]
     mixes = [Mix.parse(text) for text in mix or ()]
-    names = [text.strip() for text in policies.split(",")] if policies else None
-    if names is not None:
-        from slosched.sim.runner import PolicyPair
-
-        for name in names:
-            PolicyPair.parse(name)
-    if (rate is None) != (not size_groups):
-        raise ConfigError("--size", "give --size GROUP together with --rate R (jobs/s)")
+    names = _policies(policies)
+    _check_modes(search, rate, size_groups, names)
+    first = loaded[0].scenario
+    prices = Prices.of(first.prices, price or ())
+    kinds = (_names(gpus, "--gpus"), _tps(tp))
     started = time.perf_counter()
-    rows = [] if size_groups else sweep(loaded, mixes, names, settings)
-    sizing = size(loaded[0].scenario, size_groups or [], names, rate or 0.0, target, settings) if size_groups else []
+    found: FleetSearch | None = None
+    if search:
+        policy = (names or first.policies)[0]
+        found = search_fleet(first, rate or 0.0, target, policy, settings, prices, kinds[0], kinds[1], measure)
+    rows = [] if size_groups or search else sweep(loaded, mixes, names, settings, prices)
+    sizing = size(first, size_groups, names, rate or 0.0, target, settings, prices) if size_groups else []
     warnings = sweep_warnings(rows)
     if sizing:
-        warnings += sizing_warnings(loaded[0].scenario, sizing, rate or 0.0, settings)
+        warnings += sizing_warnings(first, sizing, rate or 0.0, settings)
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
     meta = {
@@ -76,8 +96,26 @@ def sweep_command(
         "wall_s": time.perf_counter() - started,
         "warnings": warnings,
     }
-    document = sweep_json(rows, sizing, meta)
-    _print(rows, sizing, target)
+    _report(sweep_json(rows, sizing, meta), found, rows, sizing, target, out, as_json)
+
+
+def _report(
+    document: dict[str, Any],
+    found: FleetSearch | None,
+    rows: list[SweepRow],
+    sizing: list[SizingRow],
+    target: float,
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    """The tables, the files under ``--out`` and the ``--json`` line."""
+    if found is not None:
+        document["search"] = found.as_json()
+        print_search(found)
+    if rows:
+        print_capacity(rows, target)
+    if sizing:
+        print_sizing(sizing, target)
     if out is not None:
         write_outputs(out, document, rows, sizing)
         _out.print(f"wrote {out / 'sweep.json'}, {out / 'sweep.csv'}, {out / 'sweep.html'}")
@@ -85,6 +123,53 @@ def sweep_command(
         from slosched.metrics.summary import json_safe
 
         print(json.dumps(json_safe(document), allow_nan=False))
+
+
+def _scenario(path: Path, sets: list[str] | None, model: str | None) -> Scenario:
+    scenario = load(path, sets)
+    return scenario if model is None else with_model(scenario, model)
+
+
+def _policies(text: str | None) -> list[str] | None:
+    if not text:
+        return None
+    from slosched.sim.runner import PolicyPair
+
+    names = [part.strip() for part in text.split(",")]
+    for name in names:
+        PolicyPair.parse(name)
+    return names
+
+
+def _check_modes(search: bool, rate: float | None, size_groups: list[str] | None, names: list[str] | None) -> None:
+    if search and size_groups:
+        raise ConfigError("--search", "give --search or --size, not both")
+    if search and rate is None:
+        raise ConfigError("--search", "give --search together with --rate R (jobs/s)")
+    if search and names is not None and len(names) != 1:
+        raise ConfigError("--policies", f"--search takes one policy, got {len(names)}")
+    if not search and (rate is None) != (not size_groups):
+        raise ConfigError("--size", "give --size GROUP together with --rate R (jobs/s)")
+
+
+def _names(text: str | None, flag: str) -> list[str] | None:
+    if text is None:
+        return None
+    from slosched.perf.hardware import canonical_gpu
+
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise ConfigError(flag, f"expected comma-separated GPU names, got {text[:64]!r}")
+    return list(dict.fromkeys(canonical_gpu(name) for name in names))
+
+
+def _tps(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts or not all(part.isdigit() and int(part) >= 1 for part in parts):
+        raise ConfigError("--tp", f"expected comma-separated positive integers such as 1,2,4, got {text[:64]!r}")
+    return sorted({int(part) for part in parts})
 
 
 def _settings(
@@ -119,23 +204,3 @@ def _check_writable(folder: Path) -> None:
 
     if not os.access(probe, os.W_OK):
         raise ConfigError("--out", f"cannot write under {probe}")
-
-
-def _print(rows: list[SweepRow], sizing: list[SizingRow], target: float) -> None:
-    if rows:
-        table = Table(title=f"SLO capacity (jobs/s at which >= {target:.0%} of jobs meet their SLO)")
-        for column in ("workload", "mix", "policy", "90%", "95%"):
-            table.add_column(column, justify="left" if column in ("workload", "mix", "policy") else "right")
-        for row in rows:
-            figures = (row.capacity[0.90].text(), row.capacity[0.95].text())
-            table.add_row(row.workload, row.mix, row.policy, *figures)
-        _out.print(table)
-    if sizing:
-        table = Table(title=f"Smallest fleet carrying the rate at {target:.0%}")
-        for column in ("policy", "group", "gpu", "instances", "$/hour"):
-            table.add_column(column)
-        for item in sizing:
-            count = "> 256" if item.min_count is None else str(item.min_count)
-            cost = "-" if item.cost_per_hour is None else f"{item.cost_per_hour:.2f}"
-            table.add_row(item.policy, item.group, item.gpu, count, cost)
-        _out.print(table)

@@ -16,13 +16,14 @@ import functools
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.perf.hardware_file import read_hardware_file
+from slosched.perf.hf_config import config_path, looks_like_config, read_config
 
 # Vidur (and most papers) say "A100" for the 80 GB SXM part.
 GPU_ALIASES: Mapping[str, str] = MappingProxyType({"A100": "A100-80G"})
@@ -59,6 +60,8 @@ class ModelFacts:
     vocab: int
     params_b: float
     head_size: int = 0  # 0: hidden // heads (models whose head dim differs set it)
+    # Known from a Hugging Face config (``perf/hf_config.py``); None: inferred from ``params_b``.
+    gated_mlp: bool | None = None
 
     @property
     def num_params(self) -> float:
@@ -74,12 +77,20 @@ class ModelFacts:
         return self.kv_heads * self.head_dim
 
     @property
+    def q_dim(self) -> int:
+        """Width of the Q projection (and the O input): ``heads * head_dim``, which is ``hidden`` unless the
+        model sets its own head dim (Gemma, small Qwen3)."""
+        return self.heads * self.head_dim
+
+    @property
     def mlp_matrices(self) -> int:
         """3 for a gated MLP (Llama, Qwen), 2 for a plain one (OPT).
 
-        Inferred from ``params_b`` rather than listed per model, so a new model in the JSON needs no code.
+        Inferred from ``params_b`` unless a config said which, so a new model in the JSON needs no code.
         """
-        attn = 2 * self.hidden * self.hidden + 2 * self.hidden * self.kv_dim
+        if self.gated_mlp is not None:
+            return 3 if self.gated_mlp else 2
+        attn = 2 * self.hidden * self.q_dim + 2 * self.hidden * self.kv_dim
         embed = self.vocab * self.hidden
 
         def error(num_matrices: int) -> float:
@@ -92,7 +103,7 @@ class ModelFacts:
     @property
     def layer_linear_params(self) -> int:
         """Weights of the dense projections of one layer (QKV, O, MLP); norms are negligible."""
-        attn = 2 * self.hidden * self.hidden + 2 * self.hidden * self.kv_dim
+        attn = 2 * self.hidden * self.q_dim + 2 * self.hidden * self.kv_dim
         return attn + self.mlp_matrices * self.hidden * self.intermediate
 
     @property
@@ -139,6 +150,8 @@ class HardwareCatalog:
 
     def model(self, name: str) -> ModelFacts:
         if name not in self.models:
+            if looks_like_config(name):
+                return config_model(name)
             raise UnknownNameError("model", name, list(self.models))
         return self.models[name]
 
@@ -226,6 +239,20 @@ def _model(name: str, row: Mapping[str, Any]) -> ModelFacts:
         params_b=float(row["params_b"]),
         head_size=head_dim,
     )
+
+
+def config_model(name: str) -> ModelFacts:
+    """The model whose Hugging Face config is at ``name`` (a ``config.json`` or a model directory); named by
+    the path as given, so instances and reports keep saying which file it was."""
+    path = config_path(name)
+    return _config_model(name, str(path.resolve()), path.stat().st_mtime_ns)
+
+
+@functools.cache
+def _config_model(name: str, path: str, stamp: int) -> ModelFacts:
+    del stamp  # part of the cache key only: an edited config is read again
+    shape = read_config(path)
+    return replace(_model(name, shape), gated_mlp=bool(shape["gated_mlp"]))
 
 
 def hardware_paths() -> tuple[str, ...]:

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slosched.core.errors import ConfigError
+from slosched.core.instance import InstanceSpec
 from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.steady import steady_jobs
 from slosched.evaluation.workbench import Candidate
+from slosched.planning.prices import Prices
 from slosched.planning.sweep import SweepSettings
-from slosched.planning.workload import candidates_of, instances_with_counts, workbench_of
+from slosched.planning.workload import candidates_of, instances_with_counts, with_slo_reference, workbench_of
 from slosched.scenario.config import Scenario
 
 MAX_COUNT = 256
@@ -33,6 +35,12 @@ class SizingTask:
     rate: float
     target: float
     settings: SweepSettings
+    # The smallest count the roofline allows (``planning/fleet.py``): counts below it cannot carry the rate,
+    # so the search starts there instead of at 1.
+    start: int = 1
+    slo_reference: tuple[InstanceSpec, ...] = ()  # whose fastest instance scaled SLOs refer to (empty: own)
+    # The largest count worth trying (fleet search: a count dearer than a fleet already found is not).
+    max_count: int = MAX_COUNT
 
 
 @dataclass(slots=True)
@@ -64,14 +72,6 @@ class SizingRow:
         }
 
 
-def price_per_gpu_hour(gpu: str) -> float | None:
-    """The hardware file's price of one GPU per hour, None where it has none."""
-    from slosched.perf.hardware import gpu_facts
-
-    price = getattr(gpu_facts(gpu), "price_per_hour", None)
-    return float(price) if isinstance(price, int | float) and price > 0 else None
-
-
 def sizing_task(task: SizingTask) -> dict[int, float]:
     """Median attainment at ``task.rate`` for the counts the search visits (module level for workers)."""
     others = {group.name: 0 for group in task.scenario.cluster.instances if group.name != task.group}
@@ -82,6 +82,7 @@ def sizing_task(task: SizingTask) -> dict[int, float]:
             instances = instances_with_counts(task.scenario, {**others, task.group: count})
             settings = task.settings
             bench = workbench_of(task.scenario, instances, settings.jobs_for(instances), task.group)
+            bench = with_slo_reference(bench, task.slo_reference)
             # Each run long enough for a backlog to show at the rate (evaluation/steady.py), judged on all
             # jobs and on the second half of the window.
             runs = [
@@ -91,11 +92,13 @@ def sizing_task(task: SizingTask) -> dict[int, float]:
             tried[count] = float(statistics.median(runs))
         return tried[count]
 
-    low, high = 0, 1  # low: known to fail (0 instances carry nothing); high: the candidate count
+    # low: known to fail (fewer than ``start`` instances cannot carry the rate); high: the candidate count
+    low, high = task.start - 1, task.start
+    limit = max(task.start, min(MAX_COUNT, task.max_count))
     while attainment(high) < task.target:
-        low, high = high, high * 2
-        if high > MAX_COUNT:
+        if high >= limit:
             return tried
+        low, high = high, min(high * 2, limit)
     while high - low > 1:
         middle = (low + high) // 2
         if attainment(middle) >= task.target:
@@ -135,8 +138,10 @@ def size(
     rate: float,
     target: float,
     settings: SweepSettings,
+    prices: Prices | None = None,
 ) -> list[SizingRow]:
-    """One row per (policy, sized group)."""
+    """One row per (policy, sized group); costs at ``prices`` (default: the hardware file's)."""
+    prices = prices or Prices()
     if not rate > 0:
         raise ConfigError("--rate", f"must be > 0 jobs/s, got {rate}")
     by_name = {group.name: group for group in scenario.cluster.instances}
@@ -156,7 +161,7 @@ def size(
                 gpu=group.gpu,
                 gpus_per_instance=group.tp,
                 min_count=min_passing(tried, target),
-                price_per_gpu_hour=price_per_gpu_hour(group.gpu),
+                price_per_gpu_hour=prices.per_gpu_hour(group.gpu),
                 tried=dict(sorted(tried.items())),
             )
         )

@@ -20,7 +20,8 @@ from slosched.evaluation.capacity import Spread
 from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.steady import SteadyCapacity, SteadySearch, steady_capacity
 from slosched.evaluation.workbench import Candidate, Workbench
-from slosched.planning.workload import candidates_of, instances_with_counts, workbench_of
+from slosched.planning.prices import Prices, per_dollar
+from slosched.planning.workload import candidates_of, instances_with_counts, with_slo_reference, workbench_of
 from slosched.scenario.config import Scenario
 
 TARGETS = (0.90, 0.95)
@@ -56,6 +57,8 @@ class Workload:
 
     label: str
     scenario: Scenario
+    # Instances whose fastest one the SLO scale refers to (empty: each mix's own; see ``SimOptions``).
+    slo_reference: tuple[InstanceSpec, ...] = ()
 
 
 @dataclass(slots=True, frozen=True)
@@ -102,6 +105,11 @@ class SweepRow:
     instances: tuple[str, ...]  # GPU of each instance
     capacity: dict[float, Spread] = field(default_factory=dict)
     searches: tuple[SteadyCapacity, ...] = ()  # per seed: job count, attainment at capacity
+    cost_per_hour: float | None = None  # USD for the mix's GPUs (None: a GPU without a price)
+
+    def per_dollar(self, target: float = 0.90) -> float | None:
+        """Median capacity at ``target`` per USD/hour of the mix."""
+        return per_dollar(self.capacity[target].median, self.cost_per_hour) if target in self.capacity else None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -116,6 +124,8 @@ class SweepRow:
                 "second_half": [search.attainment[1] for search in self.searches],
             },
             "steady_sized": all(search.sized for search in self.searches),
+            "cost_per_hour": self.cost_per_hour,
+            "capacity_per_dollar": {f"{target:.2f}": self.per_dollar(target) for target in self.capacity},
         }
 
     def warnings(self) -> list[str]:
@@ -159,8 +169,11 @@ def sweep(
     mixes: Sequence[Mix],
     policies: Sequence[str] | None,
     settings: SweepSettings,
+    prices: Prices | None = None,
 ) -> list[SweepRow]:
-    """One row per (workload, mix, policy); ``policies`` None takes each scenario's own list."""
+    """One row per (workload, mix, policy); ``policies`` None takes each scenario's own list; each row's
+    hourly cost at ``prices`` (default: the hardware file's)."""
+    prices = prices or Prices()
     rows: list[SweepRow] = []
     tasks: list[CapacityTask] = []
     for workload in workloads:
@@ -169,8 +182,14 @@ def sweep(
             instances = instances_with_counts(scenario, dict(mix.counts))
             label = f"{workload.label}/{mix.label}"
             bench = workbench_of(scenario, instances, settings.jobs_for(instances), label)
+            bench = with_slo_reference(bench, workload.slo_reference)
             for candidate in candidates_of(scenario, policies or scenario.policies):
-                rows.append(SweepRow(workload.label, mix.label, candidate.label, tuple(s.gpu for s in instances)))
+                gpus = tuple(s.gpu for s in instances)
+                rows.append(
+                    SweepRow(
+                        workload.label, mix.label, candidate.label, gpus, cost_per_hour=prices.fleet_per_hour(instances)
+                    )
+                )
                 tasks.extend(
                     CapacityTask(bench, candidate, seed, first_guess(scenario), settings.precision, settings.targets)
                     for seed in settings.seeds

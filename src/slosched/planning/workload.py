@@ -100,6 +100,23 @@ def instances_with_counts(scenario: Scenario, counts: Mapping[str, int]) -> tupl
     return tuple(specs)
 
 
+def with_model(scenario: Scenario, model: str) -> Scenario:
+    """The scenario with every instance group serving ``model`` (a catalog name or a Hugging Face config
+    path, made absolute so worker processes find it); checked here, so a bad file is one error line."""
+    from slosched.perf.hardware import model_facts
+    from slosched.perf.hf_config import looks_like_config
+    from slosched.scenario.config import ClusterConfig
+
+    if looks_like_config(model):
+        model = str(Path(model).resolve())
+    try:
+        model_facts(model)
+    except ConfigError as error:
+        raise ConfigError("--model", str(error)) from None
+    groups = [group.model_copy(update={"model": model}) for group in scenario.cluster.instances]
+    return scenario.model_copy(update={"cluster": ClusterConfig(instances=groups)})
+
+
 def candidates_of(scenario: Scenario, policies: Sequence[str]) -> list[Candidate]:
     """The scenario's policies (or the given ones) with its parameters and job policy."""
     params = scenario.params()
@@ -124,6 +141,14 @@ def workbench_of(
     """The scenario on ``instances`` with ``num_jobs`` measured jobs per run and its warm-up prefix."""
     source = jobs or ScenarioJobs(scenario)
     return Workbench(label, tuple(instances), source, num_jobs, scenario.options(), warmup_jobs(num_jobs))
+
+
+def with_slo_reference(bench: Workbench, reference: Sequence[InstanceSpec]) -> Workbench:
+    """``bench`` with its scaled SLOs taken on ``reference``'s fastest instance instead of its own cluster's
+    (none: unchanged), so clusters of different GPUs are judged against the same deadlines."""
+    if not reference:
+        return bench
+    return replace(bench, options=replace(bench.options, slo_reference=tuple(reference)))
 
 
 def scenario_workbench(

@@ -28,6 +28,7 @@ from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.core.instance import DEFAULT_SOFTWARE_STACK, InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.perf.hardware import gpu_facts, model_facts, use_hardware
+from slosched.perf.hf_config import looks_like_config
 from slosched.perf.profile_fit import MeasuredProfile
 from slosched.perf.roofline import CALIBRATION
 from slosched.policies.fairness.spec import FairShareSpec
@@ -63,6 +64,16 @@ class InstanceGroup(BaseModel):
     available_from_s: float = Field(default=0.0, ge=0)
     profile: str | None = None  # measured step model (slosched profile), replaces the roofline truth; a
     # relative path is relative to the scenario file
+
+    @field_validator("model")
+    @classmethod
+    def _config_beside_the_scenario(cls, value: str, info: ValidationInfo) -> str:
+        """A model given as a Hugging Face config path (``perf/hf_config.py``) that is relative names a file
+        beside the scenario file, as a profile does; made absolute so worker processes find it too."""
+        base = (info.context or {}).get("base_dir")
+        if not looks_like_config(value) or Path(value).is_absolute():
+            return value
+        return str((Path(base) / value if base is not None else Path(value)).resolve())
 
     @field_validator("profile")
     @classmethod
@@ -210,6 +221,8 @@ class Scenario(BaseModel):
     # User hardware files (GPUs, models, prices) merged over the bundled ones, relative to the scenario file;
     # applied before the cluster is checked (``_apply_hardware``).
     hardware: Annotated[list[str], BeforeValidator(_one_or_many)] = Field(default_factory=list)
+    # USD per GPU-hour by GPU name, over the hardware file's list prices (cost columns of ``sweep``).
+    prices: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(default_factory=dict)
     cluster: ClusterConfig
     workload: WorkloadConfig
     slo: SloConfig = Field(default_factory=SloConfig)
@@ -227,6 +240,13 @@ class Scenario(BaseModel):
     def _fair_share(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is not None:
             FairShareSpec.from_mapping(value)  # errors name the field
+        return value
+
+    @field_validator("prices")
+    @classmethod
+    def _priced_gpus_known(cls, value: dict[str, float]) -> dict[str, float]:
+        for name in value:
+            gpu_facts(name)  # an unknown GPU names the known ones
         return value
 
     @field_validator("job_policy")

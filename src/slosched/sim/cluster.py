@@ -86,7 +86,8 @@ class ClusterSim:
         self._models = list(models)
         self._frontend_s = [model.frontend_s for model in models]
         self._frontend_free_s = [0.0] * len(models)
-        self._latency = FastestLatency(models)
+        reference = [InstanceModels.build(spec) for spec in options.slo_reference]
+        self._latency = FastestLatency(reference or models)
         self._has_exporters = [_has_exporter(engine) for engine in engines]
         self._snapshots: list[InstanceSnapshot | None] = [None] * len(self.instances)
         self._block_size = models[0].spec.block_size

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from slosched.core.instance import InstanceSpec
 from slosched.core.numbers import as_float, plain_numbers
 
 _FLOAT_FIELDS = (
@@ -47,6 +48,10 @@ class SimOptions:
     # Last, so positional construction of the fields above keeps its meaning.
     tenant_slo_scale: tuple[tuple[str, float], ...] = ()
     sample_interval_s: float | None = None
+    # The instances whose fastest one ``slo_scale`` refers to (empty: the run's own cluster). Fleet search
+    # (``planning/fleet.py``) compares clusters of different GPUs under one SLO: the scenario's own cluster's,
+    # so a fleet of slow GPUs is not judged against deadlines its own slowness loosened.
+    slo_reference: tuple[InstanceSpec, ...] = ()
 
     def __post_init__(self) -> None:
         # Plain floats: the compiled simulator (slosched.native) rejects numpy numbers the sources accept.

@@ -1,0 +1,90 @@
+"""The tables ``slosched sweep`` prints: SLO capacity per mix (with its cost), fleet sizing, fleet search."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from slosched.planning.fleet import FleetRow, FleetSearch
+from slosched.planning.sizing import SizingRow
+from slosched.planning.sweep import SweepRow
+
+out = Console(width=None if sys.stdout.isatty() else 140)
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def print_capacity(rows: list[SweepRow], target: float) -> None:
+    table = Table(title=f"SLO capacity (jobs/s at which >= {target:.0%} of jobs meet their SLO)")
+    for column in ("workload", "mix", "policy", "90%", "95%", "$/hour", "90% per $/h"):
+        table.add_column(column, justify="left" if column in ("workload", "mix", "policy") else "right")
+    for row in rows:
+        figures = (row.capacity[0.90].text(), row.capacity[0.95].text())
+        table.add_row(row.workload, row.mix, row.policy, *figures, _money(row.cost_per_hour), _money(row.per_dollar()))
+    out.print(table)
+
+
+def print_sizing(sizing: list[SizingRow], target: float) -> None:
+    table = Table(title=f"Smallest fleet carrying the rate at {target:.0%}")
+    for column in ("policy", "group", "gpu", "instances", "$/hour"):
+        table.add_column(column)
+    for item in sizing:
+        count = "> 256" if item.min_count is None else str(item.min_count)
+        table.add_row(item.policy, item.group, item.gpu, count, _money(item.cost_per_hour))
+    out.print(table)
+
+
+def _fleet_cells(rank: str, row: FleetRow) -> tuple[str, ...]:
+    count = "-" if row.count is None else str(row.count)
+    capacity = "-" if row.capacity is None else row.capacity.text()
+    tried = " ".join(f"{n}:{value:.0%}" for n, value in sorted(row.tried.items())) or "-"
+    return (
+        rank,
+        row.type.gpu,
+        str(row.type.tp),
+        count,
+        _money(row.cost_per_hour),
+        capacity,
+        _money(row.per_dollar),
+        str(row.floor),
+        row.status,
+        tried,
+    )
+
+
+def print_search(search: FleetSearch) -> None:
+    title = (
+        f"Cheapest fleet for {search.rate:g} jobs/s at {search.target:.0%} "
+        f"({search.policy}, {search.model}); ranked by $/hour"
+    )
+    table = Table(title=title)
+    columns = (
+        "#",
+        "gpu",
+        "tp",
+        "instances",
+        "$/hour",
+        "capacity",
+        "jobs/s per $/h",
+        "roofline min",
+        "status",
+        "attainment by count",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("gpu", "status", "attainment by count") else "right")
+    for index, row in enumerate(search.ranked(), start=1):
+        table.add_row(*_fleet_cells(str(index) if row.status == "carries" else "", row))
+    out.print(table)
+    answer = search.answer
+    if answer is None:
+        out.print(f"answer: no fleet searched carries {search.rate:g} jobs/s at {search.target:.0%}")
+        return
+    capacity = "-" if answer.capacity is None else f"{answer.capacity.median:.2f}"
+    out.print(
+        f"answer: {answer.count} x {answer.type.gpu} (tp {answer.type.tp}), ${answer.cost_per_hour:.2f}/hour, "
+        f"carries {search.rate:g} jobs/s at {search.target:.0%} (capacity {capacity} jobs/s)"
+    )

@@ -1,0 +1,87 @@
+"""Fleet search (``planning/fleet.py``) and prices (``planning/prices.py``) on a tiny workload."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from tests.planning.test_sweep import SMALL
+
+from slosched.core.errors import ConfigError
+from slosched.planning.fleet import FleetType, search_fleet, tokens_per_job
+from slosched.planning.prices import Prices, per_dollar
+from slosched.planning.sweep import SweepSettings
+from slosched.planning.workload import ScenarioJobs, instances_with_counts, with_slo_reference, workbench_of
+from slosched.scenario.config import Scenario, parse_scenario
+
+TINY = SweepSettings(seeds=(0,), num_jobs=40, precision=0.1, workers=1, jobs_per_slot=2.0)
+GPUS = ["A100-80G", "A6000", "H100"]
+
+
+@pytest.fixture(scope="module")
+def scenario() -> Scenario:
+    return parse_scenario(SMALL)
+
+
+def test_prices_override_in_order_and_cost_a_fleet(scenario: Scenario) -> None:
+    prices = Prices.of({"A100": 1.0}, ["A100-80G=2.5", "A6000=0.5"])
+    assert prices.per_gpu_hour("A100-80G") == 2.5  # the flag wins over the scenario, the alias resolves
+    assert prices.per_gpu_hour("H100") == 2.99  # the hardware file's list price
+    assert prices.fleet_per_hour(instances_with_counts(scenario, {})) == 3.0
+    assert per_dollar(6.0, 3.0) == 2.0 and per_dollar(6.0, None) is None
+    for bad in ("H100", "H100=x", "H100=-1", "H100=nan"):
+        with pytest.raises(ConfigError, match="--price"):
+            Prices.of({}, [bad])
+    with pytest.raises(ConfigError, match="gpu"):
+        Prices.of({}, ["H300=1"])
+
+
+def test_the_roofline_floor_is_a_lower_bound_on_instances() -> None:
+    kind = FleetType("H100", 1, 3.0, roofline_rps=2.5, fits=True)
+    assert [kind.floor(rate) for rate in (0.1, 2.5, 2.6, 10.0)] == [1, 1, 2, 4]
+    assert kind.cost(3) == 9.0
+
+
+def test_tokens_per_job_counts_uncached_prompts_and_outputs(scenario: Scenario) -> None:
+    jobs = ScenarioJobs(scenario)(20, 0)
+    full = sum(c.input_tokens + c.output_tokens for j in jobs for s in j.stages for c in s.calls) / len(jobs)
+    assert 1.0 <= tokens_per_job(jobs) <= full
+
+
+def test_slo_reference_reaches_the_options(scenario: Scenario) -> None:
+    instances = instances_with_counts(scenario, {"a6000": 0})
+    bench = workbench_of(scenario, instances, 40, "x")
+    reference = instances_with_counts(scenario, {})
+    assert with_slo_reference(bench, reference).options.slo_reference == reference
+    assert with_slo_reference(bench, ()) is bench
+
+
+def _search(scenario: Scenario, prices: Prices) -> dict:
+    found = search_fleet(scenario, 1.0, 0.9, "least-tokens+chunked-fcfs", TINY, prices, GPUS, [1], measure=1)
+    document = found.as_json()
+    carried = [row for row in document["candidates"] if row["status"] == "carries"]
+    answer = document["answer"]
+    assert answer is not None and carried[0] == answer
+    assert all(answer["cost_per_hour"] <= row["cost_per_hour"] for row in carried)
+    for row in document["candidates"]:
+        if row["status"] == "pruned":  # its roofline floor alone costs more than the answer
+            assert row["roofline_min_instances"] * row["price_per_gpu_hour"] > answer["cost_per_hour"]
+    assert answer["capacity_rps"]["median"] >= 1.0 * 0.9  # it carries the rate (up to the search's precision)
+    assert math.isclose(answer["capacity_per_dollar"], answer["capacity_rps"]["median"] / answer["cost_per_hour"])
+    return document
+
+
+def test_search_picks_the_cheapest_fleet_and_follows_prices(scenario: Scenario) -> None:
+    document = _search(scenario, Prices())
+    assert set(document) == {"rate", "target", "policy", "model", "answer", "candidates"}
+    assert {row["gpu"] for row in document["candidates"]} == set(GPUS)
+    # Make the H100 nearly free: it becomes the answer, and the others cannot beat one of it.
+    cheap = _search(scenario, Prices.of({}, ["H100=0.01"]))
+    assert cheap["answer"]["gpu"] == "H100" and cheap["answer"]["instances"] == 1
+
+
+def test_search_rejects_bad_rates(scenario: Scenario) -> None:
+    with pytest.raises(ConfigError, match="--rate"):
+        search_fleet(scenario, 0.0, 0.9, "round-robin+fcfs", TINY, Prices(), GPUS)
+    with pytest.raises(ConfigError, match="--measure"):
+        search_fleet(scenario, 1.0, 0.9, "round-robin+fcfs", TINY, Prices(), GPUS, measure=-1)
