@@ -51,7 +51,9 @@ def sweep_command(
     rate: Annotated[float | None, typer.Option(help="jobs/s the sized or searched fleet must carry")] = None,
     target: Annotated[float, typer.Option(help="share of jobs that must meet their SLO")] = 0.90,
     model: ModelOpt = None,
-    gpus: Annotated[str | None, typer.Option(help="--search: comma-separated GPUs (default: all known)")] = None,
+    gpus: Annotated[
+        str | None, typer.Option(help="--search: comma-separated GPUs (default: those with fitted efficiencies)")
+    ] = None,
     tp: Annotated[str | None, typer.Option("--tp", help="--search: comma-separated TPs (default: fit, 2x fit)")] = None,
     measure: Annotated[int, typer.Option(help="--search: SLO capacity of this many cheapest fleets found")] = 3,
     price: PriceOpt = None,
@@ -80,7 +82,9 @@ def sweep_command(
     started = time.perf_counter()
     found: FleetSearch | None = None
     if search:
-        policy = (names or first.policies)[0]
+        # The fleet is sized for the policy it will run: the stack unless --policies names another (a
+        # scenario's first policy is only the first row of its comparison).
+        policy = names[0] if names else "slosched"
         found = search_fleet(first, rate or 0.0, target, policy, settings, prices, kinds[0], kinds[1], measure)
     rows = [] if size_groups or search else sweep(loaded, mixes, names, settings, prices)
     sizing = size(first, size_groups, names, rate or 0.0, target, settings, prices) if size_groups else []

@@ -37,7 +37,7 @@ from slosched.core.job import JobSpec
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.runners import run_tasks
 from slosched.perf.hardware import gpu_names, model_facts
-from slosched.perf.roofline import RooflineModel
+from slosched.perf.roofline import CALIBRATION, RooflineModel
 from slosched.planning.prices import Prices, per_dollar
 from slosched.planning.sizing import MAX_COUNT, SizingTask, min_passing, sizing_task
 from slosched.planning.sweep import SweepSettings, Workload, sweep
@@ -195,6 +195,13 @@ def fleet_scenario(scenario: Scenario, kind: FleetType, count: int) -> Scenario:
     return scenario.model_copy(update={"cluster": ClusterConfig(instances=[group])})
 
 
+def calibrated_gpus() -> list[str]:
+    """The default candidates: GPUs with fitted efficiencies of their own. The others (H200, B200, L4, MI300X)
+    borrow another GPU's (``efficiency_like``), an assumption a purchase should not rest on unasked:
+    ``--gpus`` names them explicitly."""
+    return [name for name in gpu_names() if name in CALIBRATION.gpus]
+
+
 def search_fleet(
     scenario: Scenario,
     rate: float,
@@ -215,7 +222,7 @@ def search_fleet(
     reference = instances_with_counts(scenario, {})
     template = reference[0]
     jobs = ScenarioJobs(scenario)(settings.num_jobs, settings.seeds[0])
-    kinds = fleet_types(template, gpus or gpu_names(), tps, prices, tokens_per_job(jobs))
+    kinds = fleet_types(template, gpus or calibrated_gpus(), tps, prices, tokens_per_job(jobs))
     rows = [FleetRow(kind, kind.floor(rate)) for kind in kinds]
     for row in rows:
         if not row.type.fits:
