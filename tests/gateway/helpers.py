@@ -32,8 +32,8 @@ class Harness:
         metrics = self.gateway.dispatcher.metrics
         total = 0.0
         for family in metrics.registry.collect():
-            if family.name == "slosched_requests":
-                total += sum(s.value for s in family.samples if s.name == "slosched_requests_total")
+            if family.name == "slosched:requests":
+                total += sum(s.value for s in family.samples if s.name == "slosched:requests_total")
         return total
 
     def outcomes(self) -> dict[str, float]:
