@@ -116,10 +116,11 @@ def _emit(
     run: dict[str, object] | None = None,
 ) -> None:
     from slosched.metrics.summary import summarize
-    from slosched.metrics.table import print_table
+    from slosched.metrics.table import print_serving_table, print_table
 
     summaries = {name: summarize(result) for name, result in results.items()}
     print_table(summaries, title=f"{scenario.name}: {len(next(iter(results.values())).jobs)} jobs", console=out)
+    print_serving_table(summaries, title="serving benchmark terms (vLLM's bench serve)", console=out)
     if report is not None:
         from slosched.metrics.report import write_report
 
