@@ -123,8 +123,11 @@ def serve(
 
     config = load_config(config_path)
     bind_host, bind_port = host or config.host, port if port is not None else config.port
-    err.print(f"slosched gateway on http://{bind_host}:{bind_port} ({len(config.backends)} backends)")
-    serve_gateway(config, bind_host, bind_port, config_path)  # SIGHUP reloads config_path
+
+    def announce(url: str) -> None:
+        err.print(f"slosched gateway on {url} ({len(config.backends)} backends)")
+
+    serve_gateway(config, bind_host, bind_port, config_path, announce)  # SIGHUP reloads config_path
 
 
 @app.command()

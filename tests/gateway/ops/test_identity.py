@@ -50,7 +50,7 @@ def bearer(key: str, **extra: str) -> dict[str, str]:
         ({"a": {"api_keys": ["k"]}}, ["k"], "tenants", "already api_keys[0]"),
         ({"a": {"min_slo_s": -1}}, [], "tenants.a.min_slo_s", "greater than 0"),
         ({"a": {"max_concurrency": 0}}, [], "tenants.a.max_concurrency", "greater than or equal to 1"),
-        ({"a": {"rate_limit": 1}}, [], "tenants.a.rate_limit", "Extra inputs"),
+        ({"a": {"rate_limit": 1}}, [], "tenants.a.rate_limit", "unknown key 'rate_limit' (did you mean"),
         ({"*": {}}, [], "tenants.*.[key]", "pattern"),
     ],
 )
