@@ -12,9 +12,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from slosched.cli.common import SetOpt
+from slosched.cli.common import SetOpt, error_line, output_dir
 from slosched.cli.simulate import load
-from slosched.core.errors import ConfigError
+from slosched.core.errors import ConfigError, Interrupted
 from slosched.planning.output import sweep_json, write_outputs
 from slosched.planning.sizing import SizingRow, size, sizing_warnings
 from slosched.planning.sweep import Mix, SweepRow, SweepSettings, Workload, sweep, sweep_warnings
@@ -49,8 +49,8 @@ def sweep_command(
     """How many jobs/s can this cluster take at 90% SLO attainment, per policy and instance mix; with
     --size and --rate, how many instances of a GPU group (and at what hourly cost) carry a rate."""
     settings = _settings(quick, seeds, jobs, workers, ray, target)
-    if out is not None:
-        _check_writable(out)
+    if out is not None:  # before the sweep runs, not after it: created now, and a file written and removed
+        output_dir(out, "--out")
     loaded = [Workload(path.stem, load(path, sets)) for path in scenarios]
     mixes = [Mix.parse(text) for text in mix or ()]
     names = [text.strip() for text in policies.split(",")] if policies else None
@@ -62,20 +62,13 @@ def sweep_command(
     if (rate is None) != (not size_groups):
         raise ConfigError("--size", "give --size GROUP together with --rate R (jobs/s)")
     started = time.perf_counter()
-    rows = [] if size_groups else sweep(loaded, mixes, names, settings)
-    sizing = size(loaded[0].scenario, size_groups or [], names, rate or 0.0, target, settings) if size_groups else []
+    rows, sizing, stopped = _compute(loaded, mixes, names, settings, size_groups or [], rate, target)
     warnings = sweep_warnings(rows)
     if sizing:
         warnings += sizing_warnings(loaded[0].scenario, sizing, rate or 0.0, settings)
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
-    meta = {
-        "title": f"slosched sweep: {', '.join(w.label for w in loaded)}",
-        "target": target,
-        "seeds": list(settings.seeds),
-        "wall_s": time.perf_counter() - started,
-        "warnings": warnings,
-    }
+    meta = _meta(loaded, settings, target, time.perf_counter() - started, warnings, stopped is not None)
     document = sweep_json(rows, sizing, meta)
     _print(rows, sizing, target)
     if out is not None:
@@ -85,6 +78,46 @@ def sweep_command(
         from slosched.metrics.summary import json_safe
 
         print(json.dumps(json_safe(document), allow_nan=False))
+    if stopped is not None:  # exit 130, after writing what finished
+        error_line(
+            f"interrupted: {len(rows) + len(sizing)} rows finished; the figures shown are theirs, marked partial"
+        )
+        raise stopped
+
+
+def _meta(
+    loaded: list[Workload], settings: SweepSettings, target: float, wall_s: float, warnings: list[str], partial: bool
+) -> dict[str, object]:
+    """The document's run facts; an interrupted sweep says so in its title and ``partial``."""
+    title = f"slosched sweep: {', '.join(w.label for w in loaded)}"
+    return {
+        "title": f"{title} (partial: interrupted)" if partial else title,
+        "partial": partial,
+        "target": target,
+        "seeds": list(settings.seeds),
+        "wall_s": wall_s,
+        "warnings": warnings,
+    }
+
+
+def _compute(
+    loaded: list[Workload],
+    mixes: list[Mix],
+    names: list[str] | None,
+    settings: SweepSettings,
+    size_groups: list[str],
+    rate: float | None,
+    target: float,
+) -> tuple[list[SweepRow], list[SizingRow], Interrupted | None]:
+    """(sweep rows, sizing rows, the interruption when Ctrl-C stopped it: the rows then are those that
+    finished)."""
+    try:
+        if size_groups:
+            return [], size(loaded[0].scenario, size_groups, names, rate or 0.0, target, settings), None
+        return sweep(loaded, mixes, names, settings), [], None
+    except Interrupted as stop:
+        finished = list(stop.partial or [])
+        return ([], finished, stop) if size_groups else (finished, [], stop)
 
 
 def _settings(
@@ -99,6 +132,10 @@ def _settings(
         raise ConfigError("--target", f"must be in (0, 1], got {target}")
     if workers < 1:
         raise ConfigError("--workers", f"must be >= 1, got {workers}")
+    if ray is not None:  # before any work: an unreachable cluster is an error now, not minutes of retries
+        from slosched.tuning.executors import check_ray_address
+
+        check_ray_address(ray, "--ray")
     return SweepSettings(
         seeds=tuple(range(seeds)) if seeds is not None else base.seeds,
         num_jobs=jobs if jobs is not None else base.num_jobs,
@@ -108,17 +145,6 @@ def _settings(
         ray_address=ray,
         jobs_per_slot=base.jobs_per_slot,
     )
-
-
-def _check_writable(folder: Path) -> None:
-    """Fail before the sweep runs, not after it."""
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError("--out", f"{folder} exists and is not a folder")
-    probe = folder if folder.exists() else next((p for p in folder.parents if p.exists()), Path("."))
-    import os
-
-    if not os.access(probe, os.W_OK):
-        raise ConfigError("--out", f"cannot write under {probe}")
 
 
 def _print(rows: list[SweepRow], sizing: list[SizingRow], target: float) -> None:
