@@ -39,9 +39,9 @@ class Harness:
     def outcomes(self) -> dict[str, float]:
         result: dict[str, float] = {}
         for family in self.gateway.dispatcher.metrics.registry.collect():
-            if family.name == "slosched_requests":
+            if family.name == "slosched:requests":
                 for sample in family.samples:
-                    if sample.name == "slosched_requests_total":
+                    if sample.name == "slosched:requests_total":
                         key = f"{sample.labels['outcome']}/{sample.labels['reason']}"
                         result[key] = result.get(key, 0.0) + sample.value
         return result

@@ -55,6 +55,6 @@ def test_the_gateway_serves_deadline_calls_with_the_stack() -> None:
             headers = {"x-slo-deadline-ms": "3000"}
             answers = await asyncio.gather(*(client.post("/v1/completions", json=b, headers=headers) for b in bodies))
             assert [r.status_code for r in answers] == [200] * 6
-            assert h.value("slosched_requests_total", outcome="completed", reason="ok") == 6
+            assert h.value("slosched:requests_total", outcome="completed", reason="ok") == 6
 
     asyncio.run(scenario())
