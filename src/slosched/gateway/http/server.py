@@ -287,7 +287,7 @@ def listen(host: str, port: int, backlog: int = 2048) -> socket.socket:
     """The listening socket, bound before anything is announced: a busy port or a bad address is one
     ``ConfigError`` naming it (uvicorn would log it and exit after the URL was already printed)."""
     try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn: "localhost" is 127.0.0.1
         return socket.create_server((host, port), family=family, backlog=backlog)
     except OSError as error:
         raise ConfigError(f"{host}:{port}", f"cannot listen: {error.strerror or error}") from None
