@@ -189,12 +189,17 @@ def unix_to_gateway_s(unix_s: float, now_s: float, now_unix_s: float | None = No
 
 
 def request_xargs(
-    request: Request, now_s: float, now_unix_s: float | None = None, key: bytes | None = None
+    request: Request,
+    now_s: float,
+    now_unix_s: float | None = None,
+    key: bytes | None = None,
+    request_id: str | None = None,
 ) -> dict[str, Any]:
     """The extra arguments the gateway forwards for ``request`` (gateway-clock times as of ``now_s``): every
     field the engine schedules by, all from the gateway's own decision (``request`` as the gateway built
     it: the operator's tenant, class and floors), signed with ``key`` when there is one. Rounded: the
-    values travel as JSON and sub-millisecond digits carry no scheduling information."""
+    values travel as JSON and sub-millisecond digits carry no scheduling information. ``request_id``: the
+    ``x-request-id`` sent with the call (default ``request.id``), which the signature binds them to."""
     xargs: dict[str, Any] = {
         XARG_JOB_ID: request.job_id,
         XARG_STAGE: request.stage,
@@ -216,4 +221,4 @@ def request_xargs(
         xargs[XARG_SESSION_ID] = request.session_id
     if request.best_effort:
         xargs[XARG_BEST_EFFORT] = 1
-    return xargs if key is None else sign_xargs(xargs, request.id, key)
+    return xargs if key is None else sign_xargs(xargs, request.id if request_id is None else request_id, key)

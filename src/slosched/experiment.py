@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from slosched.core.errors import Interrupted
 from slosched.core.job import JobSpec
 from slosched.core.records import RunResult
 from slosched.scenario.config import Scenario
@@ -24,26 +25,30 @@ def compare_policies(
     seed: int | None = None,
 ) -> dict[str, RunResult]:
     """Every policy sees the same jobs (generated once), the same seed (default: the scenario's) and the
-    same deadlines (learned from ``history``, by default the scenario's own past traffic)."""
+    same deadlines (learned from ``history``, by default the scenario's own past traffic). Ctrl-C raises
+    ``Interrupted`` with the results of the pairs that finished."""
     pairs = list(policies) if policies is not None else scenario.policy_pairs()
     if jobs is None:
         jobs = scenario.jobs(base_dir)
         history = scenario.history() if history is None else history
     specs = scenario.cluster.specs()
     results: dict[str, RunResult] = {}
-    for pair in pairs:
-        if on_start is not None:
-            on_start(pair.name)
-        results[pair.name] = simulate(
-            specs,
-            jobs,
-            pair,
-            scenario.seed if seed is None else seed,
-            scenario.options(),
-            scenario.params(),
-            scenario.job_policy,
-            history,
-        )
+    try:
+        for pair in pairs:
+            if on_start is not None:
+                on_start(pair.name)
+            results[pair.name] = simulate(
+                specs,
+                jobs,
+                pair,
+                scenario.seed if seed is None else seed,
+                scenario.options(),
+                scenario.params(),
+                scenario.job_policy,
+                history,
+            )
+    except KeyboardInterrupt:
+        raise Interrupted(results) from None
     return results
 
 

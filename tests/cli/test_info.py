@@ -78,3 +78,18 @@ def test_policies_text_shows_job_policies_aliases_and_defaults(capsys: pytest.Ca
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"slosched {__version__}"
+
+
+def test_policies_lists_the_pipeline_stages_with_their_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23 item 4.6: filters, scorers and pickers of the ``pipeline`` router, in --json and in text."""
+    from slosched.policies.cluster.pipeline import FILTERS, PICKERS, SCORERS
+
+    assert run(["policies", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for section, registry in (("filters", FILTERS), ("scorers", SCORERS), ("pickers", PICKERS)):
+        assert [entry["name"] for entry in payload[section]] == list(registry.registered())
+    affinity = next(entry for entry in payload["filters"] if entry["name"] == "cache-affinity")
+    assert {param["name"] for param in affinity["params"]} >= {"cache_threshold"}
+    assert run(["policies"]) == 0
+    text = capsys.readouterr().out
+    assert "pipeline filters" in text and "pipeline pickers" in text and "cache_threshold: float = 0.3" in text

@@ -35,7 +35,7 @@ class FaultyHarness:
         result: dict[str, float] = {}
         for family in self.gateway.dispatcher.metrics.registry.collect():
             for sample in family.samples:
-                if sample.name == "slosched_requests_total" and sample.value:
+                if sample.name == "slosched:requests_total" and sample.value:
                     key = f"{sample.labels['outcome']}/{sample.labels['reason']}"
                     result[key] = result.get(key, 0.0) + sample.value
         return result
@@ -46,7 +46,7 @@ class FaultyHarness:
     async def settle(self, timeout_s: float = 10.0) -> None:
         """Wait until every accepted call has its terminal outcome and the queues are empty."""
         async with asyncio.timeout(timeout_s):
-            while not (self.idle() and sum(self.outcomes().values()) == self.value("slosched_requests_accepted_total")):
+            while not (self.idle() and sum(self.outcomes().values()) == self.value("slosched:requests_accepted_total")):
                 await asyncio.sleep(0.01)
 
 

@@ -32,16 +32,16 @@ class Harness:
         metrics = self.gateway.dispatcher.metrics
         total = 0.0
         for family in metrics.registry.collect():
-            if family.name == "slosched_requests":
-                total += sum(s.value for s in family.samples if s.name == "slosched_requests_total")
+            if family.name == "slosched:requests":
+                total += sum(s.value for s in family.samples if s.name == "slosched:requests_total")
         return total
 
     def outcomes(self) -> dict[str, float]:
         result: dict[str, float] = {}
         for family in self.gateway.dispatcher.metrics.registry.collect():
-            if family.name == "slosched_requests":
+            if family.name == "slosched:requests":
                 for sample in family.samples:
-                    if sample.name == "slosched_requests_total":
+                    if sample.name == "slosched:requests_total":
                         key = f"{sample.labels['outcome']}/{sample.labels['reason']}"
                         result[key] = result.get(key, 0.0) + sample.value
         return result

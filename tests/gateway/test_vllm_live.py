@@ -54,7 +54,7 @@ def test_completions_chat_and_streaming(vllm_servers: list[ServerAddress]) -> No
             # with the usage event, and check the content came in several events, not one buffered body.
             assert events[-1]["usage"]["completion_tokens"] == 20
             assert sum(1 for e in events if e["choices"] and e["choices"][0]["delta"].get("content")) >= 3
-            assert h.value("slosched_requests_total", outcome="completed", reason="ok") == 3
+            assert h.value("slosched:requests_total", outcome="completed", reason="ok") == 3
 
     asyncio.run(scenario())
 
@@ -74,12 +74,12 @@ def test_routing_across_both_servers_scraping_and_priority(vllm_servers: list[Se
                     await asyncio.sleep(0.05)
                     seen_running = max(seen_running, *(b.metrics.num_running for b in h.gateway.dispatcher.backends))
                 assert all(task.result().status_code == 200 for task in tasks)
-            routed = [h.value("slosched_routed_total", backend=s.name) for s in vllm_servers]
+            routed = [h.value("slosched:routed_total", backend=s.name) for s in vllm_servers]
             assert all(count >= 1 for count in routed) and sum(routed) == 12
             assert seen_running >= 1  # vllm:num_requests_running scraped while requests ran
             assert all(b.metrics.scraped_s >= 0 for b in h.gateway.dispatcher.backends)
             # priority + vllm_xargs were forwarded and accepted (servers run --scheduling-policy priority)
-            assert h.value("slosched_slo_total", kind="deadline", met="true") == 12
+            assert h.value("slosched:slo_total", kind="deadline", met="true") == 12
 
     asyncio.run(scenario())
 
@@ -93,7 +93,7 @@ def test_dead_backend_is_skipped_with_real_servers(vllm_servers: list[ServerAddr
                 results = await asyncio.gather(*(client.post("/v1/completions", json=body) for _ in range(6)))
             assert all(r.status_code == 200 for r in results)
             assert not h.gateway.dispatcher.backends[2].healthy
-            assert h.terminal_total() == h.value("slosched_requests_accepted_total") == 6
+            assert h.terminal_total() == h.value("slosched:requests_accepted_total") == 6
 
     asyncio.run(scenario())
 
@@ -122,6 +122,6 @@ def test_job_api_and_trace_replay(vllm_servers: list[ServerAddress]) -> None:
                 state = await client.job(results[0].job_id)
             tokens = [[res["output_tokens"] for res in stage["results"]] for stage in state["stages"]]
             assert tokens == [[12], [9, 7]]  # ignore_eos + max_tokens reproduce the trace's lengths exactly
-            assert h.value("slosched_jobs_total", kind="workflow", outcome="completed") == 3
+            assert h.value("slosched:jobs_total", kind="workflow", outcome="completed") == 3
 
     asyncio.run(scenario())

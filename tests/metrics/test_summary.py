@@ -26,6 +26,7 @@ JSON_KEYS = {
     "p90_ttft_s",
     "mean_tpot_s",
     "p90_tpot_s",
+    "serving",  # vLLM's benchmark keys (tests/metrics/test_serving_stats.py)
 }
 
 

@@ -112,6 +112,6 @@ def test_the_three_runtimes_spell_one_engine_alike() -> None:
     assert env == replace(text, params={})
     assert build_policy(plugin, make_instance(), 0).name == "urgency/always/chunked"
     with pytest.raises(
-        ValueError, match=r"policies\.engine\.batching: unknown name 'sliced'.*chunked, (deadline-budget, )?lens"
+        ValueError, match=r"engine\.batching: unknown batching 'sliced'.*chunked, (deadline-budget, )?lens"
     ):
         PolicyConfig(engine="urgency/always/sliced")

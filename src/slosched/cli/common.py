@@ -21,6 +21,15 @@ err = Console(stderr=True)
 # Piped output (CI logs, `| tee`) gets a width that fits the table instead of rich's 80 columns.
 out = Console(width=None if sys.stdout.isatty() else 140)
 
+
+def error_line(text: str) -> None:
+    """``error: TEXT`` on stderr, one line per line of ``text`` (the CLI's one way to report a failure)."""
+    from rich.markup import escape
+
+    for line in text.splitlines() or [""]:
+        err.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True, highlight=False)
+
+
 ScenarioArg = Annotated[Path, typer.Argument(help="scenario YAML file")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object as the last line")]
 TraceOpt = Annotated[Path | None, typer.Option("--trace", help="JSONL trace replacing the scenario's workload")]

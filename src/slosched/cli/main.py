@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from slosched.cli.common import JsonOpt, SetOpt, err, out
+from slosched.cli.common import JsonOpt, SetOpt, err, error_line, out
 from slosched.cli.info import policies, schema, version_callback
 from slosched.cli.native import native_app
 from slosched.cli.picker import picker
@@ -60,6 +60,9 @@ def bench(
 
     try:
         figures = get_bench(name)(quick)
+    except KeyboardInterrupt:
+        error_line(f"interrupted: bench {name} stopped; its figures are measured at the end, so none were written")
+        raise
     except BenchmarkFailed as failure:  # the figures when it measured some, then one error: line
         if as_json and failure.figures is not None:
             print(json.dumps(json_safe(failure.figures), allow_nan=False))
@@ -124,8 +127,11 @@ def serve(
 
     config = load_config(config_path)
     bind_host, bind_port = host or config.host, port if port is not None else config.port
-    err.print(f"slosched gateway on http://{bind_host}:{bind_port} ({len(config.backends)} backends)")
-    serve_gateway(config, bind_host, bind_port, config_path)  # SIGHUP reloads config_path
+
+    def announce(url: str) -> None:
+        err.print(f"slosched gateway on {url} ({len(config.backends)} backends)")
+
+    serve_gateway(config, bind_host, bind_port, config_path, announce)  # SIGHUP reloads config_path
 
 
 @app.command()
@@ -207,8 +213,4 @@ def run(argv: Sequence[str] | None = None) -> int:
     return code if isinstance(code, int) else 0
 
 
-def _error(text: str) -> None:
-    from rich.markup import escape
-
-    for line in text.splitlines() or [""]:
-        err.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True, highlight=False)
+_error = error_line

@@ -22,11 +22,12 @@ from slosched.cli.common import (
     SetOpt,
     TraceOpt,
     err,
+    error_line,
     input_file,
     out,
     output_dir,
 )
-from slosched.core.errors import ConfigError
+from slosched.core.errors import ConfigError, Interrupted
 from slosched.core.records import RunResult
 from slosched.scenario.config import Scenario, load_scenario
 from slosched.sim.runner import PolicyPair
@@ -69,7 +70,10 @@ def _run(
         def on_start(name: str) -> None:
             progress.update(task, description=f"simulating {name} ({len(jobs)} jobs)", advance=0)
 
-        results = compare_policies(scenario, pairs, jobs=jobs, on_start=on_start, history=history, seed=seed)
+        try:
+            results = compare_policies(scenario, pairs, jobs=jobs, on_start=on_start, history=history, seed=seed)
+        except Interrupted as stop:  # the pairs that finished, measured as the others would have been
+            raise Interrupted({name: measured_only(result) for name, result in (stop.partial or {}).items()}) from None
         progress.update(task, completed=len(pairs))
     return {name: measured_only(result) for name, result in results.items()}
 
@@ -114,16 +118,20 @@ def _emit(
     report: Path | None,
     by_load: dict[float, dict[str, RunResult]] | None = None,
     run: dict[str, object] | None = None,
+    partial: bool = False,
 ) -> None:
     from slosched.metrics.summary import summarize
-    from slosched.metrics.table import print_table
+    from slosched.metrics.table import print_serving_table, print_table
 
     summaries = {name: summarize(result) for name, result in results.items()}
-    print_table(summaries, title=f"{scenario.name}: {len(next(iter(results.values())).jobs)} jobs", console=out)
+    title = f"{scenario.name}: {len(next(iter(results.values())).jobs)} jobs"
+    print_table(summaries, title=title + (" (partial: interrupted)" if partial else ""), console=out)
+    print_serving_table(summaries, title="serving benchmark terms (vLLM's bench serve)", console=out)
     if report is not None:
         from slosched.metrics.report import write_report
 
-        path = write_report(report, results, scenario.name, scenario.description, by_load=by_load)
+        description = f"PARTIAL (interrupted): {scenario.description}" if partial else scenario.description
+        path = write_report(report, results, scenario.name, description, by_load=by_load)
         out.print(f"report: {path}")
     if as_json:
         from slosched.evaluation.workbench import measure
@@ -158,8 +166,7 @@ def simulate(
     pair = PolicyPair.parse(policy) if policy else scenario.policy_pairs()[0]
     _checked(trace, report)
     bench = _bench(scenario, trace, scenario_path.parent)
-    rate = _rate(bench)
-    _emit(_run(scenario, [pair], bench, seed, rate), scenario, as_json, report, run=_run_info(bench, seed, rate))
+    _run_and_emit(scenario, [pair], bench, seed, as_json, report)
 
 
 def compare(
@@ -185,10 +192,34 @@ def compare(
     multiples = _multiples(loads)
     _checked(trace, report)
     bench = _bench(scenario, trace, scenario_path.parent)
+    _run_and_emit(scenario, pairs, bench, seed, as_json, report, multiples)
+
+
+def _run_and_emit(
+    scenario: Scenario,
+    pairs: Sequence[PolicyPair],
+    bench: Workbench,
+    seed: int,
+    as_json: bool,
+    report: Path | None,
+    multiples: Sequence[float] = (),
+) -> None:
+    """Run the pairs (and the load multiples), then print and write; on Ctrl-C print and write what
+    finished, flagged partial, then stop (exit 130)."""
     rate = _rate(bench)
-    results = _run(scenario, pairs, bench, seed, rate)
-    by_load = _by_load(scenario, pairs, bench, seed, rate, multiples) if multiples else None
-    _emit(results, scenario, as_json, report, by_load, _run_info(bench, seed, rate))
+    info = _run_info(bench, seed, rate)
+    results: dict[str, RunResult] = {}
+    try:
+        results = _run(scenario, pairs, bench, seed, rate)
+        by_load = _by_load(scenario, pairs, bench, seed, rate, multiples) if multiples else None
+    except Interrupted as stop:
+        finished = results or stop.partial or {}  # the load multiples only add to finished base runs
+        if finished:
+            _emit(finished, scenario, as_json, report, None, {**info, "partial": True}, partial=True)
+        shown = "; the figures above (and the report) are theirs, marked partial" if finished else ""
+        error_line(f"interrupted: {len(finished)} of {len(pairs)} policy runs finished{shown}")
+        raise
+    _emit(results, scenario, as_json, report, by_load, info)
 
 
 def _rate(bench: Workbench) -> float:
@@ -214,6 +245,4 @@ def demo(
     scenario = load(path, sets)
     _checked(None, report)
     bench = _bench(scenario, None, path.parent)
-    rate = _rate(bench)
-    results = _run(scenario, scenario.policy_pairs(), bench, 0, rate)
-    _emit(results, scenario, as_json, report, run=_run_info(bench, 0, rate))
+    _run_and_emit(scenario, scenario.policy_pairs(), bench, 0, as_json, report)

@@ -10,11 +10,11 @@ from typing import Annotated, Any
 
 import typer
 
-from slosched.cli.common import SetOpt
+from slosched.cli.common import SetOpt, error_line, output_dir
 from slosched.cli.simulate import load
 from slosched.cli.sweep_tables import out as _out
 from slosched.cli.sweep_tables import print_capacity, print_search, print_sizing
-from slosched.core.errors import ConfigError
+from slosched.core.errors import ConfigError, Interrupted
 from slosched.planning.fleet import FleetSearch, search_fleet
 from slosched.planning.output import sweep_json, write_outputs
 from slosched.planning.prices import Prices
@@ -70,8 +70,8 @@ def sweep_command(
     hourly cost); with --size and --rate, how many instances of a GPU group carry a rate; with --search and
     --rate, the cheapest fleet of any GPU type, TP and count that carries it."""
     settings = _settings(quick, seeds, jobs, workers, ray, target)
-    if out is not None:
-        _check_writable(out)
+    if out is not None:  # before the sweep runs, not after it: created now, and a file written and removed
+        output_dir(out, "--out")
     loaded = [Workload(path.stem, _scenario(path, sets, model)) for path in scenarios]
     mixes = [Mix.parse(text) for text in mix or ()]
     names = _policies(policies)
@@ -86,21 +86,19 @@ def sweep_command(
         # scenario's first policy is only the first row of its comparison).
         policy = names[0] if names else "slosched"
         found = search_fleet(first, rate or 0.0, target, policy, settings, prices, kinds[0], kinds[1], measure)
-    rows = [] if size_groups or search else sweep(loaded, mixes, names, settings, prices)
-    sizing = size(first, size_groups, names, rate or 0.0, target, settings, prices) if size_groups else []
+    rows, sizing, stopped = _compute(loaded, mixes, names, settings, size_groups or [], rate, target, prices, search)
     warnings = sweep_warnings(rows)
     if sizing:
         warnings += sizing_warnings(first, sizing, rate or 0.0, settings)
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
-    meta = {
-        "title": f"slosched sweep: {', '.join(w.label for w in loaded)}",
-        "target": target,
-        "seeds": list(settings.seeds),
-        "wall_s": time.perf_counter() - started,
-        "warnings": warnings,
-    }
+    meta = _meta(loaded, settings, target, time.perf_counter() - started, warnings, stopped is not None)
     _report(sweep_json(rows, sizing, meta), found, rows, sizing, target, out, as_json)
+    if stopped is not None:  # exit 130, after writing what finished
+        error_line(
+            f"interrupted: {len(rows) + len(sizing)} rows finished; the figures shown are theirs, marked partial"
+        )
+        raise stopped
 
 
 def _report(
@@ -127,6 +125,45 @@ def _report(
         from slosched.metrics.summary import json_safe
 
         print(json.dumps(json_safe(document), allow_nan=False))
+
+
+def _meta(
+    loaded: list[Workload], settings: SweepSettings, target: float, wall_s: float, warnings: list[str], partial: bool
+) -> dict[str, object]:
+    """The document's run facts; an interrupted sweep says so in its title and ``partial``."""
+    title = f"slosched sweep: {', '.join(w.label for w in loaded)}"
+    return {
+        "title": f"{title} (partial: interrupted)" if partial else title,
+        "partial": partial,
+        "target": target,
+        "seeds": list(settings.seeds),
+        "wall_s": wall_s,
+        "warnings": warnings,
+    }
+
+
+def _compute(
+    loaded: list[Workload],
+    mixes: list[Mix],
+    names: list[str] | None,
+    settings: SweepSettings,
+    size_groups: list[str],
+    rate: float | None,
+    target: float,
+    prices: Prices,
+    search: bool,
+) -> tuple[list[SweepRow], list[SizingRow], Interrupted | None]:
+    """(sweep rows, sizing rows, the interruption when Ctrl-C stopped it: the rows then are those that
+    finished); neither with ``search`` (the fleet search is its own table)."""
+    try:
+        if search:
+            return [], [], None
+        if size_groups:
+            return [], size(loaded[0].scenario, size_groups, names, rate or 0.0, target, settings, prices), None
+        return sweep(loaded, mixes, names, settings, prices), [], None
+    except Interrupted as stop:
+        finished = list(stop.partial or [])
+        return ([], finished, stop) if size_groups else (finished, [], stop)
 
 
 def _scenario(path: Path, sets: list[str] | None, model: str | None) -> Scenario:
@@ -188,6 +225,10 @@ def _settings(
         raise ConfigError("--target", f"must be in (0, 1], got {target}")
     if workers < 1:
         raise ConfigError("--workers", f"must be >= 1, got {workers}")
+    if ray is not None:  # before any work: an unreachable cluster is an error now, not minutes of retries
+        from slosched.tuning.executors import check_ray_address
+
+        check_ray_address(ray, "--ray")
     return SweepSettings(
         seeds=tuple(range(seeds)) if seeds is not None else base.seeds,
         num_jobs=jobs if jobs is not None else base.num_jobs,
@@ -197,14 +238,3 @@ def _settings(
         ray_address=ray,
         jobs_per_slot=base.jobs_per_slot,
     )
-
-
-def _check_writable(folder: Path) -> None:
-    """Fail before the sweep runs, not after it."""
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError("--out", f"{folder} exists and is not a folder")
-    probe = folder if folder.exists() else next((p for p in folder.parents if p.exists()), Path("."))
-    import os
-
-    if not os.access(probe, os.W_OK):
-        raise ConfigError("--out", f"cannot write under {probe}")

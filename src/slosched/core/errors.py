@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
 
 
 class SloschedError(Exception):
@@ -26,6 +27,16 @@ class UnknownNameError(ConfigError):
         super().__init__(field, f"unknown name {name!r}; known names: {known_list}")
         self.name = name
         self.known = sorted(known)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a long run, carrying what finished (``partial``, the raiser's type; None: nothing) so
+    the command writes it, flagged partial, before it exits 130. A ``KeyboardInterrupt``, so code that does
+    not know it still stops as on Ctrl-C."""
+
+    def __init__(self, partial: Any = None) -> None:
+        super().__init__("interrupted")
+        self.partial = partial
 
 
 def did_you_mean(name: object, known: Iterable[str]) -> str:

@@ -43,11 +43,13 @@ class StubBehaviour:
 
 @dataclass(slots=True)
 class StubBackend:
-    """A fake vLLM server; ``received`` holds (path, body) of every generation request."""
+    """A fake vLLM server; ``received`` holds (path, body) of every generation request, ``request_ids``
+    the ``x-request-id`` header each came with (None: none)."""
 
     name: str = "stub"
     behaviour: StubBehaviour = field(default_factory=StubBehaviour)
     received: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    request_ids: list[str | None] = field(default_factory=list)
     running: int = 0
     max_tokens_seen: int = 0
 
@@ -83,6 +85,7 @@ class StubBackend:
         body = json.loads(await request.body())
         path = request.url.path
         self.received.append((path, body))
+        self.request_ids.append(request.headers.get("x-request-id"))
         behaviour = self.behaviour
         if behaviour.first_byte_delay_s:
             await asyncio.sleep(behaviour.first_byte_delay_s)

@@ -9,6 +9,7 @@ e.g. under a profiler). Ray is reached the one way the tuner reaches it too (``t
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from slosched.core.errors import Interrupted
 from slosched.tuning.executors import connect_ray, ray_map
 
 TaskT = TypeVar("TaskT")
@@ -40,25 +42,51 @@ def run_tasks(
     ray_address: str | None = None,
 ) -> list[ResultT]:
     """``[fn(task) for task in tasks]`` (``fn`` module-level): on the Ray cluster at ``ray_address`` when
-    given, else spread over ``workers`` local processes."""
+    given, else spread over ``workers`` local processes. Ctrl-C stops at once (workers killed, Ray tasks
+    cancelled) and raises ``Interrupted`` whose ``partial`` is the result list with None where a task had
+    not finished."""
     if ray_address is not None:
         return run_on_ray(fn, tasks, description, ray_address)
     workers = worker_count(workers)
+    slots: list[Any] = [None] * len(tasks)
     with _progress() as progress:
         bar = progress.add_task(description, total=len(tasks))
         if workers == 1 or len(tasks) <= 1:
-            results = []
-            for task in tasks:
-                results.append(fn(task))
-                progress.advance(bar)
-            return results
-        slots: list[Any] = [None] * len(tasks)
-        with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+            try:
+                for index, task in enumerate(tasks):
+                    slots[index] = fn(task)
+                    progress.advance(bar)
+            except KeyboardInterrupt:
+                raise Interrupted(slots) from None
+            return slots
+        # Workers ignore SIGINT (a terminal's Ctrl-C reaches the whole process group): the parent alone
+        # decides, and kills them, so no worker prints a traceback or finishes a task nobody will read.
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=_ignore_sigint)
+        try:
             futures: dict[Future[ResultT], int] = {pool.submit(fn, task): index for index, task in enumerate(tasks)}
             for future in as_completed(futures):
                 slots[futures[future]] = future.result()
                 progress.advance(bar)
+        except KeyboardInterrupt:
+            _kill_workers(pool)
+            raise Interrupted(slots) from None
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
         return slots
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """Stop the pool's processes now (Python 3.14 has ``terminate_workers``; before, the attribute)."""
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
 
 
 def run_on_ray(fn: Callable[[TaskT], ResultT], tasks: Sequence[TaskT], description: str, address: str) -> list[ResultT]:

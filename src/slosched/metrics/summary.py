@@ -17,6 +17,7 @@ import numpy as np
 
 from slosched.core.records import InstanceStats, JobRecord, RequestRecord, RunResult
 from slosched.core.request import Outcome
+from slosched.metrics.serving import ServingStats, serving_stats
 from slosched.metrics.slo_scale import min_scale_from_ratios, slowdown_ratios
 
 JsonValue = int | float | str | bool | None
@@ -76,9 +77,11 @@ class PolicySummary:
     min_slo_scale_99: float
     prefix_hit_rate: float
     num_preemptions: int
+    serving: ServingStats  # the same run in vLLM serving-benchmark terms (``metrics/serving.py``)
 
-    def to_json_dict(self) -> dict[str, JsonValue]:
-        """The CLI's ``--json`` record: fixed keys, NaN and infinities already turned into ``None``."""
+    def to_json_dict(self) -> dict[str, Any]:
+        """The CLI's ``--json`` record: fixed keys, NaN and infinities already turned into ``None``;
+        ``serving`` holds vLLM's benchmark keys (``output_throughput``, ``mean_ttft_ms``, ...)."""
         raw: dict[str, JsonValue] = {
             "jobs": self.jobs,
             "rejected": self.rejected,
@@ -96,7 +99,10 @@ class PolicySummary:
             "mean_tpot_s": self.tpot.mean_s,
             "p90_tpot_s": self.tpot.p90_s,
         }
-        return {key: json_safe(value) for key, value in raw.items()}
+        return {
+            **{key: json_safe(value) for key, value in raw.items()},
+            "serving": json_safe(self.serving.to_json_dict()),
+        }
 
 
 def json_safe(obj: Any) -> Any:
@@ -154,6 +160,7 @@ def summarize(result: RunResult) -> PolicySummary:
         min_slo_scale_99=min_scale_from_ratios(ratios, 0.99),
         prefix_hit_rate=prefix_hit_rate(result.instances),
         num_preemptions=sum(stats.num_preemptions for stats in result.instances),
+        serving=serving_stats(result.requests, makespan),
     )
 
 

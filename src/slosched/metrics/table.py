@@ -115,3 +115,46 @@ def print_table(
 ) -> None:
     """Print ``render_table(summaries)`` to ``console`` (a fresh stdout console when None)."""
     (console or Console()).print(render_table(summaries, title=title))
+
+
+def _ms(name: str, key: str) -> Callable[[PolicySummary], float]:
+    """The value ``key`` (``mean_ms``, ...) of the serving stats ``name`` (``ttft``, ``tpot``, ``itl``)."""
+    return lambda summary: float(getattr(getattr(summary.serving, name), key))
+
+
+# vLLM's serving-benchmark figures (``metrics/serving.py``), a section of their own under the comparison.
+SERVING_COLUMNS: tuple[Column, ...] = (
+    Column("req/s", lambda s: s.serving.request_throughput, ".3g", True),
+    Column("goodput req/s", lambda s: s.serving.request_goodput, ".3g", True),
+    Column("out tok/s", lambda s: s.serving.output_throughput, ".4g", True),
+    Column("total tok/s", lambda s: s.serving.total_token_throughput, ".4g", True),
+    *(
+        Column(f"{stat} {name} ms", _ms(name.lower(), f"{key}_ms"), ".3g", False)
+        for name in ("TTFT", "TPOT", "ITL")
+        for stat, key in (("mean", "mean"), ("median", "median"), ("p99", "p99"))
+    ),
+)
+
+
+def render_serving_table(summaries: Mapping[str, PolicySummary], title: str | None = None) -> Table:
+    """One row per figure, one column per policy (as ``vllm bench serve`` prints a figure a line): the
+    figures are many and policies few, so this stays narrow. Best per row in bold green."""
+    table = Table(title=title, header_style="bold")
+    table.add_column("figure", style="cyan", no_wrap=True)
+    names = list(summaries)
+    for name in names:
+        table.add_column(name, justify="right")
+    for column in SERVING_COLUMNS:
+        marked = best_rows([column.value(summaries[n]) for n in names], column.higher_is_better)
+        cells = [
+            Text(column.format(summaries[n]), style="bold green" if i in marked else "") for i, n in enumerate(names)
+        ]
+        table.add_row(column.header, *cells)
+    return table
+
+
+def print_serving_table(
+    summaries: Mapping[str, PolicySummary], title: str | None = None, console: Console | None = None
+) -> None:
+    """The serving-benchmark section (vLLM's terms: token throughput, goodput, TTFT/TPOT/ITL in ms)."""
+    (console or Console()).print(render_serving_table(summaries, title=title))

@@ -10,11 +10,11 @@ count that was measured to pass, with the one below it measured to fail).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slosched.core.errors import ConfigError
+from slosched.core.errors import ConfigError, Interrupted
 from slosched.core.instance import InstanceSpec
 from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.steady import steady_jobs
@@ -150,9 +150,22 @@ def size(
         raise ConfigError("--size", f"unknown instance group(s) {unknown}; the scenario has {sorted(by_name)}")
     candidates = candidates_of(scenario, policies or scenario.policies)
     tasks = [SizingTask(scenario, g, c, rate, target, settings) for c in candidates for g in groups]
-    found = run_tasks(sizing_task, tasks, f"sizing: {len(tasks)} searches", settings.workers, settings.ray_address)
+    description = f"sizing: {len(tasks)} searches"
+    try:
+        found = run_tasks(sizing_task, tasks, description, settings.workers, settings.ray_address)
+    except Interrupted as stop:  # Ctrl-C: the searches that finished
+        raise Interrupted(_sizing_rows(tasks, stop.partial, by_name, target, prices)) from None
+    return _sizing_rows(tasks, found, by_name, target, prices)
+
+
+def _sizing_rows(
+    tasks: Sequence[SizingTask], found: Sequence[Any], by_name: Mapping[str, Any], target: float, prices: Prices
+) -> list[SizingRow]:
+    """One row per finished search (None in ``found``: interrupted, left out)."""
     rows = []
     for task, tried in zip(tasks, found, strict=True):
+        if tried is None:
+            continue
         group = by_name[task.group]
         rows.append(
             SizingRow(

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from slosched.core.errors import Interrupted
 from slosched.core.instance import InstanceSpec
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.runners import run_tasks
@@ -194,15 +195,27 @@ def sweep(
                     CapacityTask(bench, candidate, seed, first_guess(scenario), settings.precision, settings.targets)
                     for seed in settings.seeds
                 )
-    found = run_tasks(
-        capacity_task, tasks, f"sweep: {len(tasks)} capacity searches", settings.workers, settings.ray_address
-    )
+    description = f"sweep: {len(tasks)} capacity searches"
+    try:
+        found = run_tasks(capacity_task, tasks, description, settings.workers, settings.ray_address)
+    except Interrupted as stop:  # Ctrl-C: the rows whose every seed finished
+        raise Interrupted(_filled(rows, stop.partial, settings)) from None
+    return _filled(rows, found, settings)
+
+
+def _filled(rows: list[SweepRow], found: Sequence[Any], settings: SweepSettings) -> list[SweepRow]:
+    """``rows`` with their capacities from ``found`` (per row, one search per seed); a row with a search
+    that did not finish (None: interrupted) is left out."""
     per_row = len(settings.seeds)
+    complete = []
     for index, row in enumerate(rows):
         runs = found[index * per_row : (index + 1) * per_row]
+        if any(run is None for run in runs):
+            continue
         row.capacity = {t: Spread.of([run.capacity[t] for run in runs]) for t in sorted(settings.targets)}
         row.searches = tuple(runs)
-    return rows
+        complete.append(row)
+    return complete
 
 
 def capacity_by_policy(rows: Sequence[SweepRow], target: float = 0.90) -> dict[str, float]:

@@ -27,6 +27,7 @@ from pydantic import (
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.core.instance import DEFAULT_SOFTWARE_STACK, InstanceSpec
 from slosched.core.job import JobSpec
+from slosched.core.problems import Problem, problems_of, unknown_message
 from slosched.perf.hardware import gpu_facts, model_facts, use_hardware
 from slosched.perf.hf_config import looks_like_config
 from slosched.perf.profile_fit import MeasuredProfile
@@ -34,7 +35,7 @@ from slosched.perf.roofline import CALIBRATION
 from slosched.policies.fairness.spec import FairShareSpec
 from slosched.policies.job.base import JOB_POLICIES
 from slosched.scenario.overrides import apply_overrides
-from slosched.scenario.validation import Problem, ScenarioError, policy_param_problems, problems_of, unknown_message
+from slosched.scenario.validation import ScenarioError, policy_param_problems
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, PolicyParams
 from slosched.workloads.arrivals import ArrivalProcess, ArrivalSpec

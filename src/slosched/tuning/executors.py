@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import importlib
 import os
+import socket
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Protocol, TypeVar
 
-from slosched.core.errors import ConfigError
+from slosched.core.errors import ConfigError, Interrupted
 
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
@@ -56,6 +57,22 @@ class ProcessExecutor:
             self._pool = None
 
 
+def check_ray_address(address: str, field: str, timeout_s: float = 5.0) -> None:
+    """``HOST:PORT`` (or ``ray://HOST:PORT``) must take a TCP connection within ``timeout_s``: ``ray.init``
+    on an unreachable address retries for minutes printing warnings. ``auto`` and ``local`` pass."""
+    if address in ("auto", "local"):
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(field, f"expected HOST:PORT, ray://HOST:PORT, 'auto' or 'local', got {address[:64]!r}")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as error:
+        reason = error.strerror or str(error) or type(error).__name__
+        raise ConfigError(field, f"cannot reach a Ray cluster at {address[:64]!r}: {reason}") from None
+
+
 def connect_ray(address: str | None, field: str, num_cpus: int | None = None) -> Any:
     """The ``ray`` module, initialised: a cluster at ``address`` (``"auto"``, ``"ray://host:port"``), or a
     local instance for None. Errors name ``field`` (the option the user set). Shared with ``slosched sweep``."""
@@ -64,6 +81,8 @@ def connect_ray(address: str | None, field: str, num_cpus: int | None = None) ->
     except ImportError as error:
         raise ConfigError(field, "needs the ray extra: pip install 'slosched[ray]'") from error
     if not ray.is_initialized():
+        if address is not None:
+            check_ray_address(address, field)
         try:
             ray.init(address=address, num_cpus=num_cpus, log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as error:
@@ -80,12 +99,17 @@ def ray_map(
     pending = {remote.remote(item): index for index, item in enumerate(items)}
     slots: list[Any] = [None] * len(items)
     waiting = list(pending)
-    while waiting:
-        done, waiting = ray.wait(waiting, num_returns=1)
-        for ref in done:
-            slots[pending[ref]] = ray.get(ref)
-            if on_result is not None:
-                on_result()
+    try:
+        while waiting:
+            done, waiting = ray.wait(waiting, num_returns=1)
+            for ref in done:
+                slots[pending[ref]] = ray.get(ref)
+                if on_result is not None:
+                    on_result()
+    except KeyboardInterrupt:
+        for ref in waiting:  # Ctrl-C: the cluster stops too, not only this driver
+            ray.cancel(ref, force=True)
+        raise Interrupted(slots) from None
     return slots
 
 

@@ -55,7 +55,7 @@ def test_a_hung_backend_is_abandoned_quickly_and_its_calls_retried_elsewhere() -
             assert [r.status_code for r in results] == [200] * 12
             assert elapsed < 5.0  # first_byte_min_s 0.3 per hung attempt, far below first_byte_s (30 s)
             assert h.backends[0].calls >= 1 and h.gateway.dispatcher.backends[0].healthy
-            assert h.value("slosched_retries_total") == h.backends[0].calls
+            assert h.value("slosched:retries_total") == h.backends[0].calls
             await h.settle()
             assert h.outcomes() == {"completed/ok": 12.0}
 

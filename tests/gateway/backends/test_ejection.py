@@ -92,9 +92,9 @@ def test_a_failing_backend_with_ok_health_is_ejected_and_probed_back(mode: str) 
                 assert bad.healthy or mode == "reset"  # ejected although /health says OK
                 assert h.backends[0].calls == 3  # K consecutive failures
                 metrics = (await client.get("/metrics")).text
-                assert 'slosched_backend_ejected{backend="b0"} 1.0' in metrics
-                assert 'slosched_backend_ejected{backend="b1"} 0.0' in metrics
-                assert 'slosched_backend_ejections_total{backend="b0"} 1.0' in metrics
+                assert 'slosched:backend_ejected{backend="b0"} 1.0' in metrics
+                assert 'slosched:backend_ejected{backend="b1"} 0.0' in metrics
+                assert 'slosched:backend_ejections_total{backend="b0"} 1.0' in metrics
                 results += [await client.post("/v1/completions", json=CALL) for _ in range(10)]
                 assert h.backends[0].calls == 3  # ejected: no call until the ejection ends
                 assert {r.status_code for r in results} == {200}  # every failure was retried on f1
@@ -105,8 +105,8 @@ def test_a_failing_backend_with_ok_health_is_ejected_and_probed_back(mode: str) 
                     assert (await client.post("/v1/completions", json=CALL)).status_code == 200
                 assert not bad.outlier.ejected and h.backends[0].calls >= 2  # probe succeeded, rejoined
                 metrics = (await client.get("/metrics")).text
-                assert 'slosched_backend_ejected{backend="b0"} 0.0' in metrics
-                assert 'slosched_backend_ejections_total{backend="b0"} 1.0' in metrics  # a counter: it stays
+                assert 'slosched:backend_ejected{backend="b0"} 0.0' in metrics
+                assert 'slosched:backend_ejections_total{backend="b0"} 1.0' in metrics  # a counter: it stays
             await h.settle()
 
     asyncio.run(scenario())

@@ -120,7 +120,7 @@ def test_each_bad_field_is_refused_naming_it(path: str, body: dict[str, Any], st
     assert answer["error"]["type"] == ("model_not_found" if status == 404 else "invalid_request")
     assert answer["error"]["param"] == names.split(":")[0] or status == 404 or "max_model_len" in names
     assert (
-        not seen and counter_value(routes.dispatcher.metrics, "slosched_requests_accepted_total") == 0
+        not seen and counter_value(routes.dispatcher.metrics, "slosched:requests_accepted_total") == 0
     )  # refused before acceptance
 
 

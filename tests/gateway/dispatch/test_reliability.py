@@ -17,7 +17,7 @@ STREAM = {"prompt": "p", "max_tokens": 10, "stream": True}
 
 
 def _balanced(h: Harness) -> None:
-    accepted = h.value("slosched_requests_accepted_total")
+    accepted = h.value("slosched:requests_accepted_total")
     assert accepted > 0
     assert h.terminal_total() == accepted, h.outcomes()
     for queue in h.gateway.dispatcher.queues:
@@ -35,7 +35,7 @@ def test_backend_breaking_mid_stream_fails_the_call_once() -> None:
             assert "backend failed mid-stream" in text
             assert sum(len(stub.received) for stub in h.stubs) == 1  # not retried after the first byte
             await asyncio.sleep(0.05)
-            assert h.value("slosched_requests_total", outcome="failed", reason="backend_stream_broken") == 1
+            assert h.value("slosched:requests_total", outcome="failed", reason="backend_stream_broken") == 1
             _balanced(h)
 
     asyncio.run(scenario())
@@ -82,7 +82,7 @@ def test_slow_backend_first_byte_timeout_retries_elsewhere() -> None:
             async with httpx.AsyncClient(base_url=h.url) as client:
                 responses = await asyncio.gather(*(client.post("/v1/completions", json=STREAM) for _ in range(4)))
             assert all(r.status_code == 200 for r in responses)
-            assert h.value("slosched_retries_total") >= 1
+            assert h.value("slosched:retries_total") >= 1
             # Both slow: bounded attempts, then a 502 with Retry-After; nothing hangs.
             h.stubs[1].behaviour.first_byte_delay_s = 2.0
             async with httpx.AsyncClient(base_url=h.url) as client:
@@ -104,7 +104,7 @@ def test_overload_gets_429_with_retry_after_and_no_request_is_lost() -> None:
             codes = sorted(r.status_code for r in responses)
             assert codes.count(200) >= 3 and codes.count(429) >= 1 and set(codes) <= {200, 429}
             assert all("retry-after" in r.headers for r in responses if r.status_code == 429)
-            assert h.value("slosched_admission_rejections_total", reason="queue_full") == codes.count(429)
+            assert h.value("slosched:admission_rejections_total", reason="queue_full") == codes.count(429)
             _balanced(h)
 
     asyncio.run(scenario())
@@ -142,7 +142,7 @@ def test_client_disconnect_mid_stream_cancels_and_frees_the_slot() -> None:
                 if h.terminal_total() == 1:
                     break
                 await asyncio.sleep(0.02)
-            assert h.value("slosched_requests_total", outcome="cancelled", reason="client_disconnected") == 1
+            assert h.value("slosched:requests_total", outcome="cancelled", reason="client_disconnected") == 1
             _balanced(h)
 
     asyncio.run(scenario())

@@ -60,7 +60,7 @@ def test_every_accepted_call_ends_in_exactly_one_terminal_state(
             assert all(status in (None, 200, 429, 502, 503) for status in statuses), statuses
             await h.settle(15.0)  # raises when a call is left unfinished or in a queue
             outcomes = h.outcomes()
-            accepted = h.value("slosched_requests_accepted_total")
+            accepted = h.value("slosched:requests_accepted_total")
             assert sum(outcomes.values()) == accepted
             # A client gone before its body was read is never accepted; one that stayed always is.
             assert statuses.count(None) >= len(calls) - accepted >= 0

@@ -26,8 +26,8 @@ def test_completion_and_chat_non_streaming() -> None:
             )
             assert r.status_code == 200, r.text
             assert r.json()["choices"][0]["message"]["content"] == "x x x "
-            assert h.value("slosched_requests_total", outcome="completed", reason="ok") == 2
-            assert h.value("slosched_requests_accepted_total") == 2
+            assert h.value("slosched:requests_total", outcome="completed", reason="ok") == 2
+            assert h.value("slosched:requests_accepted_total") == 2
 
     asyncio.run(scenario())
 
@@ -51,7 +51,7 @@ def test_streaming_passes_tokens_through_one_by_one() -> None:
             assert events[-1] == "[DONE]" and len(events) == 11
             # Tokens arrive as they are produced, not buffered until the end.
             assert len(arrivals) >= 5 and arrivals[-1] - arrivals[0] > 0.1
-            assert h.value("slosched_requests_total", outcome="completed", reason="ok") == 1
+            assert h.value("slosched:requests_total", outcome="completed", reason="ok") == 1
 
     asyncio.run(scenario())
 
@@ -74,8 +74,8 @@ def test_slo_headers_priority_and_xargs_are_forwarded() -> None:
             # EDF priority in vLLM: a request with a deadline goes before one without.
             assert with_deadline["priority"] < without["priority"]
             assert with_deadline["model"] == "tiny"
-            assert h.value("slosched_slo_total", kind="deadline", met="true") == 1
-            assert h.value("slosched_slo_total", kind="ttft", met="true") == 1
+            assert h.value("slosched:slo_total", kind="deadline", met="true") == 1
+            assert h.value("slosched:slo_total", kind="ttft", met="true") == 1
 
     asyncio.run(scenario())
 
@@ -90,9 +90,9 @@ def test_routing_spreads_load_and_metrics_endpoint() -> None:
             assert [len(stub.received) for stub in h.stubs] == [4, 4]
             await asyncio.sleep(0.3)  # one scrape
             text = (await client.get("/metrics")).text
-            assert 'slosched_routed_total{backend="b0"} 4.0' in text
-            assert "slosched_queue_length" in text and "slosched_in_flight" in text
-            assert "slosched_request_latency_seconds_bucket" in text
+            assert 'slosched:routed_total{backend="b0"} 4.0' in text
+            assert "slosched:num_requests_waiting" in text and "slosched:num_requests_running" in text
+            assert "slosched:e2e_request_latency_seconds_bucket" in text
             assert h.gateway.dispatcher.backends[0].metrics.scraped_s >= 0
             health = (await client.get("/health")).json()
             assert health["status"] == "ok" and set(health["backends"]) == {"b0", "b1"}

@@ -41,7 +41,7 @@ def outcomes(routes: OpenAIRoutes) -> dict[str, float]:
     result: dict[str, float] = {}
     for family in routes.dispatcher.metrics.registry.collect():
         for sample in family.samples:
-            if sample.name == "slosched_requests_total" and sample.value:
+            if sample.name == "slosched:requests_total" and sample.value:
                 result[f"{sample.labels['outcome']}/{sample.labels['reason']}"] = sample.value
     return result
 
@@ -125,7 +125,7 @@ def test_a_completed_call_answers_the_backend_body_once() -> None:
     assert status_and_json(sent)[0::2] == (200, {"choices": []})
     assert seen[0].request.max_output_tokens == 4 and seen[0].stream is False
     assert outcomes(routes) == {"completed/ok": 1.0}
-    assert counter_value(routes.dispatcher.metrics, "slosched_requests_accepted_total") == 1.0
+    assert counter_value(routes.dispatcher.metrics, "slosched:requests_accepted_total") == 1.0
 
 
 @pytest.mark.parametrize(
@@ -173,7 +173,7 @@ def test_rate_limited_tenants_get_429_with_retry_after() -> None:
     assert (status, headers["retry-after"], payload["error"]["type"]) == (429, "2", "rate_limited")
     assert status_and_json(request(routes))[0] == 200  # other tenants are not limited
     metrics = routes.dispatcher.metrics
-    assert counter_value(metrics, "slosched_admission_rejections_total", [("reason", "rate_limited")]) == 1.0
+    assert counter_value(metrics, "slosched:admission_rejections_total", [("reason", "rate_limited")]) == 1.0
     assert outcomes(routes) == {"completed/ok": 2.0}
 
 

@@ -66,7 +66,7 @@ def job_outcomes(manager: JobManager) -> dict[str, float]:
     result: dict[str, float] = {}
     for family in manager.dispatcher.metrics.registry.collect():
         for sample in family.samples:
-            if sample.name == "slosched_jobs_total" and sample.value:
+            if sample.name == "slosched:jobs_total" and sample.value:
                 result[f"{sample.labels['kind']}/{sample.labels['outcome']}"] = sample.value
     return result
 

@@ -35,7 +35,7 @@ def test_workflow_stages_run_and_job_completes_with_budgets() -> None:
             assert {body["vllm_xargs"]["slosched_job_id"] for body in bodies} == {job["id"]}
             late = await client.post(f"/v1/jobs/{job['id']}/stages", json={"calls": calls})
             assert late.status_code == 409
-            assert h.value("slosched_jobs_total", kind="workflow", outcome="completed") == 1
+            assert h.value("slosched:jobs_total", kind="workflow", outcome="completed") == 1
 
     asyncio.run(scenario())
 
@@ -95,6 +95,6 @@ def test_job_errors_are_4xx_and_idle_jobs_are_cancelled() -> None:
                     break
                 await asyncio.sleep(0.05)
             assert state["status"] == "cancelled" and state["reason"] == "idle timeout"
-            assert h.value("slosched_jobs_total", kind="workflow", outcome="cancelled") == 1
+            assert h.value("slosched:jobs_total", kind="workflow", outcome="cancelled") == 1
 
     asyncio.run(scenario())

@@ -202,7 +202,7 @@ def test_cancel_through_another_replica_stops_the_owner() -> None:
             s.labels["outcome"]: s.value
             for f in first.dispatcher.metrics.registry.collect()
             for s in f.samples
-            if s.name == "slosched_requests_total"
+            if s.name == "slosched:requests_total"
         }
         assert outcomes == {"cancelled": 3.0}  # every accepted row call ended, none leaked
         await first.shutdown()

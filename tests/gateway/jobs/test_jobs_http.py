@@ -96,7 +96,7 @@ def test_bad_bodies_are_4xx_naming_the_field_and_leak_nothing() -> None:
             good = {"calls": [{"prompt": "ok", "max_tokens": 2}], "final": True}
             response = await client.post(f"/v1/jobs/{job['id']}/stages", json=good)
             assert response.json()["job"]["status"] == "completed"
-            assert h.value("slosched_requests_accepted_total") == h.terminal_total() == 1
+            assert h.value("slosched:requests_accepted_total") == h.terminal_total() == 1
             assert sum(len(stub.received) for stub in h.stubs) == 1
 
     asyncio.run(scenario())
@@ -129,7 +129,7 @@ def test_ten_thousand_rows_are_paced_and_health_stays_responsive(tmp_path: Path)
             assert state["status"] == "completed", state["reason"]
             outcomes = h.outcomes()
             assert outcomes == {"completed/ok": 10_000.0}, outcomes  # no queue_full, nothing else
-            assert h.value("slosched_requests_accepted_total") == h.terminal_total() == 10_000
+            assert h.value("slosched:requests_accepted_total") == h.terminal_total() == 10_000
             health.sort()
             print(
                 f"10k rows in {elapsed:.1f}s; /health p50 {health[len(health) // 2] * 1e3:.0f} ms "
@@ -150,6 +150,6 @@ def test_unknown_model_in_a_stage_or_relquery_is_a_404_before_any_call_runs() ->
             body = {"kind": "relquery", "slo_s": 30, "template": "{a}", "rows": [{"a": 1}], "params": {"model": "nope"}}
             r = await client.post("/v1/jobs", json=body, headers=ACME)
             assert r.status_code == 404 and "rows[0]" in r.json()["error"]["message"], r.text
-            assert h.value("slosched_requests_accepted_total") == 0
+            assert h.value("slosched:requests_accepted_total") == 0
 
     asyncio.run(scenario())

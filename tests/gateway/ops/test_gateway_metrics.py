@@ -9,16 +9,9 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from slosched.contract import HEADER_DEADLINE_MS, HEADER_TENANT, HEADER_TPOT_MS, HEADER_TTFT_MS
-from slosched.gateway.ops.prometheus import (
-    E2E_BUCKETS,
-    OTHER_TENANT,
-    QUEUE_BUCKETS,
-    TPOT_BUCKETS,
-    TTFT_BUCKETS,
-    GatewayMetrics,
-    TenantLabels,
-    counter_value,
-)
+from slosched.gateway.ops.buckets import E2E_BUCKETS, QUEUE_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
+from slosched.gateway.ops.metric_names import DEPRECATED_NAMES
+from slosched.gateway.ops.prometheus import OTHER_TENANT, GatewayMetrics, TenantLabels, counter_value
 from tests.gateway.helpers import harness
 
 _SLO = {HEADER_DEADLINE_MS: "60000", HEADER_TTFT_MS: "30000", HEADER_TPOT_MS: "10000"}
@@ -67,23 +60,44 @@ def test_metrics_after_streamed_and_plain_calls_per_tenant() -> None:
                 assert (await client.post("/v1/chat/completions", json=chat)).status_code == 200
                 text = (await client.get("/metrics")).text
             model = h.gateway.config.backends[0].model
-            assert h.value("slosched_generation_tokens_total", tenant="t1", model=model) == 5
-            assert h.value("slosched_generation_tokens_total", tenant=OTHER_TENANT) == 10
-            assert h.value("slosched_generation_tokens_total", tenant="default") == 3
-            assert h.value("slosched_prompt_tokens_total", tenant="t2") == 10  # 40 characters / 4
-            assert h.value("slosched_tpot_seconds_count", tenant="t1") == 1  # streamed calls only
-            assert h.value("slosched_tpot_seconds_count", tenant="default") == 0
-            assert h.value("slosched_ttft_seconds_count") == h.value("slosched_request_latency_seconds_count") == 5
+            assert h.value("slosched:generation_tokens_total", tenant="t1", model_name=model) == 5
+            assert h.value("slosched:generation_tokens_total", tenant=OTHER_TENANT) == 10
+            assert h.value("slosched:generation_tokens_total", tenant="default") == 3
+            assert h.value("slosched:prompt_tokens_total", tenant="t2") == 10  # 40 characters / 4
+            assert (
+                h.value("slosched:request_time_per_output_token_seconds_count", tenant="t1") == 1
+            )  # streamed calls only
+            assert h.value("slosched:request_time_per_output_token_seconds_count", tenant="default") == 0
+            latency = h.value("slosched:e2e_request_latency_seconds_count")
+            assert h.value("slosched:time_to_first_token_seconds_count") == latency == 5
             for kind in ["deadline", "ttft", "tpot"]:
-                assert h.value("slosched_slo_total", kind=kind, met="true", tenant=OTHER_TENANT) == 2
-                assert h.value("slosched_slo_total", kind=kind, met="true") == 4
+                assert h.value("slosched:slo_total", kind=kind, met="true", tenant=OTHER_TENANT) == 2
+                assert h.value("slosched:slo_total", kind=kind, met="true") == 4
             assert 'tenant="t3"' not in text and f'tenant="{OTHER_TENANT}"' in text
-            assert _buckets(text, "slosched_ttft_seconds") == [*TTFT_BUCKETS, float("inf")]
-            assert _buckets(text, "slosched_tpot_seconds") == [*TPOT_BUCKETS, float("inf")]
-            assert _buckets(text, "slosched_request_latency_seconds") == [*E2E_BUCKETS, float("inf")]
-            assert _buckets(text, "slosched_queue_seconds") == [*QUEUE_BUCKETS, float("inf")]
+            assert _buckets(text, "slosched:time_to_first_token_seconds") == [*TTFT_BUCKETS, float("inf")]
+            assert _buckets(text, "slosched:request_time_per_output_token_seconds") == [*TPOT_BUCKETS, float("inf")]
+            assert _buckets(text, "slosched:e2e_request_latency_seconds") == [*E2E_BUCKETS, float("inf")]
+            assert _buckets(text, "slosched:request_queue_time_seconds") == [*QUEUE_BUCKETS, float("inf")]
+
+            _assert_deprecated_aliases(text)
 
     asyncio.run(scenario())
+
+
+def _assert_deprecated_aliases(text: str) -> None:
+    """Every current family is also exported under its deprecated name, with the same samples and ``model``
+    for ``model_name`` (one release of overlap for dashboards and alerts)."""
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    for new, old in DEPRECATED_NAMES.items():
+        assert new in families and old in families, (new, old)
+        assert families[old].documentation.startswith(f"deprecated, use {new}")
+        renamed = [
+            (s.name.replace(new, old), {("model" if k == "model_name" else k): v for k, v in s.labels.items()}, s.value)
+            for s in families[new].samples
+        ]
+        assert renamed == [(s.name, s.labels, s.value) for s in families[old].samples]
+    latency = families["slosched:e2e_request_latency_seconds"].samples[0].labels
+    assert "model_name" in latency and "model" not in latency
 
 
 def test_a_rejected_call_counts_each_declared_slo_as_missed() -> None:
@@ -100,3 +114,12 @@ def test_a_rejected_call_counts_each_declared_slo_as_missed() -> None:
             assert h.value("slosched_generation_tokens_total") == 0  # never forwarded
 
     asyncio.run(scenario())
+
+
+def test_the_gateway_and_the_plugin_share_one_naming_scheme() -> None:
+    """``slosched:`` as vLLM's ``vllm:``: the gateway's current names and the plugin's engine gauges."""
+    from slosched.vllm_ext.state_metrics import GAUGE_NAMES
+
+    families = {family.name for family in GatewayMetrics(list).current.collect()}
+    assert families == set(DEPRECATED_NAMES)
+    assert all(name.startswith("slosched:") for name in [*families, *GAUGE_NAMES])

@@ -17,7 +17,7 @@ from tests.gateway.helpers import harness
 
 _DASHBOARD = Path(__file__).resolve().parents[3] / "docs" / "grafana" / "slosched.json"
 _SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
-_SELECTOR = re.compile(r"\b(slosched_[a-z_]+)\s*(\{[^}]*\})?")
+_SELECTOR = re.compile(r"\b(slosched:[a-z0-9_]+)\s*(\{[^}]*\})?")
 
 
 def _exprs(dashboard: dict[str, Any]) -> list[str]:
@@ -56,15 +56,15 @@ def test_every_metric_and_label_the_dashboard_uses_is_exported() -> None:
             for label in re.findall(r"([a-z_]+)\s*=~?", matchers):
                 assert label in labels[name], f"{name} has no label {label!r}"
     wanted = {
-        "slosched_ttft_seconds_bucket",
-        "slosched_tpot_seconds_bucket",
-        "slosched_request_latency_seconds_bucket",
-        "slosched_generation_tokens_total",
-        "slosched_slo_total",
-        "slosched_queue_length",
-        "slosched_routed_total",
-        "slosched_admission_rejections_total",
-        "slosched_requests_total",
+        "slosched:time_to_first_token_seconds_bucket",
+        "slosched:request_time_per_output_token_seconds_bucket",
+        "slosched:e2e_request_latency_seconds_bucket",
+        "slosched:generation_tokens_total",
+        "slosched:slo_total",
+        "slosched:num_requests_waiting",
+        "slosched:routed_total",
+        "slosched:admission_rejections_total",
+        "slosched:requests_total",
     }
     assert wanted <= used
 

@@ -50,7 +50,7 @@ def bearer(key: str, **extra: str) -> dict[str, str]:
         ({"a": {"api_keys": ["k"]}}, ["k"], "tenants", "already api_keys[0]"),
         ({"a": {"min_slo_s": -1}}, [], "tenants.a.min_slo_s", "greater than 0"),
         ({"a": {"max_concurrency": 0}}, [], "tenants.a.max_concurrency", "greater than or equal to 1"),
-        ({"a": {"rate_limit": 1}}, [], "tenants.a.rate_limit", "Extra inputs"),
+        ({"a": {"rate_limit": 1}}, [], "tenants.a.rate_limit", "unknown key 'rate_limit' (did you mean"),
         ({"*": {}}, [], "tenants.*.[key]", "pattern"),
     ],
 )
@@ -323,7 +323,7 @@ def test_rotating_x_tenant_no_longer_bypasses_the_rate_limit() -> None:
             legacy = await probe(client, bearer("legacy"))  # tenant "default": default_rate_limit 2
         async with harness(default_rate_limit=2.0) as h, httpx.AsyncClient(base_url=h.url) as client:
             anonymous = await probe(client, {})
-            assert h.value("slosched_admission_rejections_total", reason="rate_limited") >= 20
+            assert h.value("slosched:admission_rejections_total", reason="rate_limited") >= 20
         return [keyed, legacy, anonymous]
 
     for rotated, plain in asyncio.run(scenario()):
@@ -340,7 +340,7 @@ def test_job_api_requests_count_against_the_request_rate() -> None:
             limited = await client.post("/v1/completions", json={"prompt": "p"}, headers=bearer("sk-acme"))
             assert limited.status_code == 429
             assert (await client.get("/v1/models")).status_code == 401
-            assert h.value("slosched_admission_rejections_total", reason="rate_limited") == 2
+            assert h.value("slosched:admission_rejections_total", reason="rate_limited") == 2
 
     asyncio.run(scenario())
 

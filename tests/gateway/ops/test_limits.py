@@ -117,7 +117,7 @@ def test_token_rate_counts_prompt_plus_max_tokens() -> None:
         limits.admit_call(t, 600)
     assert (refused.value.status, refused.value.code) == (429, "rate_limited")
     assert refused.value.retry_after_s == pytest.approx(0.2)
-    assert counter_value(metrics, "slosched_admission_rejections_total", [("reason", "token_rate_limited")]) == 1
+    assert counter_value(metrics, "slosched:admission_rejections_total", [("reason", "token_rate_limited")]) == 1
 
 
 def test_concurrency_leases_release_exactly_once() -> None:
@@ -132,7 +132,7 @@ def test_concurrency_leases_release_exactly_once() -> None:
     first.release()  # a second release must not free another call's slot
     assert limits.in_flight("t") == 1
     assert limits.admit_call(t, 1) is not None
-    assert counter_value(metrics, "slosched_admission_rejections_total", [("reason", "concurrency_limited")]) == 1
+    assert counter_value(metrics, "slosched:admission_rejections_total", [("reason", "concurrency_limited")]) == 1
 
 
 def test_tenant_state_is_bounded_least_recently_used_first() -> None:

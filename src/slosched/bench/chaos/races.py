@@ -32,9 +32,9 @@ async def _outcomes(client: httpx.AsyncClient, ctx: Ctx) -> dict[str, float]:
     counts: dict[str, float] = {}
     for family in text_string_to_metric_families(reply.body.decode(errors="replace")):
         for sample in family.samples:
-            if sample.name == "slosched_requests_accepted_total":
+            if sample.name == "slosched:requests_accepted_total":
                 counts["accepted"] = counts.get("accepted", 0.0) + sample.value
-            elif sample.name == "slosched_requests_total":
+            elif sample.name == "slosched:requests_total":
                 key = f"{sample.labels['outcome']}/{sample.labels['reason']}"
                 counts[key] = counts.get(key, 0.0) + sample.value
     return counts

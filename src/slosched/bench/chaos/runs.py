@@ -91,13 +91,13 @@ async def accounting(ctx: Ctx, settle_s: float = 10.0) -> None:
 
 
 def metrics_balance(text: str) -> tuple[float, float]:
-    """(``slosched_requests_accepted_total``, sum of ``slosched_requests_total``) from exposition text."""
+    """(``slosched:requests_accepted_total``, sum of ``slosched:requests_total``) from exposition text."""
     accepted = terminal = 0.0
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == "slosched_requests_accepted_total":
+            if sample.name == "slosched:requests_accepted_total":
                 accepted += sample.value
-            elif sample.name == "slosched_requests_total":
+            elif sample.name == "slosched:requests_total":
                 terminal += sample.value
     return accepted, terminal
 

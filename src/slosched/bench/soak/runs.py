@@ -9,7 +9,7 @@ get a 4xx). The gateway's VmRSS is sampled every few seconds; ``rss_start_mb`` i
 Terminal accounting is checked on both sides. Client side: every request sent is counted once in one
 class (2xx, 4xx, 429, 5xx, timeout, conn_error); ``lost`` = sent - counted, and ``unexpected`` counts
 valid requests without a 2xx and malformed ones without a 4xx. Gateway side, once idle: accepted calls =
-calls in a terminal outcome (``slosched_requests_*``), and jobs created = jobs in a terminal state.
+calls in a terminal outcome (``slosched:requests_*``), and jobs created = jobs in a terminal state.
 """
 
 from __future__ import annotations
@@ -218,9 +218,9 @@ def gateway_accounting(metrics_text: str) -> dict[str, float]:
     """accepted calls, calls in a terminal outcome, jobs in a terminal state, from /metrics."""
     totals = {"accepted": 0.0, "terminal": 0.0, "jobs_terminal": 0.0}
     names = {
-        "slosched_requests_accepted_total": "accepted",
-        "slosched_requests_total": "terminal",
-        "slosched_jobs_total": "jobs_terminal",
+        "slosched:requests_accepted_total": "accepted",
+        "slosched:requests_total": "terminal",
+        "slosched:jobs_total": "jobs_terminal",
     }
     for family in text_string_to_metric_families(metrics_text):
         for sample in family.samples:
@@ -235,7 +235,7 @@ def not_completed(metrics_text: str) -> dict[str, float]:
     found: dict[str, float] = {}
     for family in text_string_to_metric_families(metrics_text):
         for sample in family.samples:
-            if sample.name == "slosched_requests_total" and sample.labels.get("outcome") != "completed":
+            if sample.name == "slosched:requests_total" and sample.labels.get("outcome") != "completed":
                 key = f"{sample.labels.get('outcome')}/{sample.labels.get('reason')}"
                 found[key] = found.get(key, 0.0) + sample.value
     return found

@@ -46,7 +46,7 @@ class Outlier:
     num_ejections: int = 0  # in the current streak: the next ejection lasts base_s * 2**num_ejections
     last_ejected_s: float = -math.inf
     probing: bool = False
-    total_ejections: int = 0  # since start, for /metrics (slosched_backend_ejections_total)
+    total_ejections: int = 0  # since start, for /metrics (slosched:backend_ejections_total)
 
     def available(self, now_s: float) -> bool:
         """Closed, or half-open with no probe in flight."""

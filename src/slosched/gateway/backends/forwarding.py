@@ -50,7 +50,8 @@ def backend_body(
     )
     if config.forward_xargs:
         # Absolute times cross as Unix seconds: the engine is another process, on another clock.
-        xargs.update(request_xargs(request, now_s, key=key))
+        # Signed for the id the backend gets in x-request-id, which vLLM builds its own request id from.
+        xargs.update(request_xargs(request, now_s, key=key, request_id=call.request_id))
     if xargs:
         body["vllm_xargs"] = xargs
     else:

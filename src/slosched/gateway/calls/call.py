@@ -8,9 +8,10 @@ call must fit its ``max_model_len``; unknown fields pass through to vLLM. Every 
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
+import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ from slosched.contract import (
 )
 from slosched.core.deadline import absolute_deadline_s
 from slosched.core.request import Request
-from slosched.gateway.calls.bodies import ChatBody, first_error, validate_body
+from slosched.gateway.calls.bodies import ChatBody, CompletionBody, first_error, validate_body
 
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
@@ -97,6 +98,13 @@ class Call:
     output_hint: float | None = None  # the client's output-length prior (a dialect's); None: the predictor's
     # Set by the dispatcher while the call waits in a queue: takes it out (its client left) before admission.
     withdraw: Callable[[], None] | None = None
+    client_id: str | None = None  # the client's X-Request-Id (validated); None: it sent none usable
+
+    @property
+    def request_id(self) -> str:
+        """The id the client sees (X-Request-Id), the backend gets and logs and /status show: the client's
+        own, else the gateway's. ``request.id`` stays the gateway's, unique, for the policies' bookkeeping."""
+        return self.request.id if self.client_id is None else self.client_id
 
     def client_gone(self) -> None:
         """The client left: a queued call leaves its queue now, so a slot freed in the same instant (another
@@ -105,11 +113,20 @@ class Call:
             self.withdraw()
 
 
-_ids = itertools.count()
+# A client's X-Request-Id: what vLLM and log search take safely (no spaces, quotes or separators).
+_CLIENT_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 
 
 def next_request_id(prefix: str = "req") -> str:
-    return f"{prefix}-{next(_ids)}"
+    """A new gateway id. Random, not a counter: a client that picks ids (``X-Request-Id``) cannot claim
+    one the gateway is about to hand another client, so ids stay unique at the backend too."""
+    return f"{prefix}-{os.urandom(8).hex()}"
+
+
+def client_request_id(value: str | None) -> str | None:
+    """The client's ``X-Request-Id`` when it is 1-128 characters of letters, digits and ``._:-``; None (a
+    generated id is used instead) when absent or not."""
+    return value if value is not None and _CLIENT_ID.fullmatch(value) else None
 
 
 def check_json_media_type(content_type: str | None) -> None:
@@ -288,21 +305,15 @@ def parse_call(
     now_s: float,
     default_max_tokens: int,
     models: Mapping[str, int] | None = None,
+    ids: tuple[str, str | None] | None = None,
 ) -> Call:
     """Validate ``body`` for ``path`` (``bodies.py``) and build the ``Request`` the policies will see.
+    ``ids``: the gateway's id and the client's X-Request-Id as the HTTP layer echoes them (default: new).
 
     ``models`` maps each served model to the largest ``max_model_len`` among its backends: an unknown
     ``model`` is a 404, and a call that cannot fit any of them a 400 naming the field and the limit."""
     chat = path == CHAT
-    if (reserved := reserved_xarg(body.get("vllm_xargs"))) is not None:
-        raise bad_request(
-            f"vllm_xargs.{_short(reserved)}",
-            "slosched_* fields are the gateway's to set (from the API key's tenant and the x-slo-* headers)",
-        )
-    try:
-        typed = validate_body(chat, body)
-    except ValidationError as error:
-        raise _bad_body(error) from None
+    typed = _typed_body(chat, body)
     if isinstance(typed, ChatBody):
         chars, exact = _chat_chars(body["messages"]), 0
         prompt_tokens = max(chars // _CHARS_PER_TOKEN, 1) + 4 * len(typed.messages)  # + template tokens
@@ -322,7 +333,7 @@ def parse_call(
             # The estimate (4 characters a token) must not refuse at routing what the bound let through:
             # vLLM, which counts exactly, decides.
             prompt_tokens = limit - 1
-    request_id = next_request_id()
+    request_id, client_id = (next_request_id(), None) if ids is None else ids
     request = Request(
         id=request_id,
         job_id=slo.job_id or request_id,
@@ -340,7 +351,20 @@ def parse_call(
         session_id=slo.program_id,
     )
     stream = bool(typed.stream)
-    return Call(path=path, body=body, stream=stream, request=request, model=model, output_hint=slo.output_tokens)
+    return Call(path, body, stream, request, model=model, output_hint=slo.output_tokens, client_id=client_id)
+
+
+def _typed_body(chat: bool, body: dict[str, Any]) -> CompletionBody | ChatBody:
+    """``body`` validated (``bodies.py``); a client's ``slosched_*`` extra argument refused first."""
+    if (reserved := reserved_xarg(body.get("vllm_xargs"))) is not None:
+        raise bad_request(
+            f"vllm_xargs.{_short(reserved)}",
+            "slosched_* fields are the gateway's to set (from the API key's tenant and the x-slo-* headers)",
+        )
+    try:
+        return validate_body(chat, body)
+    except ValidationError as error:
+        raise _bad_body(error) from None
 
 
 def _check_model(

@@ -182,8 +182,7 @@ class Dispatcher:
 
     # --- routing -----------------------------------------------------------------------------------------
     def choose(self, request: Request, excluded: set[int], model: str | None = None) -> InstanceQueue:
-        """Route over the healthy, not ejected, feasible, not-yet-tried backends serving ``model`` (None:
-        any); raises 404/503/400/429 HttpErrors."""
+        """Route over the healthy, unejected, feasible, untried backends of ``model``; 404/503/400/429."""
         return self._slots.choose(request, excluded, model, self.clock())
 
     # --- one call ----------------------------------------------------------------------------------------
@@ -204,6 +203,7 @@ class Dispatcher:
                 return await self._attempt(call, queue, deadline)
             except RetryElsewhere as retry:
                 last_error, last_code = str(retry), retry.code
+                log.info("request %s: attempt %d failed (%s), retrying", call.request_id, call.attempts, retry)
                 excluded.add(queue.index)
                 self.metrics.retries.inc()
                 if len(excluded) >= sum(call.model in (None, b.config.model) for b in self.backends):
@@ -219,7 +219,7 @@ class Dispatcher:
         probe = backend.outlier.begin()
         reason = "probe" if probe else self.config.policies.router if call.attempts == 1 else f"retry {call.attempts}"
         metrics = self.metrics
-        metrics.routed_to(self.clock(), call.request.id, backend.name, reason, len(queue.waiting), queue.num_running)
+        metrics.routed_to(self.clock(), call.request_id, backend.name, reason, len(queue.waiting), queue.num_running)
         try:
             try:
                 call.withdraw = partial(queue.leave, seq)  # the client leaving takes it out before admission
@@ -247,9 +247,8 @@ class Dispatcher:
         predictor = self.predictors[queue.index]
         timeout_s = first_byte_timeout_s(call, queue.num_running, predictor, self.config.timeouts, last)
         try:
-            response = await backend.pool.request(
-                "POST", call.path, payload, {HEADER_REQUEST_ID: call.request.id}, timeout_s
-            )
+            headers = {HEADER_REQUEST_ID: call.request_id}
+            response = await backend.pool.request("POST", call.path, payload, headers, timeout_s)
         except UpstreamError as error:
             raise failed_attempt(backend, probe, type(error).__name__, error) from error
         try:
@@ -336,6 +335,8 @@ class Dispatcher:
         if call.outcome is not None:
             return
         call.outcome, call.reason = outcome.value, reason
+        if outcome is Outcome.FAILED:  # logged under the id the client was answered with
+            log.warning("request %s failed: %s", call.request_id, reason)
         now = self.clock()
         call.finish_s = now
         metrics = self.metrics

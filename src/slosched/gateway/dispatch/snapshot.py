@@ -13,10 +13,9 @@ from slosched.gateway.ops.status import decision_rows, slo_rows
 def status_snapshot(slots: SlotSet, metrics: GatewayMetrics, now: float, window_s: float) -> dict[str, Any]:
     """Instances, request counts, the SLO window's rows and the newest decisions first."""
     wall = time.time()
-    registry = metrics.registry
 
     def routed(name: str) -> float:
-        return registry.get_sample_value("slosched_routed_total", {"backend": name}) or 0.0
+        return metrics.current.get_sample_value("slosched:routed_total", {"backend": name}) or 0.0
 
     running, waiting = slots.request_counts()
     return {

@@ -24,6 +24,7 @@ from starlette.types import Receive, Scope, Send
 from slosched.gateway.calls.call import HttpError, check_json_media_type, parse_json_object
 from slosched.gateway.dispatch.dispatcher import Dispatcher
 from slosched.gateway.http.hotpath import HOT_PATHS, OpenAIRoutes
+from slosched.gateway.http.request_ids import request_id_of, with_request_id
 from slosched.gateway.http.status_page import STATUS_PAGE_HEADERS, operator_allowed, page_html
 from slosched.gateway.jobs.manager import JobManager
 from slosched.gateway.jobs.store import open_store
@@ -67,6 +68,7 @@ class GatewayApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            send = with_request_id(scope, send)
             path = HOT_PATHS.get(scope["path"])
             if path is not None:
                 await self.hot(scope, receive, send, path)
@@ -160,7 +162,7 @@ class Gateway:
             except ClientDisconnect:
                 return Response(status_code=499)
             except Exception:
-                log.exception("unhandled error on %s", request.url.path)
+                log.exception("unhandled error on %s (request %s)", request.url.path, request_id_of(request.scope))
                 return error_response(HttpError(500, "internal_error", "internal error"))
 
         return guarded

@@ -35,6 +35,7 @@ from slosched.gateway.calls.call import (
 from slosched.gateway.calls.dialects.registry import with_dialects
 from slosched.gateway.dispatch.dispatcher import Attempt, Dispatcher
 from slosched.gateway.http.disconnect import DisconnectWatch
+from slosched.gateway.http.request_ids import IDS_KEY, request_id_of
 from slosched.gateway.jobs.sessions import SessionJobs
 from slosched.gateway.ops.config import GatewayConfig
 from slosched.gateway.ops.identity import Identities, Principal, scoped
@@ -113,14 +114,14 @@ class OpenAIRoutes:
             access.limits.admit_request(principal)
             check_json_media_type(headers.get("content-type"))
             body = parse_json_object(await self._body(headers, receive))
-            await self._call(path, headers, body, principal, receive, tracked)
+            await self._call(path, headers, body, principal, receive, tracked, scope.get(IDS_KEY))
         except HttpError as error:
             if not started[0]:
                 await send_error(send, error)
         except _ClientGone:
             return
         except Exception:
-            log.exception("unhandled error on %s", path)
+            log.exception("unhandled error on %s (request %s)", path, request_id_of(scope))
             if not started[0]:
                 await send_error(send, HttpError(500, "internal_error", "internal error"))
 
@@ -152,13 +153,14 @@ class OpenAIRoutes:
         principal: Principal,
         receive: Receive,
         send: Send,
+        ids: tuple[str, str | None] | None = None,
     ) -> None:
         # Other stacks' fields (vllm-router, Dynamo, llm-d) fill what slosched's headers left empty; then the
         # tenant, priority class and SLO floors are the operator's, whichever wrote them.
         slo = scoped(with_dialects(parse_slo_headers(headers), headers, body), principal)
         dispatcher = self.dispatcher
         now = dispatcher.clock()
-        call = parse_call(path, body, slo, now, self.config.default_max_tokens, dispatcher.models)
+        call = parse_call(path, body, slo, now, self.config.default_max_tokens, dispatcher.models, ids)
         if slo.dialect is not None:
             self.sessions.attach(call, slo, now)  # one job across calls: its first call's arrival and deadline
         request = call.request

@@ -25,14 +25,16 @@ import json
 import logging
 import resource
 import signal
+import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from slosched.core.errors import ConfigError
 from slosched.gateway.http.app import Gateway
 from slosched.gateway.ops.config import GatewayConfig
 from slosched.gateway.ops.reload import Reloader
@@ -281,8 +283,30 @@ def build_server(gateway: Gateway, host: str, port: int, reloader: Reloader | No
     return GatewayServer(config, reloader)
 
 
-def serve_gateway(config: GatewayConfig, host: str, port: int, config_path: Path | None = None) -> None:
-    """Serve until SIGTERM/SIGINT; with ``config_path``, SIGHUP reloads it."""
-    gateway = Gateway(config)
-    reloader = Reloader(gateway, config_path) if config_path is not None else None
-    build_server(gateway, host, port, reloader).run()
+def listen(host: str, port: int, backlog: int = 2048) -> socket.socket:
+    """The listening socket, bound before anything is announced: a busy port or a bad address is one
+    ``ConfigError`` naming it (uvicorn would log it and exit after the URL was already printed)."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn: "localhost" is 127.0.0.1
+        return socket.create_server((host, port), family=family, backlog=backlog)
+    except OSError as error:
+        raise ConfigError(f"{host}:{port}", f"cannot listen: {error.strerror or error}") from None
+
+
+def serve_gateway(
+    config: GatewayConfig,
+    host: str,
+    port: int,
+    config_path: Path | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until SIGTERM/SIGINT; with ``config_path``, SIGHUP reloads it. ``announce`` gets the URL
+    once the port is bound (port 0: the one the system chose)."""
+    sock = listen(host, port)
+    with sock:
+        if announce is not None:
+            bound = sock.getsockname()[1]
+            announce(f"http://{f'[{host}]' if ':' in host else host}:{bound}")
+        gateway = Gateway(config)
+        reloader = Reloader(gateway, config_path) if config_path is not None else None
+        build_server(gateway, host, port, reloader).run(sockets=[sock])

@@ -265,7 +265,7 @@ class JobManager:
             self.dispatcher.finish(call, Outcome.CANCELLED, "cancelled")
             raise
         except Exception:
-            log.exception("job call %s failed", call.request.id)
+            log.exception("job call %s failed", call.request_id)
             self.dispatcher.finish(call, Outcome.FAILED, "internal_error")
             return call_result(call, 500, b"")
         return call_result(call, status, body)

@@ -16,8 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from slosched.contract import XARGS_KEY_ENV
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.core.instance import InstanceSpec
+from slosched.core.problems import ConfigProblems, Problem, problems_of, unknown_message
 from slosched.gateway.ops.server_config import ServerConfig
 from slosched.gateway.ops.tenants_config import Tenants
+from slosched.policies.param_problems import check_keys, check_named, pipeline_problems
 
 if TYPE_CHECKING:
     from slosched.policies.fairness.spec import FairShareSpec
@@ -71,34 +73,46 @@ class PolicyConfig(BaseModel):
 
     @model_validator(mode="after")
     def _known_names(self) -> PolicyConfig:
-        from slosched.policies.cluster.base import ROUTERS
-        from slosched.policies.job.base import JOB_POLICIES
+        """Every unknown policy, parameter and pipeline stage name at once (``ConfigProblems``, fields as
+        in this block), then the shapes the builder checks (``spec``)."""
+        problems = self._stack_problems() if self.stack is not None else self._layer_problems()
+        if problems:
+            raise ConfigProblems(problems)
+        self.spec()  # parameter shapes and values
+        return self
+
+    def _stack_problems(self) -> list[Problem]:
         from slosched.policies.stacks.base import STACKS
 
-        if self.stack is not None:
-            if self.stack not in STACKS:
-                raise UnknownNameError("policies.stack", self.stack, sorted(STACKS))
-            layered = self.model_fields_set & {
-                "router",
-                "router_params",
-                "engine",
-                "engine_params",
-                "job",
-                "job_params",
-            }
-            if layered:
-                raise ConfigError("policies.stack", f"a stack sets its own layers; drop {sorted(layered)}")
-            self.spec()
-            return self
+        stack = STACKS.get(str(self.stack))
+        if stack is None:
+            return [Problem("stack", unknown_message("stack", self.stack, STACKS, "known names"))]
+        layered = self.model_fields_set & {"router", "router_params", "engine", "engine_params", "job", "job_params"}
+        problems = [Problem("stack", f"a stack sets its own layers; drop {sorted(layered)}")] if layered else []
+        keys = sorted(stack.router_keys | stack.engine_keys | stack.job_keys)
+        return problems + check_keys("stack_params", f"stack {self.stack!r}", self.stack_params, keys)
 
-        for field, registry, name in (
-            ("policies.router", ROUTERS, self.router),
-            ("policies.job", JOB_POLICIES, self.job),
-        ):
+    def _layer_problems(self) -> list[Problem]:
+        from slosched.policies.catalog import registries
+        from slosched.policies.engine.spec import EngineSpec
+
+        problems: list[Problem] = []
+        for layer, section in (("router", "routers"), ("job", "job_policies")):
+            registry, name = registries()[section], getattr(self, layer)
             if name not in registry:
-                raise UnknownNameError(field, name, registry.names())
-        self.spec()  # the engine: a preset or parts, names and parameter shape checked
-        return self
+                problems.append(Problem(layer, unknown_message(registry.kind, name, registry.names(), "known names")))
+            else:
+                problems += check_named(f"{layer}_params", section, name, getattr(self, f"{layer}_params"))
+        if self.router == "pipeline":
+            problems += pipeline_problems("router_params", self.router_params)
+        try:
+            EngineSpec.parse(self.engine, self.engine_params, "engine")
+        except UnknownNameError as error:  # a preset or a part ("engine.batching"): named as such
+            what = error.field.rpartition(".")[2] if "." in error.field else "engine preset"
+            problems.append(Problem(error.field, unknown_message(what, error.name, error.known, "known names")))
+        except ConfigError as error:
+            problems.append(Problem(error.field, str(error).removeprefix(f"{error.field}: ")))
+        return problems
 
     def spec(self) -> PolicySpec:
         from slosched.policies.engine.spec import EngineSpec
@@ -239,16 +253,22 @@ def fair_share_spec(config: GatewayConfig) -> FairShareSpec | None:
     return FairShareSpec(weights, bands, fair.default_weight, fair.max_wait_s)
 
 
+# Fields whose values an error never echoes (config errors end up in logs and terminals).
+_SECRET = frozenset({"api_keys", "operator_api_keys", "xargs_key", "job_store"})
+
+
 def parse_config(data: Any, where: str = "config") -> GatewayConfig:
-    """Validate a mapping; pydantic errors become one ConfigError naming the first bad field."""
+    """Validate a mapping; raises ``ConfigProblems`` (a ``ConfigError``) naming every bad field at once,
+    each as the file spells it, as scenarios do (``core/problems.py``)."""
     if not isinstance(data, dict):
         raise ConfigError(where, f"expected a mapping, got {type(data).__name__}")
     try:
         return GatewayConfig.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or where
-        raise ConfigError(field, first["msg"]) from error
+        problems = [
+            p if p.field != "scenario" else Problem(where, p.message) for p in problems_of(error, GatewayConfig)
+        ]
+        raise ConfigProblems(problems) from None
 
 
 def load_config(path: Path) -> GatewayConfig:

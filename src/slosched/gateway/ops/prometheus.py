@@ -1,12 +1,11 @@
 """Prometheus metrics of one gateway (its own ``CollectorRegistry``, so several gateways can live in one
 process, as in tests). Queue gauges are read from the live queues at scrape time, never duplicated.
 
-Names follow vLLM's conventions where the quantity is the same (``vllm:time_to_first_token_seconds`` ->
-``slosched_ttft_seconds``, ``vllm:time_per_output_token_seconds`` -> ``slosched_tpot_seconds``,
-``vllm:e2e_request_latency_seconds`` -> ``slosched_request_latency_seconds``, ``vllm:prompt_tokens_total``
-and ``vllm:generation_tokens_total`` -> ``slosched_prompt_tokens_total`` / ``slosched_generation_tokens_total``),
-with vLLM's bucket sets extended down to the gateway's faster cases. Request metrics carry ``model`` and
-``tenant`` labels; tenants are bounded (``TenantLabels``) so a client cannot blow up the series count.
+Names follow vLLM's where the quantity is the same, under a ``slosched:`` prefix, with the model label
+``model_name`` (``vllm:time_to_first_token_seconds`` -> ``slosched:time_to_first_token_seconds``, ...; the
+table and the deprecated names still exported are in ``ops/metric_names.py``), with vLLM's bucket sets
+extended down to the gateway's faster cases. Request metrics carry ``model_name`` and ``tenant`` labels;
+tenants are bounded (``TenantLabels``) so a client cannot blow up the series count.
 """
 
 from __future__ import annotations
@@ -22,111 +21,12 @@ from prometheus_client.registry import Collector
 
 from slosched.core.request import Outcome
 from slosched.gateway.calls.call import Call
+from slosched.gateway.ops.buckets import E2E_BUCKETS, JOB_BUCKETS, QUEUE_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
+from slosched.gateway.ops.metric_names import MODEL_LABEL, DeprecatedAliases
 from slosched.gateway.ops.status import RecentActivity
 
-# vLLM's sets (vllm/v1/metrics/loggers.py), with finer buckets below where the gateway sees faster values
-# (stub or small-model backends, calls admitted at once).
-TTFT_BUCKETS = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
-)
-TPOT_BUCKETS = (
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-)
-E2E_BUCKETS = (
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.2,
-    0.3,
-    0.5,
-    0.8,
-    1.0,
-    1.5,
-    2.0,
-    2.5,
-    5.0,
-    10.0,
-    15.0,
-    20.0,
-    30.0,
-    40.0,
-    50.0,
-    60.0,
-    120.0,
-    240.0,
-    480.0,
-    960.0,
-    1920.0,
-    7680.0,
-)
-# Most calls are admitted on enqueue (~0 s); the tail is bounded by ``timeouts.queue_s`` (60 s by default).
-QUEUE_BUCKETS = (
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    20.0,
-    30.0,
-    60.0,
-    120.0,
-)
-# A job is a workflow of many calls with tool steps: seconds to an hour.
-JOB_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
 OTHER_TENANT = "other"
-_REQUEST_LABELS = ["backend", "model", "tenant"]
+_REQUEST_LABELS = ["backend", MODEL_LABEL, "tenant"]
 
 # (backend, waiting, in flight, up, concurrency window, ejected now, ejections so far)
 QueueRow = tuple[str, int, int, bool, int, bool, int]
@@ -134,22 +34,26 @@ QueueRow = tuple[str, int, int, bool, int, bool, int]
 
 class _QueueCollector(Collector):
     """Per-instance queue length, in-flight count, health, window and outlier ejections, read at collection
-    time. ``up`` is 0 both when health checks fail and while ejected; ``slosched_backend_ejected`` tells
-    the second apart, and ``slosched_backend_ejections_total`` counts ejections (a flapping backend)."""
+    time. ``up`` is 0 both when health checks fail and while ejected; ``slosched:backend_ejected`` tells
+    the second apart, and ``slosched:backend_ejections_total`` counts ejections (a flapping backend)."""
 
     def __init__(self, rows: Callable[[], Iterable[QueueRow]]) -> None:
         self._rows = rows
 
     def collect(self) -> Iterable[Metric]:
-        queued = GaugeMetricFamily("slosched_queue_length", "requests waiting at the gateway", labels=["backend"])
-        running = GaugeMetricFamily("slosched_in_flight", "requests forwarded, not finished", labels=["backend"])
-        healthy = GaugeMetricFamily("slosched_backend_up", "1 when the backend is healthy", labels=["backend"])
-        window = GaugeMetricFamily("slosched_concurrency_window", "concurrency window", labels=["backend"])
+        queued = GaugeMetricFamily(
+            "slosched:num_requests_waiting", "requests waiting at the gateway", labels=["backend"]
+        )
+        running = GaugeMetricFamily(
+            "slosched:num_requests_running", "requests forwarded, not finished", labels=["backend"]
+        )
+        healthy = GaugeMetricFamily("slosched:backend_up", "1 when the backend is healthy", labels=["backend"])
+        window = GaugeMetricFamily("slosched:concurrency_window", "concurrency window", labels=["backend"])
         ejected = GaugeMetricFamily(
-            "slosched_backend_ejected", "1 while outlier detection keeps the backend out", labels=["backend"]
+            "slosched:backend_ejected", "1 while outlier detection keeps the backend out", labels=["backend"]
         )
         ejections = CounterMetricFamily(
-            "slosched_backend_ejections", "outlier ejections of the backend", labels=["backend"]
+            "slosched:backend_ejections", "outlier ejections of the backend", labels=["backend"]
         )
         for name, num_waiting, num_running, up, size, is_ejected, num_ejections in self._rows():
             queued.add_metric([name], num_waiting)
@@ -162,7 +66,7 @@ class _QueueCollector(Collector):
 
 
 class _TenantQueueCollector(Collector):
-    """``slosched_tenant_queue_length{tenant}``: calls each tenant has queued at the gateway (fair sharing on).
+    """``slosched:tenant_num_requests_waiting{tenant}``: calls each tenant has queued at the gateway (fair sharing on).
     Tenants are labelled by ``TenantLabels``, so the series stay bounded (the rest sum into ``other``)."""
 
     def __init__(self, places: Callable[[], Mapping[str, int]], label: Callable[[str], str]) -> None:
@@ -171,7 +75,7 @@ class _TenantQueueCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         gauge = GaugeMetricFamily(
-            "slosched_tenant_queue_length", "calls a tenant has queued at the gateway", labels=["tenant"]
+            "slosched:tenant_num_requests_waiting", "calls a tenant has queued at the gateway", labels=["tenant"]
         )
         totals: dict[str, int] = {}
         for tenant, count in self._places().items():
@@ -218,72 +122,81 @@ class GatewayMetrics:
         max_tenants: int = 32,
         tenant_places: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
-        registry = self.registry
+        # ``current`` holds the metrics under their names; ``registry`` (/metrics) adds the deprecated names,
+        # copied from ``current`` at scrape time. Readers in the gateway read ``current``: half the samples.
+        self.current = CollectorRegistry(auto_describe=True)
+        registry = self.current
         self.tenant_label = TenantLabels(tenants, max_tenants)
         self.activity = RecentActivity()
         self._add_counters(registry)
         self._add_histograms(registry)
         registry.register(_QueueCollector(rows))
         registry.register(_TenantQueueCollector(tenant_places, self.tenant_label))
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry.register(registry)
+        self.registry.register(DeprecatedAliases(registry.collect))
         self._children: dict[tuple[MetricWrapperBase, tuple[str, ...]], Any] = {}
 
     # Registered in this order, which is the order of /metrics.
     def _add_counters(self, registry: CollectorRegistry) -> None:
-        self.routed = Counter("slosched_routed", "requests routed", ["backend"], registry=registry)
+        self.routed = Counter("slosched:routed", "requests routed", ["backend"], registry=registry)
         self.requests = Counter(
-            "slosched_requests", "requests by terminal outcome", ["outcome", "reason"], registry=registry
+            "slosched:requests", "requests by terminal outcome", ["outcome", "reason"], registry=registry
         )
-        self.accepted = Counter("slosched_requests_accepted", "requests accepted", registry=registry)
+        self.accepted = Counter("slosched:requests_accepted", "requests accepted", registry=registry)
         self.rejections = Counter(
-            "slosched_admission_rejections", "requests refused at the door", ["reason"], registry=registry
+            "slosched:admission_rejections", "requests refused at the door", ["reason"], registry=registry
         )
-        self.retries = Counter("slosched_retries", "attempts retried on another backend", registry=registry)
+        self.retries = Counter("slosched:retries", "attempts retried on another backend", registry=registry)
         self.slo = Counter(
-            "slosched_slo",
+            "slosched:slo",
             "requests with an SLO by result (met: true/false)",
             ["kind", "met", "tenant"],
             registry=registry,
         )
-        self.job_slo = Counter("slosched_job_slo", "finished jobs by SLO result", ["met"], registry=registry)
-        self.jobs = Counter("slosched_jobs", "jobs by terminal outcome", ["kind", "outcome"], registry=registry)
+        self.job_slo = Counter("slosched:job_slo", "finished jobs by SLO result", ["met"], registry=registry)
+        self.jobs = Counter("slosched:jobs", "jobs by terminal outcome", ["kind", "outcome"], registry=registry)
         self.prompt_tokens = Counter(
-            "slosched_prompt_tokens",
+            "slosched:prompt_tokens",
             "prompt tokens forwarded (the gateway's estimate for text prompts)",
-            ["model", "tenant"],
+            [MODEL_LABEL, "tenant"],
             registry=registry,
         )
         self.generation_tokens = Counter(
-            "slosched_generation_tokens", "output tokens returned", ["model", "tenant"], registry=registry
+            "slosched:generation_tokens", "output tokens returned", [MODEL_LABEL, "tenant"], registry=registry
         )
 
     def _add_histograms(self, registry: CollectorRegistry) -> None:
         self.request_latency = Histogram(
-            "slosched_request_latency_seconds",
+            "slosched:e2e_request_latency_seconds",
             "end-to-end request latency at the gateway",
             _REQUEST_LABELS,
             buckets=E2E_BUCKETS,
             registry=registry,
         )
         self.ttft = Histogram(
-            "slosched_ttft_seconds", "time to first token", _REQUEST_LABELS, buckets=TTFT_BUCKETS, registry=registry
+            "slosched:time_to_first_token_seconds",
+            "time to first token",
+            _REQUEST_LABELS,
+            buckets=TTFT_BUCKETS,
+            registry=registry,
         )
         self.tpot = Histogram(
-            "slosched_tpot_seconds",
+            "slosched:request_time_per_output_token_seconds",
             "time per output token after the first (streamed calls)",
             _REQUEST_LABELS,
             buckets=TPOT_BUCKETS,
             registry=registry,
         )
         self.queue_time = Histogram(
-            "slosched_queue_seconds",
+            "slosched:request_queue_time_seconds",
             "time waiting at the gateway",
             ["backend"],
             buckets=QUEUE_BUCKETS,
             registry=registry,
         )
         self.job_latency = Histogram(
-            "slosched_job_latency_seconds", "job latency", ["kind"], buckets=JOB_BUCKETS, registry=registry
+            "slosched:job_latency_seconds", "job latency", ["kind"], buckets=JOB_BUCKETS, registry=registry
         )
 
     def labelled(self, metric: MetricWrapperBase, *values: str) -> Any:
@@ -314,10 +227,10 @@ class GatewayMetrics:
         outcomes: dict[str, float] = {}
         for family in self.requests.collect():
             for sample in family.samples:
-                if sample.name == "slosched_requests_total":
+                if sample.name == "slosched:requests_total":
                     key = sample.labels["outcome"]
                     outcomes[key] = outcomes.get(key, 0.0) + sample.value
-        accepted = self.registry.get_sample_value("slosched_requests_accepted_total") or 0.0
+        accepted = self.current.get_sample_value("slosched:requests_accepted_total") or 0.0
         return {"accepted": accepted, "outcomes": outcomes}
 
     def observe_completed(self, call: Call, backend: str, model: str, now: float) -> None:
