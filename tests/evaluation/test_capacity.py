@@ -102,3 +102,17 @@ def test_warmup_prefix_is_discarded_and_precedes_measured_jobs() -> None:
     assert len(history) >= 30
     figures = bench.run(Candidate.of("least-tokens+chunked-fcfs"), 2.0, seed=1)
     assert figures.num_jobs == 120
+
+
+@settings(max_examples=60, deadline=None)
+@given(threshold=st.floats(0.01, 500.0), guess=st.floats(0.01, 500.0), growth=st.floats(1.05, 1.5))
+def test_a_widening_bracket_finds_the_threshold_from_any_guess(threshold: float, guess: float, growth: float) -> None:
+    calls: list[float] = []
+
+    def attainment(rate: float) -> float:
+        calls.append(rate)
+        return _step(threshold, rate)
+
+    found = find_capacity(attainment, 0.9, guess, growth=growth, widen=True)
+    assert threshold / 1.02 <= found <= threshold
+    assert len(calls) <= 30  # squared steps: a far threshold takes a few probes, not hundreds of small steps

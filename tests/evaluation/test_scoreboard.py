@@ -46,6 +46,9 @@ def test_engine_sweep_then_every_router_with_the_best_settings() -> None:
     ]
     routers = [candidate.label for candidate in baseline_candidates(plan, 512, 8)]
     assert routers == ["prism+chunked-fcfs[token_budget=512]", "prism+static-concurrency[cap=8]"]
+    # A quick plan's step 2 (``best_engine_only``): the routers with the better engine setting only.
+    assert [candidate.label for candidate in baseline_candidates(plan, 512, None)] == [routers[0]]
+    assert [candidate.label for candidate in baseline_candidates(plan, None, 8)] == [routers[1]]
 
 
 def test_strongest_is_the_best_baseline_and_never_a_paper_policy(board: Scoreboard) -> None:

@@ -132,3 +132,70 @@ def test_regrowth_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     found = steady_capacity(bench, Candidate.of("least-tokens+chunked-fcfs"), 1, SteadySearch(guess=1.0))
     assert found.rounds <= steady.MAX_ROUNDS and found.num_jobs <= 2_000
     assert not found.sized
+
+
+def _threshold_run(calls: list[tuple[int, float]], capacity_at: dict[int, float]):  # type: ignore[no-untyped-def]
+    """A fake ``Workbench.run``: attainment 0.95 up to a threshold that depends on the run's job count
+    (``capacity_at``: the threshold at each count, else ``TRUE_CAPACITY``), 0.5 above it."""
+
+    def run(self: Workbench, candidate: Candidate, rate: float, seed: int) -> RunFigures:
+        calls.append((self.num_jobs, rate))
+        ok = rate <= capacity_at.get(self.num_jobs, TRUE_CAPACITY)
+        return RunFigures(rate, seed, self.num_jobs, 0.95 if ok else 0.5, rate, 0, 0.95 if ok else 0.5)
+
+    return run
+
+
+def _base(capacity: float, num_jobs: int) -> steady.SteadyCapacity:
+    return steady.SteadyCapacity({0.9: capacity, 0.95: capacity}, num_jobs, num_jobs, num_jobs, 1.0, 1)
+
+
+@pytest.mark.parametrize("long_capacity", [2.0, 2.07, 1.93, 1.0, 2.5])
+def test_the_bracketed_4x_search_finds_what_an_unbracketed_one_finds(
+    monkeypatch: pytest.MonkeyPatch, long_capacity: float
+) -> None:
+    """At 4x the run length (320 jobs) the capacity is ``long_capacity``; the short search found 2.0. The
+    bracketed search (``long_search``) and a search from guess 1.0 with the default bracket agree to the 2%
+    precision; inside the 5% the check decides on it takes a few probes, and outside it (1.0, 2.5: the
+    bracket does not hold) it widens and still finds the capacity."""
+    calls: list[tuple[int, float]] = []
+    monkeypatch.setattr(Workbench, "run", _threshold_run(calls, {320: long_capacity}))
+    bench = Workbench("fake", make_cluster(1, 1), _chat_jobs, 80, SimOptions(), num_warmup_jobs=20)
+    candidate = Candidate.of("least-tokens+chunked-fcfs")
+    bracketed = steady_capacity(bench, candidate, 1, long_search(_base(2.0, 80), SteadySearch(guess=1.0)))
+    probes = len(calls)
+    plain = steady_capacity(bench, candidate, 1, SteadySearch(guess=1.0, targets=(0.9,), floor=320))
+    assert set(bracketed.capacity) == {0.9}  # the check reads the loosest target only
+    assert bracketed.num_jobs == plain.num_jobs == 320
+    for found in (bracketed.capacity[0.9], plain.capacity[0.9]):
+        assert long_capacity / 1.02 <= found <= long_capacity
+    assert converged(2.0, bracketed.capacity[0.9]) == converged(2.0, long_capacity)
+    if converged(2.0, long_capacity):  # the usual case: a few probes, fewer than the unbracketed search's
+        assert probes <= 5 and probes < len(calls) - probes
+    else:  # widened by squared steps: still bounded
+        assert probes <= 12
+
+
+def test_a_presized_search_starts_at_the_count_its_guess_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same fake as the regrowth test: started at the count the guess needs (with the regrowth margin), the
+    search skips the short, inflated rounds and still ends sized, in fewer rounds and runs."""
+    calls: list[tuple[int, float]] = []
+
+    def run(self: Workbench, candidate: Candidate, rate: float, seed: int) -> RunFigures:
+        calls.append((self.num_jobs, rate))
+        ok = rate <= TRUE_CAPACITY * max(1.0, BURST_JOBS / self.num_jobs)
+        return RunFigures(rate, seed, self.num_jobs, 0.95 if ok else 0.5, rate, 0, 0.95 if ok else 0.5)
+
+    monkeypatch.setattr(Workbench, "run", run)
+    cluster = tuple(dataclasses.replace(spec, stack="splitwise") for spec in make_cluster(1, 1))
+    bench = Workbench("fake", cluster, _chat_jobs, 80, SimOptions(), num_warmup_jobs=20)
+    candidate = Candidate.of("least-tokens+chunked-fcfs")
+    found = steady_capacity(bench, candidate, 1, SteadySearch(guess=TRUE_CAPACITY, presized=True))
+    first = math.ceil(jobs_needed(found.p90_latency_s, TRUE_CAPACITY, 80) * steady.GROWTH_MARGIN)
+    presized_runs = len(calls)
+    plain = steady_capacity(bench, candidate, 1, SteadySearch(guess=TRUE_CAPACITY))
+    assert calls[0][0] == first > 80 and found.sized and plain.sized
+    assert found.rounds < plain.rounds and presized_runs < len(calls) - presized_runs
+    for search in (found, plain):  # each the fake's capacity at the count it ended with
+        expected = TRUE_CAPACITY * max(1.0, BURST_JOBS / search.num_jobs)
+        assert search.capacity[0.9] == pytest.approx(expected, rel=0.03)

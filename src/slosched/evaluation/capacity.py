@@ -49,11 +49,14 @@ def find_capacity(
     precision: float = 0.02,
     cache: MutableMapping[float, float] | None = None,
     growth: float = 2.0,
+    widen: bool = False,
 ) -> float:
     """The highest rate whose attainment is >= ``target``, to ``precision`` (relative); 0.0 when even
     ``MIN_RATE`` fails and ``MAX_RATE`` when nothing up to it fails. ``attainment`` is called only for
     rates not in ``cache``, and every result is added to it. ``growth``: the factor the bracket search
-    steps by from ``guess`` (a guess known to be close brackets faster with a smaller one)."""
+    steps by from ``guess`` (a guess known to be close brackets faster with a smaller one). ``widen``: each
+    step that does not bracket the answer squares the factor (a narrow first bracket that does not hold
+    reaches a far answer in a few probes instead of many small steps)."""
     if not growth > 1:
         raise ValueError(f"growth must be > 1, got {growth}")
     if not 0 < target <= 1:
@@ -73,23 +76,10 @@ def find_capacity(
             low = guess
         else:
             high = guess
-    while low is None:
-        assert high is not None
-        rate = high / growth
-        if rate < MIN_RATE:
-            return 0.0
-        if passes(rate):
-            low = rate
-        else:
-            high = rate
-    while high is None:
-        rate = low * growth
-        if rate > MAX_RATE:
-            return low
-        if passes(rate):
-            low = rate
-        else:
-            high = rate
+    bracket = _step_out(passes, low, high, growth, widen)
+    if not isinstance(bracket, tuple):
+        return bracket
+    low, high = bracket
     while high / low > 1 + precision:
         middle = math.sqrt(low * high)
         if passes(middle):
@@ -97,6 +87,37 @@ def find_capacity(
         else:
             high = middle
     return low
+
+
+def _step_out(
+    passes: Callable[[float], bool], low: float | None, high: float | None, growth: float, widen: bool
+) -> tuple[float, float] | float:
+    """From the one known end (a passing ``low`` or a failing ``high``), step by ``growth`` (squared after
+    each step that does not bracket, with ``widen``) until the other end is found: the bracket (low, high),
+    or the answer itself at a rate bound (0.0 below ``MIN_RATE``, the last passing rate above ``MAX_RATE``)."""
+    step = growth
+    while low is None:
+        assert high is not None
+        rate = high / step
+        if rate < MIN_RATE:
+            if not (widen and high > MIN_RATE):
+                return 0.0
+            rate = MIN_RATE  # a widened step probes the bound itself rather than jumping past it
+        if passes(rate):
+            low = rate
+        else:
+            high, step = rate, step * step if widen else step
+    while high is None:
+        rate = low * step
+        if rate > MAX_RATE:
+            if not (widen and low < MAX_RATE):
+                return low
+            rate = MAX_RATE
+        if passes(rate):
+            low, step = rate, step * step if widen else step
+        else:
+            high = rate
+    return low, high
 
 
 def _bracket_from(points: MutableMapping[float, float], target: float) -> tuple[float | None, float | None]:

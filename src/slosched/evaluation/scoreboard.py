@@ -23,7 +23,7 @@ window); the figure is the median over seeds with the min-max spread. Runs sprea
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,15 +46,19 @@ BASELINE_ROUTERS = ("least-tokens", "least-loaded", "power-of-two", "cache-aware
 REFERENCE_ROUTER = "least-tokens"
 TARGETS = (0.90, 0.95)
 LOADS = (0.5, 1.0, 1.5, 2.0)
+PRESIZED_GROWTH = 1.25  # first bracket step of a presized search (the step regrown rounds take too)
 
 
 @dataclass(slots=True, frozen=True)
 class BaselinePlan:
-    """What the strongest-baseline search sweeps: token budgets, caps, routers."""
+    """What the strongest-baseline search sweeps: token budgets, caps, routers. ``best_engine_only`` (quick
+    forms): step 2 runs every router with the better of the two engine settings of step 1 only (the best
+    budget or the best cap, whichever carried more behind the reference router), not with both."""
 
     token_budgets: tuple[int, ...] = (256, 512, 1024, 2048)
     caps: tuple[int, ...] = (16, 32, 64, 128, 256)
     routers: tuple[str, ...] = BASELINE_ROUTERS
+    best_engine_only: bool = False
 
     @classmethod
     def quick(cls) -> BaselinePlan:
@@ -64,7 +68,8 @@ class BaselinePlan:
 @dataclass(slots=True)
 class CapacityResult:
     """One candidate's SLO capacity at 90% and 95% over seeds; ``searches``: each seed's steady-state search
-    (its job count, attainment at capacity); ``capacity_4x``: the same at 4x the run length (convergence)."""
+    (its job count, attainment at capacity); ``capacity_4x``: the 90% capacity at 4x the run length
+    (convergence; the 95% one is not searched at 4x, as nothing reads it)."""
 
     candidate: Candidate
     capacity: dict[float, Spread]
@@ -208,12 +213,25 @@ def _run_task(task: _RunTask) -> RunFigures:
 
 
 def capacities(
-    workbench: Workbench, candidates: Sequence[Candidate], seeds: Sequence[int], guess: float, workers: int = 2
+    workbench: Workbench,
+    candidates: Sequence[Candidate],
+    seeds: Sequence[int],
+    guess: float,
+    workers: int = 2,
+    presized: bool = False,
+    known: Mapping[tuple[str, int], SteadyCapacity] | None = None,
 ) -> dict[str, CapacityResult]:
-    """Steady-state SLO capacity of every candidate on every seed (in parallel), by label."""
-    search = SteadySearch(guess=guess, targets=TARGETS)
-    tasks = [_CapacityTask(workbench, candidate, seed, search) for candidate in candidates for seed in seeds]
-    found = run_tasks(_capacity_task, tasks, f"{workbench.name}: capacity of {len(candidates)} policies", workers)
+    """Steady-state SLO capacity of every candidate on every seed (in parallel), by label. ``presized``: the
+    searches start at the job count ``guess`` needs (``steady.py``; for a guess that is a sized capacity).
+    ``known``: searches already run, by (label, seed), taken as they are instead of run again."""
+    search = SteadySearch(guess=guess, targets=TARGETS, presized=presized)
+    if presized:  # a sized guess is near: a narrow first bracket, widened (squared) where it does not hold
+        search = replace(search, growth=PRESIZED_GROWTH, widen=True)
+    done = known or {}
+    pairs = [(candidate, seed) for candidate in candidates for seed in seeds]
+    tasks = [_CapacityTask(workbench, cand, seed, search) for cand, seed in pairs if (cand.label, seed) not in done]
+    ran = iter(run_tasks(_capacity_task, tasks, f"{workbench.name}: capacity of {len(candidates)} policies", workers))
+    found = [done[(cand.label, seed)] if (cand.label, seed) in done else next(ran) for cand, seed in pairs]
     results: dict[str, CapacityResult] = {}
     for index, candidate in enumerate(candidates):
         per_seed = found[index * len(seeds) : (index + 1) * len(seeds)]
@@ -221,15 +239,16 @@ def capacities(
     return results
 
 
-def _spreads(searches: Sequence[SteadyCapacity]) -> dict[float, Spread]:
-    return {target: Spread.of([search.capacity[target] for search in searches]) for target in TARGETS}
+def _spreads(searches: Sequence[SteadyCapacity], targets: Sequence[float] = TARGETS) -> dict[float, Spread]:
+    return {target: Spread.of([search.capacity[target] for search in searches]) for target in targets}
 
 
 def convergence(
     workbench: Workbench, results: Sequence[CapacityResult], seeds: Sequence[int], workers: int = 2
 ) -> None:
-    """Fill ``capacity_4x`` of each result: every seed's search again at 4x the job count it ended with,
-    started from its capacity (same seeds, so the only change is the run length)."""
+    """Fill ``capacity_4x`` of each result (the 90% target, the one ``steady_state`` reads): every seed's
+    search again at 4x the job count it ended with, in a narrow bracket around its capacity that widens only
+    where it does not hold (``steady.long_search``; same seeds, so the only change is the run length)."""
     tasks = [
         _CapacityTask(workbench, result.candidate, seed, long_search(base, SteadySearch(guess=1.0)))
         for result in results
@@ -237,19 +256,22 @@ def convergence(
     ]
     found = run_tasks(_capacity_task, tasks, f"{workbench.name}: capacity at 4x the run length", workers)
     for index, result in enumerate(results):
-        result.capacity_4x = _spreads(found[index * len(seeds) : (index + 1) * len(seeds)])
+        result.capacity_4x = _spreads(found[index * len(seeds) : (index + 1) * len(seeds)], TARGETS[:1])
 
 
 def baseline_candidates(plan: BaselinePlan, best_budget: int | None, best_cap: int | None) -> list[Candidate]:
-    """Step 1 (``best_*`` None: the engine sweep) or step 2 (every router with the best engine settings)."""
-    if best_budget is None or best_cap is None:
+    """Step 1 (both ``best_*`` None: the engine sweep) or step 2 (every router with the best engine settings;
+    one of them None: with the other only)."""
+    if best_budget is None and best_cap is None:
         policy = f"{REFERENCE_ROUTER}+chunked-fcfs"
         sweep = [Candidate.of(policy, {"token_budget": budget}) for budget in plan.token_budgets]
         capped = f"{REFERENCE_ROUTER}+static-concurrency"
         return sweep + [Candidate.of(capped, {"cap": cap}) for cap in plan.caps]
     routers = [router for router in plan.routers if router != REFERENCE_ROUTER]
-    return [Candidate.of(f"{router}+chunked-fcfs", {"token_budget": best_budget}) for router in routers] + [
-        Candidate.of(f"{router}+static-concurrency", {"cap": best_cap}) for router in routers
+    budgets = [] if best_budget is None else [best_budget]
+    caps = [] if best_cap is None else [best_cap]
+    return [Candidate.of(f"{router}+chunked-fcfs", {"token_budget": b}) for b in budgets for router in routers] + [
+        Candidate.of(f"{router}+static-concurrency", {"cap": cap}) for cap in caps for router in routers
     ]
 
 
@@ -263,24 +285,28 @@ def evaluate(
     overload_labels: Sequence[str] = (),
     workers: int = 2,
     converge_labels: Sequence[str] | None = None,
+    presized: bool = False,
 ) -> Scoreboard:
     """The whole scoreboard of one workbench. ``others``: paper policies, their ablations, oracles and the
     paper's baselines (never chosen as the strongest baseline). ``overload_labels``: which of ``others``
     get the overload figures beside the strongest baseline (default: all of them). ``converge_labels``:
     which of ``others`` get the capacity at 4x the run length beside the strongest baseline (default: the
-    first of ``others``, the paper policy)."""
+    first of ``others``, the paper policy). ``presized`` (quick forms): every search after the pilot starts
+    at the job count the pilot's capacity needs, not at the floor (``steady.py``)."""
     plan = plan or BaselinePlan()
     board = Scoreboard(workbench.name, workbench.num_jobs, tuple(seeds), workbench.truth)
-    pilot = capacities(workbench, baseline_candidates(plan, None, None)[:1], seeds[:1], guess, workers)
-    guess = max(next(iter(pilot.values())).median_90, 1e-3)
-    board.baselines = capacities(workbench, baseline_candidates(plan, None, None), seeds, guess, workers)
-    best_budget = _best_param(board, plan.token_budgets, "chunked-fcfs", "token_budget")
-    best_cap = _best_param(board, plan.caps, "static-concurrency", "cap")
+    sweep = baseline_candidates(plan, None, None)
+    pilot = next(iter(capacities(workbench, sweep[:1], seeds[:1], guess, workers).values()))
+    guess = max(pilot.median_90, 1e-3)
+    # Presized (quick): the pilot is the first candidate's search on the first seed, taken as it is.
+    known = {(pilot.candidate.label, seeds[0]): pilot.searches[0]} if presized else {}
+    board.baselines = capacities(workbench, sweep, seeds, guess, workers, presized, known)
+    best_budget, best_cap = _best_settings(board, plan)
     board.baselines.update(
-        capacities(workbench, baseline_candidates(plan, best_budget, best_cap), seeds, guess, workers)
+        capacities(workbench, baseline_candidates(plan, best_budget, best_cap), seeds, guess, workers, presized)
     )
     board.strongest = max(board.baselines, key=lambda label: board.baselines[label].median_90)
-    board.others = capacities(workbench, others, seeds, guess, workers) if others else {}
+    board.others = capacities(workbench, others, seeds, guess, workers, presized) if others else {}
     labels = [others[0].label] if converge_labels is None and others else list(converge_labels or ())
     every_result = {**board.baselines, **board.others}
     convergence(workbench, [every_result[label] for label in dict.fromkeys([*labels, board.strongest])], seeds, workers)
@@ -293,6 +319,18 @@ def evaluate(
 
 def _finite_or_minus(value: float) -> float:
     return value if math.isfinite(value) else -math.inf
+
+
+def _best_settings(board: Scoreboard, plan: BaselinePlan) -> tuple[int | None, int | None]:
+    """(best token budget, best cap) of the engine sweep; with ``plan.best_engine_only`` the weaker of the
+    two (behind the reference router) is None, so step 2 runs the routers with the stronger one only."""
+    budget = _best_param(board, plan.token_budgets, "chunked-fcfs", "token_budget")
+    cap = _best_param(board, plan.caps, "static-concurrency", "cap")
+    if not plan.best_engine_only:
+        return budget, cap
+    chunked = Candidate.of(f"{REFERENCE_ROUTER}+chunked-fcfs", {"token_budget": budget}).label
+    capped = Candidate.of(f"{REFERENCE_ROUTER}+static-concurrency", {"cap": cap}).label
+    return (budget, None) if board.capacity_of(chunked) >= board.capacity_of(capped) else (None, cap)
 
 
 def _best_param(board: Scoreboard, values: Sequence[int], engine: str, key: str) -> int:

@@ -14,6 +14,7 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 import numpy as np
 from scipy.optimize import nnls
@@ -123,6 +124,9 @@ class LinearStepPredictor:
         "_cp",
         "_num_fitted",
         "_pending",
+        "_rows",
+        "_rows_weight",
+        "_unrowed",
         "_window",
         "max_run_weight",
         "num_observations",
@@ -148,6 +152,12 @@ class LinearStepPredictor:
         # Raw observations; their least-squares rows are built only when a refit needs them, so observing
         # stays cheap for instances whose policies never ask for a prediction.
         self._window: deque[StepObservation] = deque(maxlen=window)
+        # The rows of the window's observations, built once each (a refit used to rebuild every row of the
+        # window, most of a predictive policy's run time): after a refit ``_rows`` matches ``_window`` one
+        # to one; ``_unrowed`` newest observations have none yet; ``_rows_weight`` is the cap they carry.
+        self._rows: deque[list[tuple[float, ...]]] = deque(maxlen=window)
+        self._unrowed = 0
+        self._rows_weight = max_run_weight
         self._pending = 0
         self._num_fitted = 0
         self.num_observations = 0
@@ -163,6 +173,7 @@ class LinearStepPredictor:
         if not len(observation.durations_s):
             return
         self._window.append(observation)
+        self._unrowed = min(self._unrowed + 1, len(self._window))
         self._pending += 1
         self.num_observations += 1
 
@@ -175,7 +186,14 @@ class LinearStepPredictor:
         if not self._window:
             return
         weight = self.max_run_weight
-        rows = [row for observation in self._window for row in _observation_rows(observation, weight)]
+        if weight != self._rows_weight:  # the rows carry the cap: a new one rebuilds them all
+            self._rows.clear()
+            self._unrowed, self._rows_weight = len(self._window), weight
+        # Both deques keep the newest ``window`` entries: the new rows push out those of evicted observations.
+        fresh = islice(self._window, len(self._window) - self._unrowed, None)
+        self._rows.extend(_observation_rows(observation, weight) for observation in fresh)
+        self._unrowed = 0
+        rows = [row for run in self._rows for row in run]
         self._set(fit_coefficients(rows, self.prior, self.prior_weight))
         self._num_fitted = self.num_observations
         self._pending = 0

@@ -13,8 +13,11 @@ at least two GPU types), ``scoreboard.evaluate`` gives (DESIGN section 9):
 * **Goodput** at 0.5x-2x the strongest baseline's capacity; at each load the stack is compared with the
   strongest baseline *at that load* (highest median goodput, chosen after the fact).
 
-Runs: ``--quick`` 2 seeds, the quick job counts and a reduced sweep (``stack_setup.baseline_plan``); full:
-5 seeds, the full counts and sweep. The issue's targets (``TARGETS``) are checked from the run's own figures.
+Runs: ``--quick`` 2 seeds, the quick job counts, a reduced sweep (``stack_setup.baseline_plan``: the routers
+with the better engine setting only) and presized searches (``evaluation/steady.py``: each starts at the job
+count the pilot's capacity needs, not at the floor); the same rule, judgement and 4x check as the full run.
+Full: 5 seeds, the full counts and sweep, searches from the floor. The issue's targets (``TARGETS``) are
+checked from the run's own figures.
 JSON (last line with ``--json``): ``{"workloads": {NAME: {"capacity_rps": {POLICY: x}, "strongest_baseline",
 "ratio_vs_strongest", "goodput_ratio_2x", "oracle_ratio", ...}}, "min_ratio_vs_strongest", "seeds", ...}``.
 The full run writes ``docs/results/stack.md``; ``SLOSCHED_STACK_REPORT=DIR`` writes the page to ``DIR`` in
@@ -57,7 +60,9 @@ def score(workload: StackWorkload, quick: bool, seeds: Sequence[int], sizes: Siz
     start = time.perf_counter()
     chosen = sizes or (workload.quick if quick else workload.full)
     bench = workload.workbench(quick, chosen)
-    board = evaluate(bench, seeds, setup.stack_candidates(), setup.baseline_plan(quick), workload.guess, LOADS)
+    board = evaluate(
+        bench, seeds, setup.stack_candidates(), setup.baseline_plan(quick), workload.guess, LOADS, presized=quick
+    )
     return WorkloadRun(workload, chosen, board, time.perf_counter() - start)
 
 
