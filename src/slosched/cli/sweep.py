@@ -55,7 +55,9 @@ def sweep_command(
         str | None, typer.Option(help="--search: comma-separated GPUs (default: those with fitted efficiencies)")
     ] = None,
     tp: Annotated[str | None, typer.Option("--tp", help="--search: comma-separated TPs (default: fit, 2x fit)")] = None,
-    measure: Annotated[int, typer.Option(help="--search: SLO capacity of this many cheapest fleets found")] = 3,
+    measure: Annotated[
+        int | None, typer.Option(help="--search: SLO capacity of this many cheapest fleets found (3; --quick 1)")
+    ] = None,
     price: PriceOpt = None,
     seeds: Annotated[int | None, typer.Option(help="seeds per figure (default 5; --quick 2)")] = None,
     jobs: Annotated[int | None, typer.Option(help="measured jobs per run (default 400; --quick 120)")] = None,
@@ -85,7 +87,10 @@ def sweep_command(
         # The fleet is sized for the policy it will run: the stack unless --policies names another (a
         # scenario's first policy is only the first row of its comparison).
         policy = names[0] if names else "slosched"
-        found = search_fleet(first, rate or 0.0, target, policy, settings, prices, kinds[0], kinds[1], measure)
+        # --quick measures only the answer's capacity: the runner-up fleets' capacities are context, and
+        # each costs as much as the whole count search of a type.
+        fleets = measure if measure is not None else (1 if quick else 3)
+        found = search_fleet(first, rate or 0.0, target, policy, settings, prices, kinds[0], kinds[1], fleets)
     rows, sizing, stopped = _compute(loaded, mixes, names, settings, size_groups or [], rate, target, prices, search)
     warnings = sweep_warnings(rows)
     if sizing:
