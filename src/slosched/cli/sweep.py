@@ -82,15 +82,7 @@ def sweep_command(
     prices = Prices.of(first.prices, price or ())
     kinds = (_names(gpus, "--gpus"), _tps(tp))
     started = time.perf_counter()
-    found: FleetSearch | None = None
-    if search:
-        # The fleet is sized for the policy it will run: the stack unless --policies names another (a
-        # scenario's first policy is only the first row of its comparison).
-        policy = names[0] if names else "slosched"
-        # --quick measures only the answer's capacity: the runner-up fleets' capacities are context, and
-        # each costs as much as the whole count search of a type.
-        fleets = measure if measure is not None else (1 if quick else 3)
-        found = search_fleet(first, rate or 0.0, target, policy, settings, prices, kinds[0], kinds[1], fleets)
+    found = _search(first, names, (rate or 0.0, target), settings, prices, kinds, measure, quick) if search else None
     rows, sizing, stopped = _compute(loaded, mixes, names, settings, size_groups or [], rate, target, prices, search)
     warnings = sweep_warnings(rows)
     if sizing:
@@ -130,6 +122,25 @@ def _report(
         from slosched.metrics.summary import json_safe
 
         print(json.dumps(json_safe(document), allow_nan=False))
+
+
+def _search(
+    scenario: Scenario,
+    names: list[str] | None,
+    rate_target: tuple[float, float],
+    settings: SweepSettings,
+    prices: Prices,
+    kinds: tuple[list[str] | None, list[int] | None],
+    measure: int | None,
+    quick: bool,
+) -> FleetSearch:
+    """The cheapest fleet for ``rate``, sized for the policy it will run: the stack unless --policies names
+    another (a scenario's first policy is only the first row of its comparison). --quick measures only the
+    answer's capacity: the runner-up fleets' are context, and each costs as much as a type's count search."""
+    policy = names[0] if names else "slosched"
+    fleets = measure if measure is not None else (1 if quick else 3)
+    rate, target = rate_target
+    return search_fleet(scenario, rate, target, policy, settings, prices, kinds[0], kinds[1], fleets)
 
 
 def _meta(
