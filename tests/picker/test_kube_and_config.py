@@ -81,4 +81,4 @@ def test_config_errors_name_the_field(tmp_path: Path, capsys: pytest.CaptureFixt
     assert len(lines) == 1 and lines[0].startswith("error: endpoints.0.max_concurrency:")
     bad.write_text('{"endpoints": [], "policies": {"router": "nope"}}')
     assert run(["picker", "--config", str(bad)]) == 2
-    assert "policies.router: unknown name 'nope'" in capsys.readouterr().err
+    assert "error: policies.router: unknown router 'nope'" in capsys.readouterr().err  # the path as written

@@ -109,9 +109,12 @@ def parse_picker_config(data: Any, where: str = "config") -> PickerConfig:
     except ValidationError as error:
         first = error.errors()[0]
         cause = first.get("ctx", {}).get("error")
-        if isinstance(cause, ConfigError):  # a validator's own error names its field already
-            raise cause from error
         field = ".".join(str(part) for part in first["loc"]) or where
+        if isinstance(cause, ConfigError):  # a validator's own error names its field within its section
+            if field == where or cause.field == field or cause.field.startswith(f"{field}."):
+                raise cause from error
+            message = str(cause)[len(cause.field) + 2 :]
+            raise ConfigError(f"{field}.{cause.field}", message) from error
         raise ConfigError(field, first["msg"]) from error
 
 
