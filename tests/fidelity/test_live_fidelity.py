@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from slosched.bench.fidelity.runs import simulate_trace
+from slosched.core.errors import ConfigError
 from slosched.core.request import Outcome
 from slosched.devtools.up import ServerAddress
 from slosched.fidelity.compare import compare_runs, run_metrics, summarize_cases
@@ -35,9 +36,17 @@ def test_profile_replay_simulate_compare(vllm_servers: list[ServerAddress], tmp_
     # one of them (other servers, the test process itself) has put a fresh-clone CI run outside the 3x
     # band twice (real latency 3.9x and 4.9x the simulated one) where the next run passed. A second,
     # freshly profiled attempt tells such a burst from a pipeline that is wrong every time.
+    # The same burst can also flatten the profile's timings so far that the fit cannot separate its terms
+    # (seen once, with another CPU-heavy command running beside the suite; it passed alone and on rerun).
     misses: list[tuple[str, float, float]] = []
     for attempt in range(2):
-        misses = _profile_replay_simulate_compare(vllm_servers[0].url, tmp_path / f"attempt-{attempt}")
+        try:
+            misses = _profile_replay_simulate_compare(vllm_servers[0].url, tmp_path / f"attempt-{attempt}")
+        except ConfigError as unidentified:
+            if attempt == 1:
+                raise
+            misses = [(f"profile: {unidentified}", math.nan, math.nan)]
+            continue
         if not misses:
             return
     raise AssertionError(f"simulated mean latency outside 3x of the real one, twice: {misses}")
