@@ -43,11 +43,12 @@ vllm-venv test: $(VLLM_PLUGIN_STAMP)
 demo: $(STAMP) native
 	$(BIN)/slosched demo --report reports/demo
 
-## servers: Debian's PostgreSQL and Redis (job-store tests; the tests start and stop them) and Chromium
-## (headless browser tests of the HTML report and the gateway's status page)
+## servers: Debian's PostgreSQL and Redis (job-store tests; the tests start and stop them), Chromium
+## (headless browser tests of the HTML report and the gateway's status page), curl and jq (the docs' examples)
 servers:
-	@test -x /usr/lib/postgresql/15/bin/postgres && command -v redis-server >/dev/null && command -v chromium >/dev/null || \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server chromium)
+	@test -x /usr/lib/postgresql/15/bin/postgres && command -v redis-server >/dev/null && command -v chromium >/dev/null \
+		&& command -v curl >/dev/null && command -v jq >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server chromium curl jq)
 
 ## test: lint, then every test (real-vLLM and real-database integration tests included)
 test: lint $(VLLM_STAMP) servers native
