@@ -14,7 +14,7 @@ import yaml
 from slosched.cli.main import run
 from slosched.core.records import RequestRecord
 from slosched.core.request import Outcome
-from slosched.metrics.serving import serving_stats
+from slosched.metrics.serving import median_over_runs, serving_stats
 from tests.scenario.test_config import BASE
 
 _VLLM_KEYS = {
@@ -55,6 +55,20 @@ def test_throughput_goodput_and_latencies_in_vllm_terms() -> None:
     assert stats.itl.mean_ms == pytest.approx((4 * 10 + 100 * 100) / 104)
     assert stats.itl.median_ms == pytest.approx(100.0) and stats.itl.p99_ms == pytest.approx(100.0)
     assert set(stats.to_json_dict()) == _VLLM_KEYS
+
+
+def test_a_figure_over_seeds_is_each_keys_median_over_the_runs_where_it_is_finite() -> None:
+    runs = [
+        {"output_throughput": 10.0, "p99_ttft_ms": math.nan, "completed": 3},
+        {"output_throughput": 30.0, "p99_ttft_ms": 5.0, "completed": 4},
+        None,  # a run not measured
+        {"output_throughput": 20.0, "p99_ttft_ms": 7.0, "completed": 6},
+    ]
+    assert median_over_runs(runs) == {"output_throughput": 20.0, "p99_ttft_ms": 6.0, "completed": 4.0}
+    one = serving_stats([_record(0, 3, 0.12)], duration_s=1.0).to_json_dict()
+    assert median_over_runs([one]) == pytest.approx(one, nan_ok=True)  # one seed: its own figures
+    assert median_over_runs([]) == {}
+    assert math.isnan(median_over_runs([{"p99_itl_ms": math.nan}])["p99_itl_ms"])
 
 
 def test_nothing_completed_is_nan_not_an_error() -> None:

@@ -18,7 +18,8 @@ Definitions, as vLLM's where the records allow:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,3 +134,17 @@ def serving_stats(requests: Sequence[RequestRecord], duration_s: float) -> Servi
         itl=MsStats.of(tpot, np.maximum(gaps, 0)),
         e2el=MsStats.of(finish - arrival),
     )
+
+
+def median_over_runs(runs: Iterable[Mapping[str, float | int] | None]) -> dict[str, float]:
+    """Each key's median over ``runs`` (``ServingStats.to_json_dict`` of several seeds' runs), over the
+    runs where it is finite; NaN where none is (or there is no run). A bench reports a figure at a load as
+    its median over seeds: this is the serving figures' way of doing so. ``None`` (a run not measured) is
+    skipped."""
+    measured = [run for run in runs if run is not None]
+    keys = list(dict.fromkeys(key for run in measured for key in run))
+    out: dict[str, float] = {}
+    for key in keys:
+        values = [float(run[key]) for run in measured if key in run and math.isfinite(float(run[key]))]
+        out[key] = float(statistics.median(values)) if values else math.nan
+    return out
