@@ -71,6 +71,17 @@ def test_a_figure_over_seeds_is_each_keys_median_over_the_runs_where_it_is_finit
     assert math.isnan(median_over_runs([{"p99_itl_ms": math.nan}])["p99_itl_ms"])
 
 
+def test_a_call_without_a_first_token_time_counts_but_shows_no_ttft() -> None:
+    """A live call that was not streamed: throughput, e2e latency and goodput (where it carries no token SLO)
+    are known; TTFT, TPOT and ITL are not, and a TTFT SLO it carries cannot be shown met."""
+    unknown = [dataclasses.replace(_record(i, 5, 1.0, deadline_s=2.0), first_token_s=math.nan) for i in range(2)]
+    unknown[1] = dataclasses.replace(unknown[1], ttft_slo_s=0.5)
+    stats = serving_stats(unknown, duration_s=1.0)
+    assert stats.completed == 2 and stats.output_throughput == 10.0 and stats.e2el.p99_ms == pytest.approx(1000.0)
+    assert stats.request_goodput == 1.0  # the one without a TTFT SLO
+    assert math.isnan(stats.ttft.p99_ms) and math.isnan(stats.tpot.mean_ms) and math.isnan(stats.itl.median_ms)
+
+
 def test_nothing_completed_is_nan_not_an_error() -> None:
     stats = serving_stats([], duration_s=math.nan)
     assert stats.completed == 0 and math.isnan(stats.request_throughput) and math.isnan(stats.itl.p99_ms)

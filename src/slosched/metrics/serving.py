@@ -13,6 +13,9 @@ Definitions, as vLLM's where the records allow:
   are those of the pooled gaps under that assumption.
 - ``request_goodput``: completed requests that met every SLO they carried (deadline, TTFT, TPOT) per
   second of duration (vLLM's goodput counts the requests within its ``--goodput`` SLOs).
+- A record without a first-token time (a live call that was not streamed) still gives the throughputs,
+  the goodput (where it carries no TTFT / TPOT SLO) and the end-to-end latency; its TTFT, TPOT and ITL are
+  NaN (``null`` in JSON), never guessed.
 """
 
 from __future__ import annotations
@@ -111,8 +114,11 @@ def serving_stats(requests: Sequence[RequestRecord], duration_s: float) -> Servi
     gaps = tokens - 1
     with np.errstate(divide="ignore", invalid="ignore"):
         tpot = np.where(gaps > 0, (finish - first) / gaps, np.nan)
-    # As ``RequestRecord.token_slos_met``: a single-token output's TPOT is 0.
-    met = (finish <= deadline) & (first - arrival <= ttft_slo) & (np.where(gaps > 0, tpot, 0.0) <= tpot_slo)
+    # As ``RequestRecord.token_slos_met``: a single-token output's TPOT is 0, and an SLO a request does not
+    # carry is met even where its first token's time is unknown (a live call that was not streamed).
+    ttft_met = np.isinf(ttft_slo) | (first - arrival <= ttft_slo)
+    tpot_met = np.isinf(tpot_slo) | (np.where(gaps > 0, tpot, 0.0) <= tpot_slo)
+    met = (finish <= deadline) & ttft_met & tpot_met
     done = int(table.shape[1])
     input_tokens = int(prompts.sum())
     output_tokens = int(tokens.sum())

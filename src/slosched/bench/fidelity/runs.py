@@ -26,6 +26,7 @@ from slosched.core.job import JobKind, JobSpec
 from slosched.core.records import RunResult
 from slosched.devtools.up import start_servers, stop_servers, wait_ready
 from slosched.evaluation.formatting import fixed, print_figures
+from slosched.evaluation.rows import row_finished
 from slosched.fidelity.compare import Case, compare_runs, summarize_cases
 from slosched.fidelity.records_io import save_run
 from slosched.fidelity.replay import replay
@@ -139,8 +140,10 @@ def _measure(url: str, work: Path, quick: bool) -> dict[str, Any]:
         real = replay(url, jobs)
         sim = simulate_trace(jobs, profile_path)
         multi_call = any(job.kind is not JobKind.SINGLE for job in jobs)
-        cases += compare_runs(trace, load, real, sim, job_metrics=multi_call)
+        compared = compare_runs(trace, load, real, sim, job_metrics=multi_call)
+        cases += compared
         serving.append(serving_pair(trace, load, real, sim))
+        row_finished(f"{trace}/{load}", {"cases": [case.to_json_dict() for case in compared], "serving": serving[-1]})
         if not quick:
             save_run(keep / f"{trace}-{load}.json", jobs, real, sim)
     summary = summarize_cases(cases)
