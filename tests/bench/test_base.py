@@ -148,5 +148,6 @@ def test_sigint_after_the_first_row_exits_130_within_2_s_with_that_row(tmp_path:
     assert document["partial"] is True and document["finished_rows"] == ["code"]
     row = document["rows"]["code"]
     assert row["strongest_baseline"] == _STRONGEST and row["sustained_jobs_per_s"] > 0
-    assert text.strip().splitlines()[-1].startswith("error: interrupted: bench stack-limits stopped with 1 rows")
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("error: interrupted: bench stack-limits stopped with 1 row finished: code")
     assert not list(tmp_path.rglob("*.md"))  # no report page

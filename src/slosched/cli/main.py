@@ -70,7 +70,8 @@ def bench(
         _print_partial(stop.partial, as_json)
         rows = stop.partial["finished_rows"]
         shown = f": {', '.join(rows)}; their figures are shown, marked partial" if rows else ""
-        error_line(f"interrupted: bench {name} stopped with {len(rows)} rows finished{shown}; no report written")
+        count = f"{len(rows)} row{'' if len(rows) == 1 else 's'}"
+        error_line(f"interrupted: bench {name} stopped with {count} finished{shown}; no report written")
         raise
     except BenchmarkFailed as failure:  # the figures when it measured some, then one error: line
         if as_json and failure.figures is not None:
