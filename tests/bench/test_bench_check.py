@@ -25,7 +25,7 @@ def test_the_cli_prints_one_error_line_and_exits_non_zero(
         check_row("fake row", ["rejected:403"] * 2)
         return {}
 
-    monkeypatch.setattr(registry, "get_bench", lambda name: Benchmark(name, "fake", run).run)
+    monkeypatch.setattr(registry, "get_benchmark", lambda name: Benchmark(name, "fake", run))
     assert cli(["bench", "fake", "--quick", "--json"]) != 0
     err = capsys.readouterr().err
     assert "error:" in err and "fake row: all 2 jobs were rejected" in err and "Traceback" not in err

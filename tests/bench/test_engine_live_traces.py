@@ -1,10 +1,15 @@
 """``bench.engine_live.traces`` (pure pieces; no server): prompts, the no-contention latency estimate, the
-three traces' shapes and SLOs, the plugin metadata a replayed call carries, and the summary."""
+three traces' shapes and SLOs, the plugin metadata a replayed call carries, the summary, and the replayed
+calls' serving figures (a stand-in server)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
+import time
 
+import httpx
 import numpy as np
 import pytest
 
@@ -17,6 +22,7 @@ from slosched.bench.engine_live.traces import (
     chat_trace,
     prompt,
     relquery_trace,
+    serving,
     solo_latency_s,
     summarize,
     workflow_trace,
@@ -99,3 +105,38 @@ def test_summary() -> None:
     assert figures["mean_latency_s"] == 2.0
     empty = summarize([])
     assert empty["slo_attainment"] == 0.0 and math.isnan(empty["mean_latency_s"])
+
+
+def test_replayed_calls_give_the_serving_figures_the_records_allow() -> None:
+    """A stand-in server answers each call (40 ms; job b's call fails): the calls are recorded and
+    give vLLM's figures through the simulator's function; TTFT, TPOT and ITL stay unknown (not streamed)."""
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.04)
+        body = json.loads(request.content)
+        if body["max_tokens"] == 6:  # job b's call fails
+            return httpx.Response(500)
+        return httpx.Response(200, json={"usage": {"prompt_tokens": 12, "completion_tokens": body["max_tokens"]}})
+
+    jobs = [
+        LiveJob("a", "workflow", 0.0, [[LiveCall(3, 8), LiveCall(3, 4)]], slo_s=5.0),
+        LiveJob("b", "single", 0.0, [[LiveCall(3, 6)]], slo_s=0.001),
+    ]
+
+    async def replay_all() -> None:
+        replay = Replay("http://engine", start_mono=time.monotonic())
+        async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+            await asyncio.gather(*(replay.job(client, job) for job in jobs))
+
+    asyncio.run(replay_all())
+    records = [record for job in jobs for record in job.calls]
+    assert len(records) == 3 and all(0 <= r.arrival_s < r.finish_s for r in records)
+    failed = [r for r in records if r.outcome.value != "completed"]
+    assert [r.job_id for r in failed] == ["b"] and jobs[1].errors == 1
+    figures = serving(jobs)
+    assert figures["completed"] == 2 and figures["total_input_tokens"] == 24 and figures["total_output_tokens"] == 12
+    assert figures["duration"] == pytest.approx(max(r.finish_s for r in records if r not in failed))
+    assert figures["output_throughput"] == pytest.approx(figures["total_output_tokens"] / figures["duration"])
+    assert figures["mean_e2el_ms"] >= 40.0 and math.isnan(figures["p99_ttft_ms"]) and math.isnan(figures["p99_itl_ms"])
+    # Job a's two calls met its 5 s deadline (no TTFT/TPOT SLO: an unknown first token does not fail them).
+    assert figures["request_goodput"] * figures["duration"] == pytest.approx(2)

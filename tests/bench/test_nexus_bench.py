@@ -119,3 +119,6 @@ def test_miss_breakdown_counts_the_measured_calls() -> None:
     row = found["results"]["least-loaded+chunked-fcfs"]
     assert row["calls"] == 30 and 0 <= row["met"] <= 30 and sum(row["shares"].values()) == pytest.approx(1.0)
     assert row["met"] <= 30 - max(row["ttft_missed"], row["tpot_missed"])  # a met call missed neither
+    serving = row["serving"]  # the same measured calls in vLLM's terms
+    met_every_slo = serving["request_goodput"] * serving["duration"]  # deadline, TTFT and TPOT
+    assert 0 < serving["completed"] <= row["calls"] and met_every_slo <= row["met"] + 1e-9

@@ -14,7 +14,9 @@ from slosched.bench.saber.runs import LOADS, RunPlan, _paper_row, figures_of
 from slosched.core.errors import ConfigError
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.scoreboard import BASELINE_ROUTERS, CapacityResult, Scoreboard
-from slosched.evaluation.workbench import Candidate
+from slosched.evaluation.workbench import Candidate, measured_only
+from slosched.metrics.serving import median_over_runs
+from slosched.metrics.summary import summarize
 from slosched.perf.speed_models import LinearSpeedModel, LogisticSpeedModel, SpeedFit, SpeedProfile, UslSpeedModel
 from slosched.sim.runner import PolicyPair, simulate
 
@@ -117,6 +119,19 @@ def test_paper_row_picks_the_best_cap_per_load_ties_to_the_smaller() -> None:
     assert row["gain_points"] == pytest.approx(-25.0)
     assert row["uncapped"] == 0.25 and row["preemptions"]["cap_256"] == 7.0
     assert row["cv_best_static"] == pytest.approx(0.0)
+
+
+def test_a_paper_table_run_carries_its_serving_figures_and_the_row_their_medians() -> None:
+    bench = setup.workbench("W3", None, 30, 5)
+    capped = Candidate.of(f"{setup.REFERENCE_ROUTER}+static-concurrency", {"cap": 20})
+    outcomes = [setup.grid_task(setup.GridTask(bench, capped, 2.0, seed)) for seed in (0, 1)]
+    jobs, history = bench.workload(2.0, 0)
+    result = bench.run_fn(capped, bench.instances, jobs, bench.options, 0, history)
+    assert outcomes[0].serving == summarize(measured_only(result)).serving  # as `compare` computes it
+    row = _paper_row(1.0, 2.0, {"saber": outcomes, 20: outcomes[::-1], 256: outcomes}, (20,))
+    medians = median_over_runs([outcome.serving.to_json_dict() for outcome in outcomes if outcome.serving])
+    assert row["serving"]["saber"] == row["serving"]["best_static"] == pytest.approx(medians, nan_ok=True)
+    assert medians["output_throughput"] > 0
 
 
 def test_candidates_and_plans() -> None:

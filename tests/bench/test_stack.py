@@ -161,6 +161,17 @@ def test_a_tiny_run_gives_the_issue_json_and_writes_the_page(
     assert keys <= set(row)
     assert {"slosched", "slosched (oracle)", row["strongest_baseline"]} <= set(row["capacity_rps"])
     assert set(row["goodput_ratio_per_load"]) == {"0.5x", "1x", "1.5x", "2x"}
+    # vLLM's serving terms at each load beside the goodput: the stack, its oracle, the strongest baseline.
+    serving = row["serving_per_load"]
+    assert set(serving) == {"slosched", "slosched (oracle)", row["strongest_baseline"]}
+    assert all(set(per_load) == {"0.5x", "1x", "1.5x", "2x"} for per_load in serving.values())
+    at_2x = serving["slosched"]["2x"]
+    assert at_2x["output_throughput"] > 0 and at_2x["p99_ttft_ms"] > 0 and at_2x["p99_tpot_ms"] > 0
+    strongest_2x = row["strongest_per_load"]["2x"]
+    if strongest_2x["label"] in serving:  # the strongest at 2x may be another baseline than by capacity
+        assert strongest_2x["serving"] == serving[strongest_2x["label"]]["2x"]
+    assert strongest_2x["serving"]["request_throughput"] > 0
+    assert row["runs"]["slosched"]["serving_at_capacity"]["request_goodput"] > 0
     # The convergence figure: the stack and the strongest baseline at 4x the run length, same seeds.
     assert set(row["capacity_4x"]) == {"slosched", row["strongest_baseline"]}
     assert row["steady_state"] == all(row["steady_state_by_policy"].values())

@@ -168,13 +168,15 @@ def test_an_interrupted_bench_is_one_error_line_and_130(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import slosched.bench.registry as registry
+    from slosched.bench.base import Benchmark
 
     def interrupted(quick: bool) -> dict[str, Any]:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(registry, "get_bench", lambda name: interrupted)
-    assert run(["bench", "sim-speed", "--quick"]) == 130
+    monkeypatch.setattr(registry, "get_benchmark", lambda name: Benchmark(name, "", interrupted))
+    assert run(["bench", "sim-speed", "--quick", "--json"]) == 130
     captured = capsys.readouterr()
+    assert captured.out == ""  # no row finished: nothing to show
     assert captured.err.strip().splitlines() == [
-        "error: interrupted: bench sim-speed stopped; its figures are measured at the end, so none were written"
+        "error: interrupted: bench sim-speed stopped with 0 rows finished; no report written"
     ]

@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
 from slosched.core.job import JobSpec
 from slosched.evaluation import steady
+from slosched.evaluation.rows import keeping_rows
 from slosched.evaluation.scoreboard import BaselinePlan, Scoreboard, baseline_candidates, evaluate
-from slosched.evaluation.scoreboard_report import capacity_table, overload_table, plot_capacities, plot_overload
-from slosched.evaluation.workbench import Candidate, Workbench
+from slosched.evaluation.scoreboard_report import (
+    capacity_table,
+    overload_table,
+    plot_capacities,
+    plot_overload,
+    serving_table,
+)
+from slosched.evaluation.steady import steady_jobs
+from slosched.evaluation.workbench import Candidate, Workbench, measured_only
+from slosched.metrics.serving import median_over_runs
+from slosched.metrics.summary import summarize
 from slosched.sim.options import SimOptions
 from slosched.workloads.generators import make_workload
 from tests.conftest import make_cluster
@@ -20,20 +31,29 @@ def _chat_jobs(num_jobs: int, seed: int) -> list[JobSpec]:
     return make_workload("azure-conv", {"process": "poisson", "rate": 1.0}, num_jobs, {}, seed=seed)
 
 
+BENCH = Workbench("chat", make_cluster(1, 1), _chat_jobs, 80, SimOptions(slo_scale=6.0), num_warmup_jobs=20)
+FAST_WINDOW = 4.0  # a shorter steady-state window keeps these tests quick (tests/evaluation/test_steady.py)
+
+
 @pytest.fixture(scope="module")
-def board() -> Scoreboard:
-    bench = Workbench("chat", make_cluster(1, 1), _chat_jobs, 80, SimOptions(slo_scale=6.0), num_warmup_jobs=20)
+def evaluated() -> tuple[Scoreboard, dict[str, Any]]:
+    """The scoreboard, and the rows it finished (kept as ``slosched bench`` keeps them)."""
     plan = BaselinePlan(token_budgets=(512, 2048), caps=(16, 64), routers=("least-tokens", "least-loaded"))
     paper = [Candidate.of("round-robin+static-priority"), Candidate.of("round-robin+fcfs")]
     patch = pytest.MonkeyPatch()
-    patch.setenv("SLOSCHED_BENCH_WORKERS", "1")
-    # A shorter steady-state window keeps this test quick (in-process, so the workers see it); the method is
-    # the same, tests/evaluation/test_steady.py holds the rule itself.
-    patch.setattr(steady, "WINDOW_FACTOR", 4.0)
+    patch.setenv("SLOSCHED_BENCH_WORKERS", "1")  # in-process, so the runs see the patched window
+    patch.setattr(steady, "WINDOW_FACTOR", FAST_WINDOW)
     try:
-        return evaluate(bench, seeds=[1, 2], others=paper, plan=plan, guess=2.0, loads=(1.0, 2.0))
+        with keeping_rows() as finished:
+            board = evaluate(BENCH, seeds=[1, 2], others=paper, plan=plan, guess=2.0, loads=(1.0, 2.0))
+        return board, finished.rows
     finally:
         patch.undo()
+
+
+@pytest.fixture(scope="module")
+def board(evaluated: tuple[Scoreboard, dict[str, Any]]) -> Scoreboard:
+    return evaluated[0]
 
 
 def test_engine_sweep_then_every_router_with_the_best_settings() -> None:
@@ -93,7 +113,10 @@ def test_strongest_at_each_load_is_chosen_after_the_fact_among_every_baseline(bo
         every = [per_load[load][1].median for per_load in board.overload_baselines.values()]
         assert goodput == max(every)
         assert goodput >= board.overload[board.strongest][load][1].median
-        assert figures["strongest_per_load"][f"{load}x"] == {"label": label, "goodput_jobs_per_s": goodput}
+        serving = board.serving_at(label, load)
+        assert serving["request_throughput"] > 0  # the chosen baseline's runs at that load, in vLLM's terms
+        expected = {"label": label, "goodput_jobs_per_s": goodput, "serving": serving}
+        assert figures["strongest_per_load"][f"{load}x"] == expected
         ours = board.overload["round-robin+static-priority"][load][1].median
         assert figures["goodput_ratio_vs_strongest_per_load"][f"{load}x"] == pytest.approx(ours / goodput)
     assert "best baseline at this load" in "\n".join(overload_table(board))
@@ -111,3 +134,62 @@ def test_json_carries_the_convergence_figure_and_the_truth(board: Scoreboard) ->
     runs = figures["runs"][board.strongest]
     assert len(runs["num_jobs"]) == 2 and min(runs["num_jobs"]) >= 80
     assert runs["attainment_all"]["min"] >= 0.9 and runs["attainment_second_half"]["min"] >= 0.9
+
+
+SERVING_KEYS = {
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "request_goodput",
+    *(f"{stat}_{name}_ms" for stat in ("mean", "median", "p99") for name in ("ttft", "tpot", "itl", "e2el")),
+}
+
+
+def test_an_overload_row_carries_the_serving_figures_of_its_runs(
+    board: Scoreboard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The strongest baseline at 2x, rerun on the same records: its serving figures as `compare` computes
+    them, medians over the seeds, are what the row carries."""
+    figures = board.as_json("round-robin+static-priority", "round-robin+fcfs")
+    row = figures["overload"][board.strongest]["2.0x"]
+    assert set(row["serving"]) >= SERVING_KEYS
+    monkeypatch.setattr(steady, "WINDOW_FACTOR", FAST_WINDOW)  # the sizing the evaluation ran under
+    base = board.capacity_of(board.strongest)
+    candidate = board.baselines[board.strongest].candidate
+    runs = []
+    for seed in board.seeds:
+        sized = BENCH.sized(steady_jobs(BENCH, seed, 2.0 * base))
+        jobs, history = sized.workload(2.0 * base, seed)
+        result = sized.run_fn(candidate, sized.instances, jobs, sized.options, seed, history)
+        runs.append(summarize(measured_only(result)).serving.to_json_dict())
+    assert row["serving"] == pytest.approx(median_over_runs(runs), nan_ok=True)
+    # Attainment and goodput are untouched: the same runs' figures as before the serving keys.
+    assert set(row) == {"attainment", "goodput_jobs_per_s", "serving"}
+
+
+def test_every_capacity_carries_the_serving_figures_of_its_run_at_capacity(board: Scoreboard) -> None:
+    figures = board.as_json()
+    for label, runs in figures["runs"].items():
+        serving = runs["serving_at_capacity"]
+        assert set(serving) >= SERVING_KEYS, label
+        search = board.baselines.get(label) or board.others[label]
+        per_seed = [each.serving.to_json_dict() for each in search.searches if each.serving is not None]
+        assert len(per_seed) == len(board.seeds)
+        assert serving == median_over_runs(per_seed)
+
+
+def test_a_finished_scoreboard_is_a_finished_row(evaluated: tuple[Scoreboard, dict[str, Any]]) -> None:
+    board, rows = evaluated
+    assert list(rows) == [board.workbench]
+    assert rows[board.workbench] == board.as_json("round-robin+static-priority")
+
+
+def test_the_serving_table_shows_each_policy_at_each_load(board: Scoreboard) -> None:
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(serving_table(board))
+    text = console.export_text()
+    assert "p99 TTFT ms" in text and "out tok/s" in text
+    strongest = board.serving_at(board.strongest, 2.0)
+    assert f"{strongest['p99_ttft_ms']:.1f}" in text and f"{strongest['output_throughput']:.1f}" in text

@@ -14,7 +14,7 @@ import yaml
 from slosched.cli.main import run
 from slosched.core.records import RequestRecord
 from slosched.core.request import Outcome
-from slosched.metrics.serving import serving_stats
+from slosched.metrics.serving import median_over_runs, serving_stats
 from tests.scenario.test_config import BASE
 
 _VLLM_KEYS = {
@@ -55,6 +55,31 @@ def test_throughput_goodput_and_latencies_in_vllm_terms() -> None:
     assert stats.itl.mean_ms == pytest.approx((4 * 10 + 100 * 100) / 104)
     assert stats.itl.median_ms == pytest.approx(100.0) and stats.itl.p99_ms == pytest.approx(100.0)
     assert set(stats.to_json_dict()) == _VLLM_KEYS
+
+
+def test_a_figure_over_seeds_is_each_keys_median_over_the_runs_where_it_is_finite() -> None:
+    runs = [
+        {"output_throughput": 10.0, "p99_ttft_ms": math.nan, "completed": 3},
+        {"output_throughput": 30.0, "p99_ttft_ms": 5.0, "completed": 4},
+        None,  # a run not measured
+        {"output_throughput": 20.0, "p99_ttft_ms": 7.0, "completed": 6},
+    ]
+    assert median_over_runs(runs) == {"output_throughput": 20.0, "p99_ttft_ms": 6.0, "completed": 4.0}
+    one = serving_stats([_record(0, 3, 0.12)], duration_s=1.0).to_json_dict()
+    assert median_over_runs([one]) == pytest.approx(one, nan_ok=True)  # one seed: its own figures
+    assert median_over_runs([]) == {}
+    assert math.isnan(median_over_runs([{"p99_itl_ms": math.nan}])["p99_itl_ms"])
+
+
+def test_a_call_without_a_first_token_time_counts_but_shows_no_ttft() -> None:
+    """A live call that was not streamed: throughput, e2e latency and goodput (where it carries no token SLO)
+    are known; TTFT, TPOT and ITL are not, and a TTFT SLO it carries cannot be shown met."""
+    unknown = [dataclasses.replace(_record(i, 5, 1.0, deadline_s=2.0), first_token_s=math.nan) for i in range(2)]
+    unknown[1] = dataclasses.replace(unknown[1], ttft_slo_s=0.5)
+    stats = serving_stats(unknown, duration_s=1.0)
+    assert stats.completed == 2 and stats.output_throughput == 10.0 and stats.e2el.p99_ms == pytest.approx(1000.0)
+    assert stats.request_goodput == 1.0  # the one without a TTFT SLO
+    assert math.isnan(stats.ttft.p99_ms) and math.isnan(stats.tpot.mean_ms) and math.isnan(stats.itl.median_ms)
 
 
 def test_nothing_completed_is_nan_not_an_error() -> None:

@@ -10,6 +10,11 @@ A benchmark is a subpackage ``bench/<name>/`` (a small one may be a single modul
 
 Imports go one way, ``runs -> report -> setup``: a report reads figures and set-up constants and never
 imports the runs that made them, so no benchmark has an import circle.
+
+Ctrl-C keeps what finished: ``run_keeping_rows`` runs a benchmark while keeping each row it finishes
+(``evaluation.rows``: every scoreboard is one, and ``row_finished`` names others), and turns an interruption
+into ``Interrupted`` carrying those rows' figures marked ``partial``. A bench writes its report page at its
+end, from all its figures, so an interrupted run writes none.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slosched.core.errors import SloschedError
+from slosched.core.errors import Interrupted, SloschedError
+from slosched.evaluation.rows import keeping_rows
 
 Figures = dict[str, Any]
 """What a run returns: JSON-able figures (``slosched bench NAME --json`` prints them as its last line)."""
@@ -54,3 +60,25 @@ def check_row(row: str, statuses: Sequence[str], server_requests: Iterable[float
         raise BenchmarkFailed(f"{row}: all {len(statuses)} jobs were rejected ({rejected[0]}); nothing was measured")
     if server_requests is not None and statuses and not sum(server_requests) > 0:
         raise BenchmarkFailed(f"{row}: no request reached the servers; nothing was measured")
+
+
+def run_keeping_rows(benchmark: Benchmark, quick: bool, on_row: Callable[[str], None] | None = None) -> Figures:
+    """``benchmark.run(quick)``; on Ctrl-C (or anything raising ``KeyboardInterrupt``) an ``Interrupted``
+    whose ``partial`` is the figures of the rows that finished, marked partial (``partial_figures``).
+    ``on_row(name)`` after each finished row."""
+    with keeping_rows(on_row) as finished:
+        try:
+            return benchmark.run(quick)
+        except KeyboardInterrupt:
+            raise Interrupted(partial_figures(benchmark.name, quick, finished.rows)) from None
+
+
+def partial_figures(name: str, quick: bool, rows: dict[str, Any]) -> Figures:
+    """What an interrupted run shows: the rows that finished, in order, flagged ``partial``."""
+    return {
+        "bench": name,
+        "mode": "quick" if quick else "full",
+        "partial": True,
+        "finished_rows": list(rows),
+        "rows": rows,
+    }

@@ -6,12 +6,13 @@ failure there is one ``error:`` line per problem on stderr and exit code 2, neve
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -49,19 +50,28 @@ def bench(
     quick: Annotated[bool, typer.Option("--quick", help="a smaller run (under 60 s on 2 cores)")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run a benchmark; prints its figures (and a JSON object last with --json)."""
-    from slosched.bench.registry import bench_names, get_bench
+    """Run a benchmark; prints its figures (and a JSON object last with --json). Ctrl-C stops it and prints
+    the figures of the rows that finished, marked partial (exit 130)."""
+    from slosched.bench.registry import bench_names, get_benchmark
 
     if name == "list":
         out.print("\n".join(bench_names()))
         return
-    from slosched.bench.base import BenchmarkFailed
+    from slosched.bench.base import BenchmarkFailed, run_keeping_rows
+    from slosched.core.errors import Interrupted
     from slosched.metrics.summary import json_safe
 
+    def announce(row: str) -> None:  # a row's figures are kept from here on, whatever happens next
+        print(f"bench {name}: row {row!r} finished", file=sys.stderr, flush=True)
+
     try:
-        figures = get_bench(name)(quick)
-    except KeyboardInterrupt:
-        error_line(f"interrupted: bench {name} stopped; its figures are measured at the end, so none were written")
+        figures = run_keeping_rows(get_benchmark(name), quick, announce)
+    except Interrupted as stop:
+        _print_partial(stop.partial, as_json)
+        rows = stop.partial["finished_rows"]
+        shown = f": {', '.join(rows)}; their figures are shown, marked partial" if rows else ""
+        count = f"{len(rows)} row{'' if len(rows) == 1 else 's'}"
+        error_line(f"interrupted: bench {name} stopped with {count} finished{shown}; no report written")
         raise
     except BenchmarkFailed as failure:  # the figures when it measured some, then one error: line
         if as_json and failure.figures is not None:
@@ -69,6 +79,26 @@ def bench(
         raise
     if as_json:
         print(json.dumps(json_safe(figures), allow_nan=False))
+
+
+def _print_partial(figures: dict[str, Any], as_json: bool) -> None:
+    """An interrupted bench's finished rows: the JSON line with --json, else a table per row on stderr (its
+    plain figures, and those of its tables of plain figures one level down)."""
+    if not figures["finished_rows"]:
+        return
+    from slosched.metrics.summary import json_safe
+
+    if as_json:
+        print(json.dumps(json_safe(figures), allow_nan=False), flush=True)
+        return
+    from slosched.evaluation.formatting import print_figures
+
+    for row, values in figures["rows"].items():
+        flat: dict[str, Any] = {}
+        for key, value in values.items():
+            inner = value.items() if isinstance(value, dict) else [("", value)]
+            flat.update({f"{key}: {k}" if k else key: v for k, v in inner if isinstance(v, str | int | float)})
+        print_figures(f"bench {figures['bench']} (partial: interrupted): {row}", flat)
 
 
 @app.command()
@@ -179,7 +209,13 @@ register_trace_commands(app)
 
 def main(argv: Sequence[str] | None = None) -> None:
     """The ``slosched`` entry point; ``argv`` defaults to ``sys.argv[1:]``."""
-    sys.exit(run(argv))
+    code = run(argv)
+    if code == 130:
+        # Ctrl-C: what finished is written. The interpreter's last collection would walk every object the run
+        # and its imports made (a second or more on a busy machine) only to free memory the exit frees anyway;
+        # frozen objects are left out of it (atexit handlers still run).
+        gc.freeze()
+    sys.exit(code)
 
 
 def run(argv: Sequence[str] | None = None) -> int:

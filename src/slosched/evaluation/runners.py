@@ -9,7 +9,6 @@ e.g. under a profiler). Ray is reached the one way the tuner reaches it too (``t
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
@@ -18,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from slosched.core.errors import Interrupted
-from slosched.tuning.executors import connect_ray, ray_map
+from slosched.tuning.executors import connect_ray, ignore_sigint, kill_workers, ray_map
 
 TaskT = TypeVar("TaskT")
 ResultT = TypeVar("ResultT")
@@ -59,34 +58,19 @@ def run_tasks(
             except KeyboardInterrupt:
                 raise Interrupted(slots) from None
             return slots
-        # Workers ignore SIGINT (a terminal's Ctrl-C reaches the whole process group): the parent alone
-        # decides, and kills them, so no worker prints a traceback or finishes a task nobody will read.
-        pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=_ignore_sigint)
+        # Workers ignore SIGINT (a terminal's Ctrl-C reaches the whole process group): the parent kills them.
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=ignore_sigint)
         try:
             futures: dict[Future[ResultT], int] = {pool.submit(fn, task): index for index, task in enumerate(tasks)}
             for future in as_completed(futures):
                 slots[futures[future]] = future.result()
                 progress.advance(bar)
         except KeyboardInterrupt:
-            _kill_workers(pool)
+            kill_workers(pool)
             raise Interrupted(slots) from None
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         return slots
-
-
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _kill_workers(pool: ProcessPoolExecutor) -> None:
-    """Stop the pool's processes now (Python 3.14 has ``terminate_workers``; before, the attribute)."""
-    terminate = getattr(pool, "terminate_workers", None)
-    if terminate is not None:
-        terminate()
-        return
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
-        process.terminate()
 
 
 def run_on_ray(fn: Callable[[TaskT], ResultT], tasks: Sequence[TaskT], description: str, address: str) -> list[ResultT]:

@@ -18,33 +18,26 @@ For one ``Workbench`` (a workload on a cluster):
 SLO capacity = the highest rate at which >= 90% (and 95%) of jobs meet their SLO, to 2%, per seed, in
 steady state (``steady.py``: runs sized to the workload, judged on all jobs and on the second half of the
 window); the figure is the median over seeds with the min-max spread. Runs spread over local worker processes.
+What it finds (``Scoreboard``, ``CapacityResult``, their JSON with the serving figures of every run at a
+load) is ``board.py``'s; each finished scoreboard is a finished row of the bench (``rows.py``), kept on Ctrl-C.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
+from slosched.evaluation.board import TARGETS, CapacityResult, LoadRuns, Scoreboard
 from slosched.evaluation.capacity import Spread
-from slosched.evaluation.formatting import ratio
+from slosched.evaluation.rows import row_finished
 from slosched.evaluation.runners import run_tasks
-from slosched.evaluation.steady import (
-    SteadyCapacity,
-    SteadySearch,
-    converged,
-    long_search,
-    steady_capacity,
-    steady_jobs,
-)
+from slosched.evaluation.steady import SteadyCapacity, SteadySearch, long_search, steady_capacity, steady_jobs
 from slosched.evaluation.workbench import Candidate, RunFigures, Workbench
 
 SCOREBOARD_API_READY = True
 
 BASELINE_ROUTERS = ("least-tokens", "least-loaded", "power-of-two", "cache-aware", "predicted-latency", "prism")
 REFERENCE_ROUTER = "least-tokens"
-TARGETS = (0.90, 0.95)
 LOADS = (0.5, 1.0, 1.5, 2.0)
 PRESIZED_GROWTH = 1.25  # first bracket step of a presized search (the step regrown rounds take too)
 
@@ -63,128 +56,6 @@ class BaselinePlan:
     @classmethod
     def quick(cls) -> BaselinePlan:
         return cls(token_budgets=(512, 2048), caps=(32, 128))
-
-
-@dataclass(slots=True)
-class CapacityResult:
-    """One candidate's SLO capacity at 90% and 95% over seeds; ``searches``: each seed's steady-state search
-    (its job count, attainment at capacity); ``capacity_4x``: the 90% capacity at 4x the run length
-    (convergence; the 95% one is not searched at 4x, as nothing reads it)."""
-
-    candidate: Candidate
-    capacity: dict[float, Spread]
-    searches: tuple[SteadyCapacity, ...] = ()
-    capacity_4x: dict[float, Spread] = field(default_factory=dict)
-
-    @property
-    def median_90(self) -> float:
-        return self.capacity[TARGETS[0]].median
-
-    @property
-    def median_90_4x(self) -> float:
-        return self.capacity_4x[TARGETS[0]].median if self.capacity_4x else math.nan
-
-    @property
-    def steady_state(self) -> bool:
-        """The 90% capacity agrees with its value at 4x the run length within 5%."""
-        return converged(self.median_90, self.median_90_4x)
-
-    def run_json(self) -> dict[str, Any]:
-        """How the search ran: job counts per seed, whether they were long enough, attainment at capacity."""
-        return {
-            "num_jobs": [search.num_jobs for search in self.searches],
-            "sized": all(search.sized for search in self.searches),
-            "attainment_all": Spread.of([search.attainment[0] for search in self.searches]).as_json(),
-            "attainment_second_half": Spread.of([search.attainment[1] for search in self.searches]).as_json(),
-        }
-
-
-@dataclass(slots=True)
-class Scoreboard:
-    """Results of one workbench: capacities, the strongest baseline, overload figures."""
-
-    workbench: str
-    num_jobs: int
-    seeds: tuple[int, ...]
-    truth: tuple[str, ...] = ()  # the software stack(s) of the cluster's ground-truth models
-    baselines: dict[str, CapacityResult] = field(default_factory=dict)
-    others: dict[str, CapacityResult] = field(default_factory=dict)
-    strongest: str = ""
-    overload: dict[str, dict[float, tuple[Spread, Spread]]] = field(default_factory=dict)
-    # Every baseline at every load: the strongest baseline *at a load* is chosen after the fact among them.
-    overload_baselines: dict[str, dict[float, tuple[Spread, Spread]]] = field(default_factory=dict)
-
-    def strongest_at(self, load: float) -> tuple[str, float]:
-        """(label, median goodput) of the baseline with the highest median goodput at ``load`` (the
-        strongest-by-capacity one when the per-load runs are missing)."""
-        runs = {label: per_load[load] for label, per_load in self.overload_baselines.items() if load in per_load}
-        if not runs and self.strongest in self.overload and load in self.overload[self.strongest]:
-            runs = {self.strongest: self.overload[self.strongest][load]}
-        if not runs:
-            return self.strongest, math.nan
-        label = max(runs, key=lambda name: _finite_or_minus(runs[name][1].median))
-        return label, runs[label][1].median
-
-    def converged(self) -> dict[str, CapacityResult]:
-        """The results that carry a capacity at 4x the run length, by label."""
-        return {label: result for label, result in {**self.baselines, **self.others}.items() if result.capacity_4x}
-
-    @property
-    def steady_state(self) -> bool:
-        """Every capacity measured at 4x the run length agrees with it within 5% (False when none was)."""
-        results = self.converged()
-        return bool(results) and all(result.steady_state for result in results.values())
-
-    def capacity_of(self, label: str) -> float:
-        result = self.baselines.get(label) or self.others[label]
-        return result.median_90
-
-    def ratio(self, label: str, versus: str | None = None) -> float:
-        """Median 90% capacity of ``label`` over ``versus`` (default: the strongest baseline)."""
-        base = self.capacity_of(versus or self.strongest)
-        return self.capacity_of(label) / base if base > 0 else math.nan
-
-    def as_json(self, paper_policy: str | None = None, paper_baseline: str | None = None) -> dict[str, Any]:
-        """The fields every benchmark's JSON carries (issue 13, item 4)."""
-        figures: dict[str, Any] = {
-            "workbench": self.workbench,
-            "num_jobs": self.num_jobs,
-            "seeds": list(self.seeds),
-            "baselines": {label: result.median_90 for label, result in self.baselines.items()},
-            "strongest_baseline": self.strongest,
-            "capacity": {
-                label: {f"slo_{round(100 * t)}": spread.as_json() for t, spread in result.capacity.items()}
-                for label, result in {**self.baselines, **self.others}.items()
-            },
-            "capacity_4x": {label: result.median_90_4x for label, result in self.converged().items()},
-            "steady_state_by_policy": {label: result.steady_state for label, result in self.converged().items()},
-            "steady_state": self.steady_state,
-            "runs": {label: result.run_json() for label, result in {**self.baselines, **self.others}.items()},
-            "truth": list(self.truth),
-            "overload": {
-                label: {
-                    f"{load}x": {"attainment": att.as_json(), "goodput_jobs_per_s": good.as_json()}
-                    for load, (att, good) in per_load.items()
-                }
-                for label, per_load in self.overload.items()
-            },
-        }
-        loads = sorted({load for per_load in self.overload.values() for load in per_load})
-        figures["strongest_per_load"] = {
-            f"{load}x": dict(zip(("label", "goodput_jobs_per_s"), self.strongest_at(load), strict=True))
-            for load in loads
-        }
-        if paper_policy is not None:
-            figures["paper_policy"] = paper_policy
-            figures["ratio_vs_strongest"] = self.ratio(paper_policy)
-            ours = self.overload.get(paper_policy, {})
-            figures["goodput_ratio_vs_strongest_per_load"] = {
-                f"{load}x": ratio(ours[load][1].median, self.strongest_at(load)[1]) for load in loads if load in ours
-            }
-        if paper_policy is not None and paper_baseline is not None:
-            figures["paper_baseline"] = paper_baseline
-            figures["ratio_vs_paper_baseline"] = self.ratio(paper_policy, paper_baseline)
-        return figures
 
 
 @dataclass(slots=True, frozen=True)
@@ -311,14 +182,11 @@ def evaluate(
     every_result = {**board.baselines, **board.others}
     convergence(workbench, [every_result[label] for label in dict.fromkeys([*labels, board.strongest])], seeds, workers)
     chosen = list(overload_labels) if overload_labels else [candidate.label for candidate in others]
-    every = overload(workbench, board, [*chosen, *board.baselines], seeds, loads, workers)
-    board.overload = {label: every[label] for label in [board.strongest, *chosen] if label in every}
-    board.overload_baselines = {label: every[label] for label in board.baselines if label in every}
+    runs = overload_runs(workbench, board, [*chosen, *board.baselines], seeds, loads, workers)
+    board.record_overload(runs, [board.strongest, *chosen])
+    # A finished row: what an interrupted bench still shows (``evaluation/rows.py``).
+    row_finished(board.workbench, board.as_json(others[0].label if others else None))
     return board
-
-
-def _finite_or_minus(value: float) -> float:
-    return value if math.isfinite(value) else -math.inf
 
 
 def _best_settings(board: Scoreboard, plan: BaselinePlan) -> tuple[int | None, int | None]:
@@ -341,15 +209,17 @@ def _best_param(board: Scoreboard, values: Sequence[int], engine: str, key: str)
     return max(values, key=capacity)
 
 
-def overload(
+def overload_runs(
     workbench: Workbench,
     board: Scoreboard,
     labels: Sequence[str],
     seeds: Sequence[int],
     loads: Sequence[float],
     workers: int = 2,
-) -> dict[str, dict[float, tuple[Spread, Spread]]]:
-    """(attainment, goodput) spreads at ``loads`` x the strongest baseline's capacity."""
+) -> LoadRuns:
+    """The runs of the strongest baseline and ``labels`` at ``loads`` x the strongest baseline's capacity, one
+    per seed (``Scoreboard.record_overload`` turns them into the overload figures); none when that
+    capacity is 0."""
     every = {**board.baselines, **board.others}
     chosen = [board.strongest, *dict.fromkeys(label for label in labels if label != board.strongest)]
     base_rate = board.capacity_of(board.strongest)
@@ -363,19 +233,8 @@ def overload(
         for load in loads
         for seed in seeds
     ]
-    figures = run_tasks(_run_task, tasks, f"{workbench.name}: overload runs", workers)
-    out: dict[str, dict[float, tuple[Spread, Spread]]] = {}
-    position = 0
-    for label in chosen:
-        out[label] = {}
-        for load in loads:
-            runs = figures[position : position + len(seeds)]
-            position += len(seeds)
-            out[label][load] = (
-                Spread.of([run.attainment for run in runs]),
-                Spread.of([run.goodput_jobs_per_s for run in runs]),
-            )
-    return out
+    figures = iter(run_tasks(_run_task, tasks, f"{workbench.name}: overload runs", workers))
+    return {label: {load: [next(figures) for _ in seeds] for load in loads} for label in chosen}
 
 
 def cold_start(workbench: Workbench, candidates: Sequence[Candidate], seeds: Sequence[int], guess: float) -> Scoreboard:

@@ -1,4 +1,5 @@
-"""Tables and plots of a scoreboard, shared by every benchmark's report (markdown + PNG)."""
+"""Tables and plots of a scoreboard, shared by every benchmark's report (markdown + PNG), and the serving
+table a bench prints on stderr."""
 
 from __future__ import annotations
 
@@ -6,8 +7,23 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
 from slosched.evaluation.capacity import Spread
+from slosched.evaluation.formatting import fixed
 from slosched.evaluation.scoreboard import TARGETS, Scoreboard
+
+# (header, vLLM key, decimals): the compact serving view; the JSON carries every key.
+SERVING_COLUMNS = (
+    ("req/s", "request_throughput", 3),
+    ("goodput req/s", "request_goodput", 3),
+    ("out tok/s", "output_throughput", 1),
+    ("p99 TTFT ms", "p99_ttft_ms", 1),
+    ("p99 TPOT ms", "p99_tpot_ms", 2),
+    ("p99 ITL ms", "p99_itl_ms", 2),
+)
 
 
 def role_of(board: Scoreboard, label: str) -> str:
@@ -130,3 +146,26 @@ def _color(board: Scoreboard, label: str) -> str:
 
 def _finite(value: float) -> float:
     return value if math.isfinite(value) else 0.0
+
+
+def serving_table(board: Scoreboard) -> Table:
+    """The overload runs of ``board`` in vLLM's serving terms: per policy and load, attainment and the
+    serving figures (medians over seeds)."""
+    base = board.capacity_of(board.strongest) if board.strongest else math.nan
+    table = Table(title=f"{board.workbench}: serving figures at loads x the strongest baseline's capacity (medians)")
+    for header in ("policy", "load", "attainment", *(column[0] for column in SERVING_COLUMNS)):
+        table.add_column(header, justify="left" if header == "policy" else "right")
+    for label, per_load in board.overload.items():
+        for load, (attainment, _) in sorted(per_load.items()):
+            serving = board.serving_at(label, load)
+            cells = [fixed(serving.get(key, math.nan), digits) for _, key, digits in SERVING_COLUMNS]
+            table.add_row(escape(label), f"{load:g}x ({fixed(load * base, 3)}/s)", fixed(attainment.median, 3), *cells)
+    return table
+
+
+def print_serving(boards: Sequence[Scoreboard]) -> None:
+    """``serving_table`` of each scoreboard that has overload runs, on stderr (stdout carries the JSON)."""
+    console = Console(stderr=True, width=160)
+    for board in boards:
+        if board.overload:
+            console.print(serving_table(board))

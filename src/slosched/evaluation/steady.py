@@ -40,6 +40,7 @@ from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.evaluation.capacity import find_capacity
 from slosched.evaluation.workbench import Candidate, RunFigures, Workbench
+from slosched.metrics.serving import ServingStats
 from slosched.sim.deadlines import FastestLatency
 from slosched.sim.models import InstanceModels
 
@@ -93,6 +94,7 @@ class SteadyCapacity:
     p90_latency_s: float
     rounds: int
     attainment: tuple[float, float] = (math.nan, math.nan)  # (all, second half) at the loosest capacity
+    serving: ServingStats | None = None  # the run at the loosest capacity, in vLLM's serving terms
 
     @property
     def sized(self) -> bool:
@@ -157,6 +159,7 @@ def steady_capacity(workbench: Workbench, candidate: Candidate, seed: int, searc
         p90_latency_s=p90,
         rounds=rounds,
         attainment=(at.attainment, at.attainment_second_half) if at else (math.nan, math.nan),
+        serving=at.serving if at else None,
     )
 
 

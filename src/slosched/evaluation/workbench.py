@@ -12,6 +12,9 @@ A ``Workbench`` turns (candidate policy, arrival rate, seed) into the figures of
   seed's jobs), from template statistics, input lengths and max_tokens; never from the measured jobs' true
   output lengths (``sim/deadlines.py``).
 - **Goodput** counts SLO-meeting measured jobs per second of their arrival window.
+- **Serving figures.** Each run also carries the measured requests' figures in vLLM's serving-benchmark terms
+  (``metrics/serving.py``: token throughput, request goodput, TTFT / TPOT / ITL / end-to-end latency in ms),
+  computed as ``slosched compare`` computes them, from the records the run has anyway.
 - **Steady state.** Attainment is judged on all measured jobs and on those arriving in the second half of
   the arrival window (after a backlog had time to form); ``RunFigures.judged`` is the lower of the two, and
   a rate passes only where both pass (``evaluation/steady.py`` sizes the runs).
@@ -30,7 +33,8 @@ from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.core.records import RunResult
 from slosched.evaluation.oracle import OracleOutputPredictor
-from slosched.metrics.summary import token_slo_missed_jobs
+from slosched.metrics.serving import ServingStats
+from slosched.metrics.summary import serving_of, token_slo_missed_jobs
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, PolicyParams, simulate
 
@@ -99,6 +103,8 @@ class RunFigures:
     num_preemptions: int
     # Attainment of the measured jobs arriving in the second half of the arrival window (NaN: none).
     attainment_second_half: float = float("nan")
+    # The measured requests in vLLM's serving-benchmark terms (None: figures made without the records).
+    serving: ServingStats | None = None
 
     @property
     def judged(self) -> float:
@@ -165,8 +171,8 @@ def warmup_for(num_jobs: int) -> int:
 
 
 def measure(result: RunResult, rate: float, seed: int) -> RunFigures:
-    """Attainment (all measured jobs, and those arriving in the second half of the window) and goodput of
-    the measured jobs of ``result`` (the warm-up prefix is discarded)."""
+    """Attainment (all measured jobs, and those arriving in the second half of the window), goodput and the
+    serving figures of the measured jobs of ``result`` (the warm-up prefix is discarded)."""
     measured = [job for job in result.jobs if not job.id.startswith(WARMUP_PREFIX)]
     missed_tokens = token_slo_missed_jobs(result.requests)
     met = [(job.arrival_s, job.deadline_met and job.id not in missed_tokens) for job in measured]
@@ -181,6 +187,7 @@ def measure(result: RunResult, rate: float, seed: int) -> RunFigures:
         goodput_jobs_per_s=num_met / window if window > 0 else float("nan"),
         num_preemptions=sum(stats.num_preemptions for stats in result.instances),
         attainment_second_half=second_half_attainment(met, first + window / 2),
+        serving=serving_of(measured_only(result)),
     )
 
 

@@ -13,12 +13,16 @@ Definitions, as vLLM's where the records allow:
   are those of the pooled gaps under that assumption.
 - ``request_goodput``: completed requests that met every SLO they carried (deadline, TTFT, TPOT) per
   second of duration (vLLM's goodput counts the requests within its ``--goodput`` SLOs).
+- A record without a first-token time (a live call that was not streamed) still gives the throughputs,
+  the goodput (where it carries no TTFT / TPOT SLO) and the end-to-end latency; its TTFT, TPOT and ITL are
+  NaN (``null`` in JSON), never guessed.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,8 +114,11 @@ def serving_stats(requests: Sequence[RequestRecord], duration_s: float) -> Servi
     gaps = tokens - 1
     with np.errstate(divide="ignore", invalid="ignore"):
         tpot = np.where(gaps > 0, (finish - first) / gaps, np.nan)
-    # As ``RequestRecord.token_slos_met``: a single-token output's TPOT is 0.
-    met = (finish <= deadline) & (first - arrival <= ttft_slo) & (np.where(gaps > 0, tpot, 0.0) <= tpot_slo)
+    # As ``RequestRecord.token_slos_met``: a single-token output's TPOT is 0, and an SLO a request does not
+    # carry is met even where its first token's time is unknown (a live call that was not streamed).
+    ttft_met = np.isinf(ttft_slo) | (first - arrival <= ttft_slo)
+    tpot_met = np.isinf(tpot_slo) | (np.where(gaps > 0, tpot, 0.0) <= tpot_slo)
+    met = (finish <= deadline) & ttft_met & tpot_met
     done = int(table.shape[1])
     input_tokens = int(prompts.sum())
     output_tokens = int(tokens.sum())
@@ -133,3 +140,17 @@ def serving_stats(requests: Sequence[RequestRecord], duration_s: float) -> Servi
         itl=MsStats.of(tpot, np.maximum(gaps, 0)),
         e2el=MsStats.of(finish - arrival),
     )
+
+
+def median_over_runs(runs: Iterable[Mapping[str, float | int] | None]) -> dict[str, float]:
+    """Each key's median over ``runs`` (``ServingStats.to_json_dict`` of several seeds' runs), over the
+    runs where it is finite; NaN where none is (or there is no run). A bench reports a figure at a load as
+    its median over seeds: this is the serving figures' way of doing so. ``None`` (a run not measured) is
+    skipped."""
+    measured = [run for run in runs if run is not None]
+    keys = list(dict.fromkeys(key for run in measured for key in run))
+    out: dict[str, float] = {}
+    for key in keys:
+        values = [float(run[key]) for run in measured if key in run and math.isfinite(float(run[key]))]
+        out[key] = float(statistics.median(values)) if values else math.nan
+    return out

@@ -164,6 +164,13 @@ def summarize(result: RunResult) -> PolicySummary:
     )
 
 
+def serving_of(result: RunResult) -> ServingStats:
+    """The serving figures (vLLM's terms) of ``result`` exactly as ``summarize`` reports them: over its
+    requests, its makespan as the duration. Benches call it on the measured part of a run
+    (``evaluation.workbench.measured_only``), as ``compare`` does."""
+    return serving_stats(result.requests, _makespan_s(result.jobs))
+
+
 def token_slo_missed_jobs(requests: Sequence[RequestRecord]) -> set[str]:
     """Ids of jobs with a request that carries a TTFT/TPOT SLO and missed it: such a job misses its SLO
     even when it finished within ``slo_s`` (a job meets its SLO only if every call met its token SLOs)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import socket
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -38,7 +39,8 @@ class SerialExecutor:
 
 class ProcessExecutor:
     """A pool of local worker processes, started on first use and kept until ``close`` (start-up costs
-    more than a small window's simulation, so a tuner reuses it across retunes)."""
+    more than a small window's simulation, so a tuner reuses it across retunes). Ctrl-C during ``map`` kills
+    the workers at once (they ignore SIGINT themselves) and closes the pool before it propagates."""
 
     def __init__(self, max_workers: int | None = None) -> None:
         self.max_workers = max_workers or max(1, os.cpu_count() or 1)
@@ -48,13 +50,34 @@ class ProcessExecutor:
         if len(items) <= 1 or self.max_workers == 1:
             return [fn(item) for item in items]
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.max_workers)
-        return list(self._pool.map(fn, items))
+            self._pool = ProcessPoolExecutor(max_workers=self.max_workers, initializer=ignore_sigint)
+        try:
+            return list(self._pool.map(fn, items))
+        except KeyboardInterrupt:
+            kill_workers(self._pool)
+            self.close()
+            raise
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown()
+            self._pool.shutdown(cancel_futures=True)
             self._pool = None
+
+
+def ignore_sigint() -> None:
+    """A worker's initializer: a terminal's Ctrl-C reaches the whole process group, and the parent alone
+    decides (and kills its workers), so no worker prints a traceback or finishes a task nobody will read."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def kill_workers(pool: ProcessPoolExecutor) -> None:
+    """Stop the pool's processes now (Python 3.14 has ``terminate_workers``; before, the attribute)."""
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
 
 
 def check_ray_address(address: str, field: str, timeout_s: float = 5.0) -> None:

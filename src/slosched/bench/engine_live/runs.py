@@ -28,7 +28,8 @@ import slosched.bench.engine_live.traces as traces
 from slosched.bench.engine_live.traces import LiveCall, LiveJob, Replay, ServerSpeed
 from slosched.devtools.up import wait_ready
 from slosched.devtools.vllm_launch import PluginServer, start_plugin_servers, stop_plugin_servers
-from slosched.evaluation.formatting import print_figures
+from slosched.evaluation.formatting import fixed, print_figures
+from slosched.evaluation.rows import row_finished
 from slosched.perf.speed_models import SpeedSample, fit_usl
 from slosched.vllm_ext.control import write_control
 from slosched.vllm_ext.state_export import read_state
@@ -132,6 +133,7 @@ def run_policy(server: PluginServer, document: dict[str, Any], jobs: list[LiveJo
     timed = max(after["num_timed_steps"] - before["num_timed_steps"], 1)
     return {
         **traces.summarize(jobs),
+        "serving": traces.serving(jobs),
         "steps": steps,
         "plugin_us_per_step": 1e6 * (after["plugin_s"] - before["plugin_s"]) / steps,
         "vllm_schedule_us_per_step": 1e6 * (after["base_schedule_s"] - before["base_schedule_s"]) / steps,
@@ -166,6 +168,7 @@ def _measure(server: PluginServer, quick: bool) -> dict[str, Any]:
         for name in names:
             result = run_policy(server, catalog[name], _fresh(jobs))
             rows.append({"trace": trace, "policy": name, **result})
+            row_finished(f"{trace}/{name}", rows[-1])  # kept if Ctrl-C stops the rest
     plugin_rows = [row for row in rows if row["policy"] != "stock"]
     return {
         "rows": rows,
@@ -185,10 +188,11 @@ def _measure(server: PluginServer, quick: bool) -> dict[str, Any]:
 def _print(figures: dict[str, Any]) -> None:
     flat: dict[str, Any] = {}
     for row in figures["rows"]:
-        key = f"{row['trace']}/{row['policy']}"
+        key, serving = f"{row['trace']}/{row['policy']}", row["serving"]
         flat[key] = (
             f"SLO {row['slo_attainment']:.0%}  mean {row['mean_latency_s']:.2f} s  "
-            f"P90 {row['p90_latency_s']:.2f} s  plugin {row['plugin_us_per_step']:.0f} us/step"
+            f"P90 {row['p90_latency_s']:.2f} s  plugin {row['plugin_us_per_step']:.0f} us/step  "
+            f"{fixed(serving['output_throughput'], 1)} tok/s  p99 e2e {fixed(serving['p99_e2el_ms'], 0)} ms"
         )
     for key in (
         "plugin_us_per_step",

@@ -20,6 +20,9 @@ import httpx
 import numpy as np
 
 from slosched import contract as c
+from slosched.core.records import RequestRecord
+from slosched.core.request import Outcome
+from slosched.metrics.serving import serving_stats
 
 _WORDS = ("alpha", "brown", "quick", "lazy", "model", "token", "batch", "queue", "deadline", "engine", "cache")
 
@@ -49,6 +52,8 @@ class LiveJob:
     latency_s: float | None = None
     tokens: int = 0
     errors: int = 0
+    # Each call as replayed (seconds from the replay's start; no first-token time: calls are not streamed).
+    calls: list[RequestRecord] = field(default_factory=list)
 
 
 def prompt(words: int, seed: int) -> str:
@@ -148,13 +153,17 @@ class Replay:
             "ignore_eos": True,
             "vllm_xargs": xargs if key is None else c.sign_xargs(xargs, request_id, key),
         }
+        sent_s = time.monotonic() - self.start_mono
+        usage: dict[str, Any] = {}
         try:
             headers = {c.HEADER_REQUEST_ID: request_id}
             response = await client.post(f"{self.url}/v1/completions", json=body, headers=headers, timeout=600)
             response.raise_for_status()
-            job.tokens += int(response.json()["usage"]["completion_tokens"])
+            usage = response.json()["usage"]
+            job.tokens += int(usage["completion_tokens"])
         except (httpx.HTTPError, KeyError, ValueError):
             job.errors += 1
+        job.calls.append(_call_record(job, stage, request_id, sent_s, time.monotonic() - self.start_mono, usage))
 
     async def job(self, client: httpx.AsyncClient, job: LiveJob) -> None:
         await asyncio.sleep(max(0.0, job.arrival_s - (time.monotonic() - self.start_mono)))
@@ -167,6 +176,35 @@ class Replay:
         limits = httpx.Limits(max_connections=512, max_keepalive_connections=64)
         async with httpx.AsyncClient(limits=limits) as client:
             await asyncio.gather(*(self.job(client, job) for job in jobs))
+
+
+def _call_record(
+    job: LiveJob, stage: int, request_id: str, sent_s: float, done_s: float, usage: dict[str, Any]
+) -> RequestRecord:
+    """A replayed call as the simulator records a request (``usage`` empty: it failed)."""
+    return RequestRecord(
+        id=request_id,
+        job_id=job.id,
+        stage=f"s{stage}",
+        instance="engine",
+        arrival_s=sent_s,
+        prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        output_tokens=int(usage.get("completion_tokens", 0)),
+        outcome=Outcome.COMPLETED if usage else Outcome.FAILED,
+        finish_s=done_s,
+        deadline_s=job.arrival_s + job.slo_s,
+    )
+
+
+def serving(jobs: list[LiveJob]) -> dict[str, float]:
+    """The replayed calls in vLLM's serving terms (``metrics.serving.serving_stats``, as ``compare``): token
+    throughput, request goodput (calls within their job's deadline), end-to-end latency; TTFT, TPOT and ITL
+    are NaN, since the calls are not streamed. The duration runs from the first job's arrival to the last
+    call's end."""
+    records = [record for job in jobs for record in job.calls]
+    ends = [record.finish_s for record in records if record.outcome is Outcome.COMPLETED]
+    duration = max(ends) - min(job.arrival_s for job in jobs) if ends else math.nan
+    return serving_stats(records, duration).to_json_dict()
 
 
 def summarize(jobs: list[LiveJob]) -> dict[str, float]:

@@ -19,6 +19,7 @@ from slosched.bench.fairness.live import live_flood
 from slosched.bench.fairness.setup import EXAMPLE, FULL, MAX_DROP_POINTS, QUICK, RESULTS, Plan
 from slosched.core.errors import ConfigError
 from slosched.evaluation.formatting import print_figures
+from slosched.evaluation.rows import row_finished
 from slosched.experiment import FloodFigures, flood_figures
 from slosched.scenario.config import load_scenario
 
@@ -62,6 +63,7 @@ def measure(plan: Plan) -> dict[str, Any]:
     """Both halves, their summaries and the verdict (no exception: ``run`` raises on a miss)."""
     sim = summarise(simulated(plan.seeds))
     sim["seeds"] = list(plan.seeds)
+    row_finished("sim", sim)  # kept if Ctrl-C stops the live half
     print_figures(f"simulated flood: median (min, max) over {len(plan.seeds)} seeds", _shown(sim))
     live = summarise([live_flood() for _ in range(plan.live_runs)])
     print_figures(f"live flood, slosched serve + stubs: median (min, max) over {plan.live_runs} runs", _shown(live))

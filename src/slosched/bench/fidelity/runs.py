@@ -25,11 +25,13 @@ from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobKind, JobSpec
 from slosched.core.records import RunResult
 from slosched.devtools.up import start_servers, stop_servers, wait_ready
-from slosched.evaluation.formatting import print_figures
+from slosched.evaluation.formatting import fixed, print_figures
+from slosched.evaluation.rows import row_finished
 from slosched.fidelity.compare import Case, compare_runs, summarize_cases
 from slosched.fidelity.records_io import save_run
 from slosched.fidelity.replay import replay
 from slosched.fidelity.traces import TRACES, capacity_jobs_per_s, make_trace
+from slosched.metrics.summary import serving_of
 from slosched.perf.profile_fit import MeasuredProfile
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, simulate
@@ -133,20 +135,39 @@ def _measure(url: str, work: Path, quick: bool) -> dict[str, Any]:
     keep.mkdir(parents=True, exist_ok=True)
     profile_path = profile.save(keep / "profile.json")
     cases: list[Case] = []
+    serving: list[dict[str, Any]] = []
     for trace, load, jobs in plan_cases(profile, quick):
         real = replay(url, jobs)
         sim = simulate_trace(jobs, profile_path)
         multi_call = any(job.kind is not JobKind.SINGLE for job in jobs)
-        cases += compare_runs(trace, load, real, sim, job_metrics=multi_call)
+        compared = compare_runs(trace, load, real, sim, job_metrics=multi_call)
+        cases += compared
+        serving.append(serving_pair(trace, load, real, sim))
+        row_finished(f"{trace}/{load}", {"cases": [case.to_json_dict() for case in compared], "serving": serving[-1]})
         if not quick:
             save_run(keep / f"{trace}-{load}.json", jobs, real, sim)
     summary = summarize_cases(cases)
+    summary["serving"] = serving
     summary["profile"] = {
         "params": profile.to_json_dict()["params"],
         "residual_rel_std": profile.residual_rel_std,
         "num_steps": profile.num_steps,
     }
     return summary
+
+
+def serving_pair(trace: str, load: str, real: RunResult, sim: RunResult) -> dict[str, Any]:
+    """One case in vLLM's serving terms, the real run (its streamed first tokens) and the simulated one
+    through the same function (``metrics.summary.serving_of``, what ``compare`` reports)."""
+    real_figures, sim_figures = serving_of(real).to_json_dict(), serving_of(sim).to_json_dict()
+    return {"trace": trace, "load": load, "real": real_figures, "sim": sim_figures}
+
+
+def serving_text(pair: dict[str, Any]) -> str:
+    """The compact view: output tokens/s and p99 TTFT / TPOT in ms, real and simulated."""
+    real, sim = pair["real"], pair["sim"]
+    shown = (("tok/s", "output_throughput"), ("p99 TTFT ms", "p99_ttft_ms"), ("p99 TPOT ms", "p99_tpot_ms"))
+    return "  ".join(f"{name} real {fixed(real[key], 1)} sim {fixed(sim[key], 1)}" for name, key in shown)
 
 
 def _print(figures: dict[str, Any]) -> None:
@@ -156,6 +177,8 @@ def _print(figures: dict[str, Any]) -> None:
             flat[f"{case['trace']}/{case['load']}/{case['metric']}"] = (
                 f"real {case['real']:.3f}  sim {case['sim']:.3f}  ({case['error_pct']:+.1f}%)"
             )
+    for pair in figures.get("serving", []):
+        flat[f"{pair['trace']}/{pair['load']}/serving"] = serving_text(pair)
     for key in ("mean_abs_error_pct", "p90_abs_error_pct", "all_abs_error_pct", "server_start_s", "wall_s"):
         flat[key] = figures[key]
     print_figures("fidelity: simulator vs a real vLLM CPU server", flat)

@@ -32,8 +32,10 @@ from slosched.bench.hexgen.online import OnlineRun, drift_trace, run_online
 from slosched.core.records import RunResult
 from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.scoreboard import BaselinePlan, Scoreboard, capacities, cold_start, evaluate
+from slosched.evaluation.scoreboard_report import print_serving
 from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.metrics.slo_scale import min_scale_for
+from slosched.metrics.summary import serving_of
 from slosched.tuning.alpha import AlphaTuner, TuneConfig
 from slosched.tuning.executors import ProcessExecutor
 
@@ -120,6 +122,8 @@ def drift(
         "num_jobs": len(workload),
         "attainment_online": _attainment(online.result),
         "attainment_held": _attainment(held),
+        "serving_online": serving_of(online.result).to_json_dict(),
+        "serving_held": serving_of(held).to_json_dict(),
         "held_alpha": alpha,
         "windows": [asdict(step) for step in online.steps],
     }
@@ -276,5 +280,6 @@ def run(quick: bool) -> dict[str, Any]:
         summary[f"{name}: alpha"] = bench["alpha"]
     summary["alpha_tune_seconds (100 s window at 0.5 q/s)"] = figures["alpha_tune_seconds"]
     summary["bench_seconds"] = figures["bench_seconds"]
+    print_serving([outcome.board for outcome in outcomes])
     print_figures("hexgen: Hexgen-Text2SQL on the scoreboard", summary)
     return figures

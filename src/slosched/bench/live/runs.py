@@ -52,6 +52,7 @@ from slosched.core.job import CallSpec, JobSpec
 from slosched.devtools.stub import free_port, serve_app
 from slosched.devtools.up import VllmServer, start_servers, stop_servers, wait_ready
 from slosched.devtools.vllm_launch import start_plugin_servers
+from slosched.evaluation.rows import row_finished
 from slosched.gateway.http.app import Gateway
 from slosched.gateway.ops.config import parse_config
 from slosched.policies.spec import PolicyPair
@@ -239,6 +240,7 @@ def _measure(servers: Servers, table: Sequence[Row], peer: Path | None, quick: b
                 salted = salt_prefixes(jobs, f"{salt}-{seed}-{row.label}")
                 run = {"workload": workload, "seed": seed, "row": row.label, **_run_once(servers, row, salted, peer)}
                 runs.append(run)
+                row_finished(f"{workload} seed {seed} {row.label}", run)  # kept if Ctrl-C stops the rest
                 _say(
                     f"live: {workload} seed {seed} {row.label}: attainment {run['slo_attainment']:.2f}, "
                     f"mean {run['mean_latency_s']:.2f} s, {run['wall_s']:.0f} s"

@@ -21,7 +21,8 @@ from slosched.core.job import JobSpec
 from slosched.core.records import RunResult
 from slosched.core.views import StepObservation
 from slosched.evaluation.throughput import saturation_throughput
-from slosched.evaluation.workbench import WARMUP_PREFIX, Candidate, Workbench
+from slosched.evaluation.workbench import WARMUP_PREFIX, Candidate, Workbench, measured_only
+from slosched.metrics.summary import serving_of
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.perf.roofline import RooflineModel
 from slosched.perf.structural import StructuralParams, observation_rows, predict, r_squared
@@ -221,5 +222,6 @@ def miss_breakdown(bench: Workbench, candidates: Sequence[Candidate], rate: floa
             "tpot_missed": sum(1 for r in calls if r.tpot_slo_s is not None and r.tpot_s > r.tpot_slo_s),
             "met": sum(1 for r in calls if r.token_slos_met),
             "shares": shares,
+            "serving": serving_of(measured_only(result)).to_json_dict(),
         }
     return {"rate": rate, "seed": seed, "results": out}

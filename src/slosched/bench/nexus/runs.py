@@ -42,6 +42,7 @@ from slosched.bench.nexus.setup import (
 from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.scoreboard import LOADS, Scoreboard, cold_start, evaluate
+from slosched.evaluation.scoreboard_report import print_serving
 
 RESULTS_DIR = Path("docs/results")  # relative to the working directory, like the other benches
 QUICK_SEEDS = (1, 2)
@@ -190,4 +191,5 @@ def _print_summary(figures: dict[str, Any], boards: list[Scoreboard]) -> None:
     summary["zero_config_converge_s"] = figures["zero_config_converge_s"]
     summary["wall_s"] = figures["wall_s"]
     summary["cpu_s"] = figures["cpu_s"]
+    print_serving(boards)
     print_figures("nexus", summary)

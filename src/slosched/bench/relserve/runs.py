@@ -34,9 +34,10 @@ from rich.table import Table
 import slosched.bench.relserve.setup as setup
 from slosched.core.records import RunResult
 from slosched.evaluation.scoreboard import LOADS, Scoreboard, evaluate
-from slosched.evaluation.workbench import WARMUP_PREFIX, Candidate, Workbench
+from slosched.evaluation.scoreboard_report import print_serving
+from slosched.evaluation.workbench import WARMUP_PREFIX, Candidate, Workbench, measured_only
 from slosched.metrics.breakdown import relquery_breakdown
-from slosched.metrics.summary import json_safe
+from slosched.metrics.summary import json_safe, serving_of
 from slosched.policies.engine.ordering.relserve_overhead import OverheadMeter
 from slosched.sim.runner import PolicyParams
 
@@ -133,7 +134,8 @@ def paper_latency(result: SettingResult, bench: Workbench, frameworks: list[Cand
             runs[candidate.label] = _run(bench, run_as, rate, seed)
             latency[candidate.label] = _measured_mean_latency(runs[candidate.label])
         simulated_s += runs[setup.PAPER_POLICY].end_s
-        result.latency.append({"load": load, "rate_rps": rate, "mean_latency_s": latency})
+        serving = {label: serving_of(measured_only(run)).to_json_dict() for label, run in runs.items()}
+        result.latency.append({"load": load, "rate_rps": rate, "mean_latency_s": latency, "serving": serving})
         if load == ABLATION_LOAD:
             result.at_ablation_load = _ablation(bench, runs, latency, rate, seed)
     result.at_ablation_load["overhead_share"] = meter.total_s / simulated_s if simulated_s else 0.0
@@ -223,6 +225,7 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 def print_results(results: list[SettingResult], figures: dict[str, Any]) -> None:
+    print_serving([result.board for result in results])
     console = Console(stderr=True, width=150)
     for result in results:
         board = result.board

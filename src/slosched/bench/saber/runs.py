@@ -31,9 +31,11 @@ from rich.markup import escape
 import slosched.bench.saber.setup as setup
 from slosched.bench.saber.figures import MixResult
 from slosched.core.errors import ConfigError
+from slosched.evaluation.board import serving_median
 from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.runners import run_tasks
-from slosched.evaluation.scoreboard import Scoreboard, evaluate, overload
+from slosched.evaluation.scoreboard import Scoreboard, evaluate, overload_runs
+from slosched.evaluation.scoreboard_report import print_serving
 from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.metrics.summary import json_safe
 from slosched.perf.speed_models import SpeedProfile
@@ -80,7 +82,7 @@ def run_mix(plan: RunPlan, mix: str, profile: SpeedProfile) -> MixResult:
     paper = setup.paper_baseline(board, baselines.caps)
     if paper != board.strongest and paper not in board.overload:
         # (``overload`` always reruns the strongest baseline first: same seeds, same figures.)
-        board.overload.update(overload(bench, board, [paper], plan.seeds, LOADS))
+        board.record_overload(overload_runs(bench, board, [paper], plan.seeds, LOADS))
     jobs = setup.code_jobs(mix, 1.0, plan.seeds[0], max_tokens, sla, plan.num_jobs)
     result = MixResult(mix, board, paper, sla or {job.template: float(job.slo_s or 0.0) for job in jobs})
     result.rows = paper_table(plan, bench, board, others[0])
@@ -134,6 +136,11 @@ def _paper_row(
             **{f"cap_{cap}": preemptions[cap] for cap in (*caps, UNCAPPED)},
         },
         "caps": {cap: means[cap] for cap in caps},
+        # vLLM's serving terms (median over seeds) of SABER and of the best static cap at this load.
+        "serving": {
+            "saber": serving_median([run.serving for run in runs["saber"]]),
+            "best_static": serving_median([run.serving for run in runs[best]]),
+        },
     }
 
 
@@ -197,6 +204,7 @@ def run(quick: bool) -> dict[str, Any]:
         from slosched.bench.saber.report import write_report
 
         write_report(RESULTS_DIR, figures, results, profile)
+    print_serving([result.board for result in results])
     print_figures("saber", headline(figures))
     return figures
 

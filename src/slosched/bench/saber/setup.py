@@ -34,7 +34,9 @@ from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.core.request import Outcome
 from slosched.evaluation.scoreboard import REFERENCE_ROUTER, BaselinePlan, Scoreboard
-from slosched.evaluation.workbench import WARMUP_PREFIX, Candidate, Workbench
+from slosched.evaluation.workbench import WARMUP_PREFIX, Candidate, Workbench, measured_only
+from slosched.metrics.serving import ServingStats
+from slosched.metrics.summary import serving_of
 from slosched.perf.speed_models import SpeedProfile
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, simulate
@@ -151,6 +153,7 @@ class RunOutcome:
 
     ratios: np.ndarray
     num_preemptions: int
+    serving: ServingStats | None = None  # the measured requests in vLLM's serving terms
 
     @property
     def attainment(self) -> float:
@@ -177,7 +180,7 @@ def grid_task(task: GridTask) -> RunOutcome:
         if not job.id.startswith(WARMUP_PREFIX)
     ]
     preemptions = sum(stats.num_preemptions for stats in result.instances)
-    return RunOutcome(np.array(ratios, dtype=np.float64), preemptions)
+    return RunOutcome(np.array(ratios, dtype=np.float64), preemptions, serving_of(measured_only(result)))
 
 
 def measured_sla(mix: str, seeds: Sequence[int], max_tokens: Mapping[str, int]) -> dict[str, float]:

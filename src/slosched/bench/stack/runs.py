@@ -39,6 +39,7 @@ from slosched.bench.stack.figures import WorkloadRun
 from slosched.bench.stack.setup import Sizes, StackWorkload
 from slosched.evaluation.formatting import finite_ratio, print_figures
 from slosched.evaluation.scoreboard import Scoreboard, evaluate
+from slosched.evaluation.scoreboard_report import print_serving
 
 RESULTS_DIR = Path("docs/results")  # relative to the working directory, like the other benches
 REPORT_ENV = "SLOSCHED_STACK_REPORT"
@@ -102,13 +103,19 @@ def workload_figures(run: WorkloadRun) -> dict[str, Any]:
         "stack_vs_oracle": finite_ratio(board.capacity_of(stack), board.capacity_of(oracle)),
         "oracle_goodput_ratio_2x": finite_ratio(limit.get(2.0, math.nan), at_load.get(2.0, ("", math.nan))[1]),
         "strongest_per_load": {
-            f"{load:g}x": {"label": label, "goodput": value} for load, (label, value) in at_load.items()
+            f"{load:g}x": {"label": label, "goodput": value, "serving": board.serving_at(label, load)}
+            for load, (label, value) in at_load.items()
         },
         "goodput_per_load": {
             label: {f"{load:g}x": value for load, value in _per_load_goodput(board, label).items()}
             for label in (stack, oracle, board.strongest)
         },
         "goodput_ratio_per_load": {f"{load:g}x": value for load, value in per_load.items()},
+        # vLLM's serving terms (median over seeds) at each load, as the goodput above.
+        "serving_per_load": {
+            label: {f"{load:g}x": value for load, value in board.overload_serving.get(label, {}).items()}
+            for label in (stack, oracle, board.strongest)
+        },
         "min_goodput_ratio_any_load": min(finite) if finite else math.nan,
         "capacity_target": capacity_target(run.workload.name),
         "wall_s": run.wall_s,
@@ -166,6 +173,7 @@ def run(quick: bool) -> dict[str, Any]:
     figures = figures_of(runs, seeds, quick)
     figures["wall_s"] = time.perf_counter() - start
     figures["cpu_s"] = cpu_seconds()
+    print_serving([run.board for run in runs])
     _print_summary(figures)
     directory = os.environ.get(REPORT_ENV)
     if directory or not quick:

@@ -36,6 +36,7 @@ from typing import Any
 import slosched.bench.stack.setup as setup
 from slosched.core.errors import ConfigError
 from slosched.evaluation.formatting import print_figures
+from slosched.evaluation.rows import row_finished
 from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.throughput import sustained_throughput
 from slosched.evaluation.workbench import Candidate
@@ -121,24 +122,7 @@ def limits_of(name: str, row: dict[str, Any], saturation: dict[str, float]) -> d
 def run(quick: bool) -> dict[str, Any]:
     figures = load_stack_figures(Path(os.environ.get(JSON_ENV, str(DEFAULT_JSON))))
     seeds = QUICK_SEEDS if quick else FULL_SEEDS
-    rows = figures["workloads"]
-    tasks = [
-        (name, label, load * _top_capacity(row), seed, quick)
-        for name, row in rows.items()
-        for label in (setup.STACK_LABEL, row["strongest_baseline"])
-        for load in OVERLOADS
-        for seed in seeds
-    ]
-    values = run_tasks(_saturation, tasks, "stack limits: saturation runs")
-    per: dict[str, dict[str, dict[float, list[float]]]] = {}
-    for (name, label, rate, _, _), value in zip(tasks, values, strict=True):
-        per.setdefault(name, {}).setdefault(label, {}).setdefault(rate, []).append(value)
-    result = {
-        name: limits_of(name, rows[name], {label: _best(by_rate) for label, by_rate in per[name].items()})
-        for name in rows
-    }
-    for name, row in result.items():
-        row["truth"] = rows[name].get("truth", [])
+    result = {name: workload_limits(name, row, seeds, quick) for name, row in figures["workloads"].items()}
     out = {"workloads": result, "seeds": len(seeds), "source_mode": figures.get("mode", "?")}
     print_figures("stack-limits", _summary(result))
     if not quick:
@@ -146,6 +130,25 @@ def run(quick: bool) -> dict[str, Any]:
 
         write_page(PAGE, out)
     return out
+
+
+def workload_limits(name: str, row: dict[str, Any], seeds: Sequence[int], quick: bool) -> dict[str, Any]:
+    """One workload's limits from its saturation runs (the stack and the strongest baseline at each of
+    ``OVERLOADS``, every seed, spread over the workers): a finished row, kept if the run is interrupted."""
+    tasks = [
+        (name, label, load * _top_capacity(row), seed, quick)
+        for label in (setup.STACK_LABEL, row["strongest_baseline"])
+        for load in OVERLOADS
+        for seed in seeds
+    ]
+    values = run_tasks(_saturation, tasks, f"stack limits: {name} saturation runs")
+    per: dict[str, dict[float, list[float]]] = {}
+    for (_, label, rate, _, _), value in zip(tasks, values, strict=True):
+        per.setdefault(label, {}).setdefault(rate, []).append(value)
+    limits = limits_of(name, row, {label: _best(by_rate) for label, by_rate in per.items()})
+    limits["truth"] = row.get("truth", [])
+    row_finished(name, limits)
+    return limits
 
 
 def _top_capacity(row: dict[str, Any]) -> float:
