@@ -19,7 +19,7 @@ from slosched.core.views import InstanceView
 from slosched.policies.cluster.base import CompletionObserver, Router
 from slosched.policies.engine.base import EnginePolicy, StateExporter
 from slosched.policies.engine.queue import fits_model_len
-from slosched.policies.job.base import JobPolicy
+from slosched.policies.job.base import JobPolicy, stage_decider
 from slosched.sim.belief import BeliefFeed
 from slosched.sim.deadlines import DeadlineModel, FastestLatency
 from slosched.sim.instance import SimInstance
@@ -27,7 +27,7 @@ from slosched.sim.jobs import JobState, OneStageGraphs
 from slosched.sim.kernel import EventKernel
 from slosched.sim.models import InstanceModels
 from slosched.sim.noise import NoiseStream
-from slosched.sim.options import SimOptions
+from slosched.sim.options import INFEASIBLE_REASON, SimOptions
 from slosched.sim.outcomes import completed_record, unserved_record
 from slosched.sim.sampling import Sampler, auto_interval_s
 from slosched.sim.seq import Seq
@@ -62,6 +62,8 @@ class ClusterSim:
         self.options = options
         self.router = router
         self.job_policy = job_policy
+        self._decide_stage = stage_decider(job_policy)
+        self._rejects_infeasible = options.on_infeasible == "reject"
         self.output_predictor = output_predictor
         self.policy_name = policy_name
         self.seed = seed
@@ -197,8 +199,13 @@ class ClusterSim:
             return
         requests = [self._new_request(job, stage, index, call) for index, call in enumerate(stage.calls)]
         # Read through Any: a third-party policy's decision is applied as it is (compiled code checks types).
-        job_policy: Any = self.job_policy
-        job_policy.decide(job.view(stage.name), requests, self.kernel.now_s).apply(requests)
+        decide: Any = self._decide_stage
+        decision = decide(job.view(stage.name), requests, self.kernel.now_s, self._views)
+        if decision.best_effort and self._rejects_infeasible:
+            for request in requests:  # the early "cannot meet deadline" (sim/options.py): none is routed
+                self._reject(request, job, INFEASIBLE_REASON)
+            return
+        decision.apply(requests)
         for request, call in zip(requests, stage.calls, strict=True):
             self._route(request, job, call)
             if job.done:
