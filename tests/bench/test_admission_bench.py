@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -41,3 +42,20 @@ def test_figures_per_variant_and_load(monkeypatch: pytest.MonkeyPatch) -> None:
         assert versus == {load: goodput[load] / row["goodput"]["stack"]["1x"] for load in loads}
         assert row["holds"][label] == all(versus[load] >= 1.0 for load in loads[1:])
     assert row["num_jobs"] == {load: 12 for load in loads}
+
+
+def test_the_report_page_shows_every_variant_from_the_figures(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
+    monkeypatch.setenv(runs.REPORT_ENV, str(tmp_path))
+    monkeypatch.setattr(runs, "WORKLOADS", (TINY,))
+    monkeypatch.setattr(runs, "workload", lambda name: TINY)
+    monkeypatch.setattr(runs, "steady_capacity", lambda *args: SimpleNamespace(capacity={0.9: 0.4}))
+    monkeypatch.setattr(runs, "steady_jobs", lambda bench, seed, rate: bench.num_jobs)
+    figures = runs.run(quick=True)
+    page = (tmp_path / "admission.md").read_text()
+    assert (tmp_path / "admission" / "admission_goodput.png").stat().st_size > 1000
+    row = figures["workloads"]["text2sql"]
+    for variant in VARIANTS:
+        goodput = row["goodput"][variant.label]["3x"]
+        assert f"| {variant.label} |" in page and f"{goodput:.3f}" in page
+    assert "Plain stack's capacity: 0.400 jobs/s" in page

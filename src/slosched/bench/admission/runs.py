@@ -5,13 +5,16 @@ median sets the loads), then every variant at ``LOADS`` x that capacity, each ru
 steady-state rule asks at its rate (``steady_jobs``: 20x the p90 no-contention latency, so a 3x run is
 3x as many jobs). Figures per workload: ``capacity_rps``, ``goodput`` and ``attainment`` per variant and
 load (medians over seeds), ``goodput_vs_capacity`` (goodput over the plain stack's goodput at 1x) and
-``holds`` per variant (that ratio >= 1 at every load above 1x: no collapse). ``--quick``: one seed.
+``holds`` per variant (that ratio >= 1 at every load above 1x: no collapse). ``--quick``: one seed. The
+full run writes ``docs/results/admission.md`` (``SLOSCHED_ADMISSION_REPORT=DIR``: any run, to ``DIR``).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 from slosched.bench.admission.setup import FULL_SEEDS, LOADS, PLAIN, QUICK_SEEDS, VARIANTS, WORKLOADS, Variant
@@ -21,6 +24,8 @@ from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.steady import SteadySearch, steady_capacity, steady_jobs
 from slosched.evaluation.workbench import RunFigures
 
+RESULTS_DIR = Path("docs/results")  # relative to the working directory, like the other benches
+REPORT_ENV = "SLOSCHED_ADMISSION_REPORT"  # a directory: the page is written there by any run, quick too
 _CapacityTask = tuple[str, int, bool]
 _RunTask = tuple[str, str, float, int, bool]
 
@@ -109,6 +114,11 @@ def run(quick: bool) -> dict[str, Any]:
         figures["workloads"][chosen.name] = _workload_figures(chosen, capacity[chosen.name], runs)
     figures["wall_s"] = time.perf_counter() - start
     _print(figures)
+    directory = os.environ.get(REPORT_ENV)
+    if directory or not quick:
+        from slosched.bench.admission.report import write_report
+
+        write_report(Path(directory) if directory else RESULTS_DIR, figures)
     return figures
 
 
