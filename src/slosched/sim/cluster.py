@@ -28,7 +28,7 @@ from slosched.sim.kernel import EventKernel
 from slosched.sim.models import InstanceModels
 from slosched.sim.noise import NoiseStream
 from slosched.sim.options import INFEASIBLE_REASON, SimOptions
-from slosched.sim.outcomes import completed_record, unserved_record
+from slosched.sim.outcomes import completed_record, too_long_reason, unserved_record
 from slosched.sim.sampling import Sampler, auto_interval_s
 from slosched.sim.seq import Seq
 from slosched.sim.views import InstanceSnapshot, take_snapshot
@@ -68,23 +68,7 @@ class ClusterSim:
         self.policy_name = policy_name
         self.seed = seed
         self._router_observes = isinstance(router, CompletionObserver)
-        noise_seeds = np.random.SeedSequence(seed).spawn(len(models))
-        max_run_steps = 1 << 30 if options.fast_forward else 1
-        self.instances = [
-            SimInstance(
-                index=index,
-                spec=model.spec,
-                num_kv_blocks=model.num_kv_blocks,
-                truth=model.truth,
-                noise=NoiseStream(np.random.default_rng(noise_seeds[index]), options.noise_sigma),
-                engine=engine,
-                belief=BeliefFeed(model.belief, engine.observers),
-                kernel=self.kernel,
-                on_finish=self._on_request_finished,
-                max_run_steps=max_run_steps,
-            )
-            for index, (model, engine) in enumerate(zip(models, engines, strict=True))
-        ]
+        self.instances = self._new_instances(models, engines, options, seed)
         self._models = list(models)
         self._frontend_s = [model.frontend_s for model in models]
         self._frontend_free_s = [0.0] * len(models)
@@ -106,6 +90,28 @@ class ClusterSim:
         self._jobs: list[JobState] = []
         self._jobs_open = 0
         self._last_activity_s = 0.0
+
+    def _new_instances(
+        self, models: Sequence[InstanceModels], engines: Sequence[EnginePolicy], options: SimOptions, seed: int
+    ) -> list[SimInstance]:
+        """One ``SimInstance`` per model with its engine policy, its own noise stream and belief feed."""
+        noise_seeds = np.random.SeedSequence(seed).spawn(len(models))
+        max_run_steps = 1 << 30 if options.fast_forward else 1
+        return [
+            SimInstance(
+                index=index,
+                spec=model.spec,
+                num_kv_blocks=model.num_kv_blocks,
+                truth=model.truth,
+                noise=NoiseStream(np.random.default_rng(noise_seeds[index]), options.noise_sigma),
+                engine=engine,
+                belief=BeliefFeed(model.belief, engine.observers),
+                kernel=self.kernel,
+                on_finish=self._on_request_finished,
+                max_run_steps=max_run_steps,
+            )
+            for index, (model, engine) in enumerate(zip(models, engines, strict=True))
+        ]
 
     # ---- run -----------------------------------------------------------------------------------------
     def run(self, jobs: Sequence[JobSpec]) -> RunResult:
@@ -274,7 +280,7 @@ class ClusterSim:
         if not fits_model_len(prompt, limit, self._shortest_model_len):
             views = [view for view in views if fits_model_len(prompt, limit, self._models[view.index].max_model_len)]
             if not views:
-                self._reject(request, job, self._rejection_reason(request))
+                self._reject(request, job, too_long_reason(request, self._longest_model_len))
                 return
         router: Any = self.router
         chosen = views[int(router.route(request, views, self.kernel.now_s))]
@@ -329,15 +335,6 @@ class ClusterSim:
             current = take_snapshot(self.instances[index], self._has_exporters[index])
             self._snapshots[index] = current
         return current
-
-    def _rejection_reason(self, request: Request) -> str:
-        longest = max(model.max_model_len for model in self._models)
-        if request.prompt_tokens + 1 > longest:
-            return f"prompt of {request.prompt_tokens} tokens exceeds the longest model length ({longest})"
-        return (
-            f"prompt {request.prompt_tokens} + max output {request.max_output_tokens} tokens exceeds every "
-            f"instance's model length / KV capacity (largest {longest})"
-        )
 
     def _reject(self, request: Request, job: JobState, reason: str) -> None:
         self._requests.append(unserved_record(request, Outcome.REJECTED, reason))
