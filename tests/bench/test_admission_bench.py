@@ -27,7 +27,7 @@ def test_variants_set_the_two_mechanisms() -> None:
 
 def test_figures_per_variant_and_load(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
-    monkeypatch.setattr(runs, "WORKLOADS", (TINY,))
+    monkeypatch.setattr(runs, "QUICK_WORKLOADS", (TINY,))
     monkeypatch.setattr(runs, "workload", lambda name: TINY)
     monkeypatch.setattr(runs, "steady_capacity", lambda *args: SimpleNamespace(capacity={0.9: 0.4, 0.95: 0.3}))
     monkeypatch.setattr(runs, "steady_jobs", lambda bench, seed, rate: bench.num_jobs)
@@ -47,7 +47,7 @@ def test_figures_per_variant_and_load(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_report_page_shows_every_variant_from_the_figures(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
     monkeypatch.setenv(runs.REPORT_ENV, str(tmp_path))
-    monkeypatch.setattr(runs, "WORKLOADS", (TINY,))
+    monkeypatch.setattr(runs, "QUICK_WORKLOADS", (TINY,))
     monkeypatch.setattr(runs, "workload", lambda name: TINY)
     monkeypatch.setattr(runs, "steady_capacity", lambda *args: SimpleNamespace(capacity={0.9: 0.4}))
     monkeypatch.setattr(runs, "steady_jobs", lambda bench, seed, rate: bench.num_jobs)

@@ -5,7 +5,7 @@ median sets the loads), then every variant at ``LOADS`` x that capacity, each ru
 steady-state rule asks at its rate (``steady_jobs``: 20x the p90 no-contention latency, so a 3x run is
 3x as many jobs). Figures per workload: ``capacity_rps``, ``goodput`` and ``attainment`` per variant and
 load (medians over seeds), ``goodput_vs_capacity`` (goodput over the plain stack's goodput at 1x) and
-``holds`` per variant (that ratio >= 1 at every load above 1x: no collapse). ``--quick``: one seed. The
+``holds`` per variant (that ratio >= 1 at every load above 1x: no collapse). ``--quick``: one seed, Text-to-SQL only. The
 full run writes ``docs/results/admission.md`` (``SLOSCHED_ADMISSION_REPORT=DIR``: any run, to ``DIR``).
 """
 
@@ -17,7 +17,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slosched.bench.admission.setup import FULL_SEEDS, LOADS, PLAIN, QUICK_SEEDS, VARIANTS, WORKLOADS, Variant
+from slosched.bench.admission.setup import (
+    FULL_SEEDS,
+    LOADS,
+    PLAIN,
+    QUICK_SEEDS,
+    QUICK_WORKLOADS,
+    VARIANTS,
+    WORKLOADS,
+    Variant,
+)
 from slosched.bench.stack.setup import StackWorkload, workload
 from slosched.evaluation.formatting import finite_ratio, print_figures
 from slosched.evaluation.runners import run_tasks
@@ -87,14 +96,15 @@ def _workload_figures(
 def run(quick: bool) -> dict[str, Any]:
     start = time.perf_counter()
     seeds = QUICK_SEEDS if quick else FULL_SEEDS
-    tasks = [(chosen.name, seed, quick) for chosen in WORKLOADS for seed in seeds]
+    workloads = QUICK_WORKLOADS if quick else WORKLOADS
+    tasks = [(chosen.name, seed, quick) for chosen in workloads for seed in seeds]
     found = run_tasks(_capacity, tasks, "admission: the stack's capacity")
     capacity = {
         name: _median([c for (n, _, _), c in zip(tasks, found, strict=True) if n == name]) for name, _, _ in tasks
     }
     loads = [
         (chosen.name, variant.label, load * capacity[chosen.name], seed, quick)
-        for chosen in WORKLOADS
+        for chosen in workloads
         for variant in VARIANTS
         for load in LOADS
         for seed in seeds
@@ -106,7 +116,7 @@ def run(quick: bool) -> dict[str, Any]:
         "seeds": list(seeds),
         "mode": "quick" if quick else "full",
     }
-    for chosen in WORKLOADS:
+    for chosen in workloads:
         runs: dict[tuple[str, float], list[RunFigures]] = {}
         for (name, label, rate, _, _), result in zip(loads, results, strict=True):
             if name == chosen.name:

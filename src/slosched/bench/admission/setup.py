@@ -1,6 +1,6 @@
 """Settings of ``slosched bench admission``: the stack under overload, with and without job-level admission.
 
-Workloads: ``bench stack``'s Text-to-SQL (multi-stage CHESS workflows, where an admitted job's later stages
+Workloads (``--quick``: Text-to-SQL only): ``bench stack``'s Text-to-SQL (multi-stage CHESS workflows, where an admitted job's later stages
 arrive as work nobody queued yet) and mixed multi-tenant workloads, on their clusters and deadlines. Each
 runs the plain stack and three variants (``VARIANTS``): ``backlog`` (the job layer judges a job through
 the work queued on each instance, ``critical-path.backlog``), ``reject`` (every client asked for an early
@@ -24,6 +24,7 @@ LOADS = (1.0, 2.0, 3.0)
 QUICK_SEEDS = (1,)
 FULL_SEEDS = (1, 2, 3)
 WORKLOADS = (stack_setup.TEXT2SQL, stack_setup.MIXED)
+QUICK_WORKLOADS = (stack_setup.TEXT2SQL,)  # the one that collapses; mixed in the full run
 
 
 @dataclass(frozen=True, slots=True)
