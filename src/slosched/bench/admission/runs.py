@@ -5,8 +5,9 @@ median sets the loads), then every variant at ``LOADS`` x that capacity, each ru
 steady-state rule asks at its rate (``steady_jobs``: 20x the p90 no-contention latency, so a 3x run is
 3x as many jobs). Figures per workload: ``capacity_rps``, ``goodput`` and ``attainment`` per variant and
 load (medians over seeds), ``goodput_vs_capacity`` (goodput over the plain stack's goodput at 1x) and
-``holds`` per variant (that ratio >= 1 at every load above 1x: no collapse). ``--quick``: one seed, Text-to-SQL only. The
-full run writes ``docs/results/admission.md`` (``SLOSCHED_ADMISSION_REPORT=DIR``: any run, to ``DIR``).
+``holds`` per variant (that ratio >= 1 at every load above 1x: no collapse). ``--quick``: one seed,
+Text-to-SQL only. The full run writes ``docs/results/admission.md`` (``SLOSCHED_ADMISSION_REPORT=DIR``: any
+run, to ``DIR``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Settings of ``slosched bench admission``: the stack under overload, with and without job-level admission.
 
-Workloads (``--quick``: Text-to-SQL only): ``bench stack``'s Text-to-SQL (multi-stage CHESS workflows, where an admitted job's later stages
-arrive as work nobody queued yet) and mixed multi-tenant workloads, on their clusters and deadlines. Each
-runs the plain stack and three variants (``VARIANTS``): ``backlog`` (the job layer judges a job through
-the work queued on each instance, ``critical-path.backlog``), ``reject`` (every client asked for an early
-"cannot meet deadline": a job the job layer finds hopeless is rejected instead of relegated,
-``simulator.on_infeasible``), and both. Loads are multiples of the plain stack's own steady-state SLO
-capacity @90%, measured in the same run on the same seeds (``LOADS``); what counts is goodput (jobs meeting
-their deadline per second) at 2x and 3x against goodput at 1x: the issue's "no collapse".
+Workloads (``--quick``: Text-to-SQL only): ``bench stack``'s Text-to-SQL (multi-stage CHESS workflows, where an
+admitted job's later stages arrive as work nobody queued yet) and mixed multi-tenant workloads, on their
+clusters and deadlines. Each runs the plain stack and three variants (``VARIANTS``): ``backlog`` (the job layer
+judges a job through the work queued on each instance, ``critical-path.backlog``), ``reject`` (every client
+asked for an early "cannot meet deadline": a job the job layer finds hopeless is rejected instead of relegated,
+``simulator.on_infeasible``), and both. Loads are multiples of the plain stack's own steady-state SLO capacity
+@90%, measured in the same run on the same seeds (``LOADS``); what counts is goodput (jobs meeting their
+deadline per second) at 2x and 3x against goodput at 1x: the issue's "no collapse".
 """
 
 from __future__ import annotations
