@@ -40,6 +40,10 @@ HEADER_DEADLINE_MS: Final = "x-slo-deadline-ms"  # end-to-end deadline, ms after
 HEADER_TTFT_MS: Final = "x-slo-ttft-ms"
 HEADER_TPOT_MS: Final = "x-slo-tpot-ms"
 HEADER_PRIORITY: Final = "x-slo-priority"  # job-level priority, lower runs sooner
+# What the client wants when the job layer finds its call (job) can no longer meet its deadline: "relegate"
+# (default: served as best effort) or "reject" (an early 503 ``deadline_infeasible``, nothing served).
+HEADER_IF_INFEASIBLE: Final = "x-slo-if-infeasible"
+IF_INFEASIBLE: Final = ("relegate", "reject")
 HEADER_TENANT: Final = "x-tenant"
 HEADER_JOB_ID: Final = "x-job-id"
 HEADER_JOB_STAGE: Final = "x-job-stage"
@@ -59,6 +63,7 @@ SLO_HEADERS: Final = frozenset(
     (
         HEADER_TENANT,
         HEADER_PRIORITY,
+        HEADER_IF_INFEASIBLE,
         HEADER_DEADLINE_MS,
         HEADER_TTFT_MS,
         HEADER_TPOT_MS,

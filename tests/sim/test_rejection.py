@@ -55,3 +55,39 @@ def test_without_a_client_limit_the_cap_is_the_model_length_not_the_true_length(
     assert records["open"].output_tokens == 50
     # The engine stops at its model length: 900 prompt + 100 generated, like vLLM's default max_tokens.
     assert records["long"].outcome is Outcome.COMPLETED and records["long"].output_tokens == 100
+
+
+def test_a_hopeless_job_is_rejected_at_once_when_its_client_asked_for_it() -> None:
+    """``on_infeasible: reject``: a job the stack's job layer finds hopeless (here: 2,000 tokens in 0.5 s)
+    ends rejected at that decision, its calls never routed; ``relegate`` (the default) serves it last."""
+    from dataclasses import replace
+
+    from slosched.core.job import JobKind, JobSpec, StageSpec
+    from slosched.sim.options import INFEASIBLE_REASON
+
+    instance = make_instance("i")
+    feasible = single_job("ok", 0.0, CallSpec(200, 20))
+    hopeless = replace(single_job("late", 0.0, CallSpec(200, 2000)), slo_s=0.5)
+    stages = (StageSpec("a", (CallSpec(100, 2000),)), StageSpec("b", (CallSpec(100, 5),)))
+    workflow = JobSpec("flow", JobKind.WORKFLOW, 0.1, stages, slo_s=0.5)
+    jobs = [feasible, hopeless, workflow]
+    stack = PolicyPair.parse("slosched")
+    rejected = simulate((instance,), jobs, stack, 0, SimOptions(slo_s=60.0, on_infeasible="reject"))
+    records = {record.job_id: record for record in rejected.requests}
+    assert records["ok"].outcome is Outcome.COMPLETED
+    for job_id in ("late", "flow"):
+        assert records[job_id].outcome is Outcome.REJECTED and records[job_id].reason == INFEASIBLE_REASON
+        assert records[job_id].instance in (None, "")
+    assert [record.job_id for record in rejected.requests].count("flow") == 1  # its later stage never released
+    assert {job.id: job.outcome for job in rejected.jobs}["flow"] is Outcome.REJECTED
+    relegated = simulate((instance,), jobs, stack, 0, SimOptions(slo_s=60.0))
+    assert all(record.outcome is Outcome.COMPLETED for record in relegated.requests)
+
+
+def test_on_infeasible_takes_only_its_two_values() -> None:
+    import pytest
+
+    from slosched.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"simulator\.on_infeasible.*'drop'.*\['relegate', 'reject'\]"):
+        SimOptions(on_infeasible="drop")

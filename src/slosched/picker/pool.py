@@ -29,10 +29,10 @@ from slosched.gateway.calls.call import (
     SloHeaders,
     model_not_found,
     parse_call,
-    parse_json_object,
     parse_slo_headers,
 )
 from slosched.gateway.calls.dialects.registry import with_dialects
+from slosched.gateway.calls.json_body import parse_json_object
 from slosched.gateway.dispatch.queues import InstanceQueue, LiveSeq, QueueFullError
 from slosched.gateway.dispatch.retired import RetiredBackend
 from slosched.gateway.dispatch.slots import SlotSet

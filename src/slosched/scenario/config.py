@@ -194,6 +194,9 @@ class SimulatorConfig(BaseModel):
     # Seconds between the per-instance samples of the report's time series; unset: about 500 over the
     # arrival span; 0: none. Sampling only reads, so it never changes a result.
     sample_interval_s: float | None = Field(default=None, ge=0)
+    # A job its job policy finds hopeless: served as best effort (relegate), or ended at once as rejected, as
+    # for gateway clients that ask for an early "cannot meet deadline" (sim/options.py).
+    on_infeasible: Literal["relegate", "reject"] = "relegate"
 
 
 class PolicyParamsConfig(BaseModel):
@@ -277,6 +280,7 @@ class Scenario(BaseModel):
             fast_forward=sim.fast_forward,
             belief_refit_s=sim.belief_refit_s,
             sample_interval_s=sim.sample_interval_s,
+            on_infeasible=sim.on_infeasible,
             slo_s=self.slo.seconds,
             slo_scale=self.slo.scale,
             slo_basis=self.slo.basis,

@@ -19,7 +19,7 @@ from slosched.core.views import InstanceView
 from slosched.policies.cluster.base import CompletionObserver, Router
 from slosched.policies.engine.base import EnginePolicy, StateExporter
 from slosched.policies.engine.queue import fits_model_len
-from slosched.policies.job.base import JobPolicy
+from slosched.policies.job.base import JobPolicy, stage_decider
 from slosched.sim.belief import BeliefFeed
 from slosched.sim.deadlines import DeadlineModel, FastestLatency
 from slosched.sim.instance import SimInstance
@@ -27,8 +27,8 @@ from slosched.sim.jobs import JobState, OneStageGraphs
 from slosched.sim.kernel import EventKernel
 from slosched.sim.models import InstanceModels
 from slosched.sim.noise import NoiseStream
-from slosched.sim.options import SimOptions
-from slosched.sim.outcomes import completed_record, unserved_record
+from slosched.sim.options import INFEASIBLE_REASON, SimOptions
+from slosched.sim.outcomes import completed_record, too_long_reason, unserved_record
 from slosched.sim.sampling import Sampler, auto_interval_s
 from slosched.sim.seq import Seq
 from slosched.sim.views import InstanceSnapshot, take_snapshot
@@ -62,27 +62,13 @@ class ClusterSim:
         self.options = options
         self.router = router
         self.job_policy = job_policy
+        self._decide_stage = stage_decider(job_policy)
+        self._rejects_infeasible = options.on_infeasible == "reject"
         self.output_predictor = output_predictor
         self.policy_name = policy_name
         self.seed = seed
         self._router_observes = isinstance(router, CompletionObserver)
-        noise_seeds = np.random.SeedSequence(seed).spawn(len(models))
-        max_run_steps = 1 << 30 if options.fast_forward else 1
-        self.instances = [
-            SimInstance(
-                index=index,
-                spec=model.spec,
-                num_kv_blocks=model.num_kv_blocks,
-                truth=model.truth,
-                noise=NoiseStream(np.random.default_rng(noise_seeds[index]), options.noise_sigma),
-                engine=engine,
-                belief=BeliefFeed(model.belief, engine.observers),
-                kernel=self.kernel,
-                on_finish=self._on_request_finished,
-                max_run_steps=max_run_steps,
-            )
-            for index, (model, engine) in enumerate(zip(models, engines, strict=True))
-        ]
+        self.instances = self._new_instances(models, engines, options, seed)
         self._models = list(models)
         self._frontend_s = [model.frontend_s for model in models]
         self._frontend_free_s = [0.0] * len(models)
@@ -104,6 +90,28 @@ class ClusterSim:
         self._jobs: list[JobState] = []
         self._jobs_open = 0
         self._last_activity_s = 0.0
+
+    def _new_instances(
+        self, models: Sequence[InstanceModels], engines: Sequence[EnginePolicy], options: SimOptions, seed: int
+    ) -> list[SimInstance]:
+        """One ``SimInstance`` per model with its engine policy, its own noise stream and belief feed."""
+        noise_seeds = np.random.SeedSequence(seed).spawn(len(models))
+        max_run_steps = 1 << 30 if options.fast_forward else 1
+        return [
+            SimInstance(
+                index=index,
+                spec=model.spec,
+                num_kv_blocks=model.num_kv_blocks,
+                truth=model.truth,
+                noise=NoiseStream(np.random.default_rng(noise_seeds[index]), options.noise_sigma),
+                engine=engine,
+                belief=BeliefFeed(model.belief, engine.observers),
+                kernel=self.kernel,
+                on_finish=self._on_request_finished,
+                max_run_steps=max_run_steps,
+            )
+            for index, (model, engine) in enumerate(zip(models, engines, strict=True))
+        ]
 
     # ---- run -----------------------------------------------------------------------------------------
     def run(self, jobs: Sequence[JobSpec]) -> RunResult:
@@ -197,8 +205,13 @@ class ClusterSim:
             return
         requests = [self._new_request(job, stage, index, call) for index, call in enumerate(stage.calls)]
         # Read through Any: a third-party policy's decision is applied as it is (compiled code checks types).
-        job_policy: Any = self.job_policy
-        job_policy.decide(job.view(stage.name), requests, self.kernel.now_s).apply(requests)
+        decide: Any = self._decide_stage
+        decision = decide(job.view(stage.name), requests, self.kernel.now_s, self._views)
+        if decision.best_effort and self._rejects_infeasible:
+            for request in requests:  # the early "cannot meet deadline" (sim/options.py): none is routed
+                self._reject(request, job, INFEASIBLE_REASON)
+            return
+        decision.apply(requests)
         for request, call in zip(requests, stage.calls, strict=True):
             self._route(request, job, call)
             if job.done:
@@ -267,7 +280,7 @@ class ClusterSim:
         if not fits_model_len(prompt, limit, self._shortest_model_len):
             views = [view for view in views if fits_model_len(prompt, limit, self._models[view.index].max_model_len)]
             if not views:
-                self._reject(request, job, self._rejection_reason(request))
+                self._reject(request, job, too_long_reason(request, self._longest_model_len))
                 return
         router: Any = self.router
         chosen = views[int(router.route(request, views, self.kernel.now_s))]
@@ -322,15 +335,6 @@ class ClusterSim:
             current = take_snapshot(self.instances[index], self._has_exporters[index])
             self._snapshots[index] = current
         return current
-
-    def _rejection_reason(self, request: Request) -> str:
-        longest = max(model.max_model_len for model in self._models)
-        if request.prompt_tokens + 1 > longest:
-            return f"prompt of {request.prompt_tokens} tokens exceeds the longest model length ({longest})"
-        return (
-            f"prompt {request.prompt_tokens} + max output {request.max_output_tokens} tokens exceeds every "
-            f"instance's model length / KV capacity (largest {longest})"
-        )
 
     def _reject(self, request: Request, job: JobState, reason: str) -> None:
         self._requests.append(unserved_record(request, Outcome.REJECTED, reason))

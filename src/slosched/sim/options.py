@@ -5,9 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from slosched.core.errors import ConfigError
 from slosched.core.instance import InstanceSpec
 from slosched.core.numbers import as_float, plain_numbers
 
+ON_INFEASIBLE = ("relegate", "reject")
+INFEASIBLE_REASON = "deadline_infeasible"  # the rejection reason of a job rejected as infeasible
 _FLOAT_FIELDS = (
     "noise_sigma",
     "view_staleness_s",
@@ -35,6 +38,11 @@ class SimOptions:
     ``sample_interval_s``: how often each instance's queues, KV use and busy time are sampled into
     ``RunResult.series`` (read-only, so results do not depend on it); None picks one from the arrival
     span (about 500 samples), 0 turns sampling off.
+
+    ``on_infeasible``: what becomes of a job its job policy decides can no longer meet its deadline
+    (``StageDecision.best_effort``): ``relegate`` (served as best effort, after every call that can still
+    count) or ``reject`` (its clients asked for an early "cannot meet deadline": the job ends ``rejected``
+    at that decision, its calls never routed; the gateway's ``x-job-if-infeasible: reject``).
     """
 
     noise_sigma: float = 0.05
@@ -52,8 +60,11 @@ class SimOptions:
     # (``planning/fleet.py``) compares clusters of different GPUs under one SLO: the scenario's own cluster's,
     # so a fleet of slow GPUs is not judged against deadlines its own slowness loosened.
     slo_reference: tuple[InstanceSpec, ...] = ()
+    on_infeasible: str = "relegate"
 
     def __post_init__(self) -> None:
+        if self.on_infeasible not in ON_INFEASIBLE:
+            raise ConfigError("simulator.on_infeasible", f"got {self.on_infeasible!r}; allowed: {list(ON_INFEASIBLE)}")
         # Plain floats: the compiled simulator (slosched.native) rejects numpy numbers the sources accept.
         plain_numbers(self, (), _FLOAT_FIELDS)
         scales = tuple((name, as_float(scale, "SimOptions.tenant_slo_scale")) for name, scale in self.tenant_slo_scale)

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from slosched.core.request import Outcome
-from slosched.gateway.calls.call import CHAT, COMPLETIONS, Call, HttpError, parse_json_object
+from slosched.gateway.calls.call import CHAT, COMPLETIONS, Call, HttpError
+from slosched.gateway.calls.json_body import parse_json_object
 from slosched.gateway.dispatch.dispatcher import Dispatcher
 from slosched.gateway.http.hotpath import OpenAIRoutes
 from slosched.gateway.ops.config import parse_config
@@ -207,7 +208,7 @@ def test_routing_honours_the_model() -> None:
     ],
 )
 def test_json_media_type(content_type: str | None, status: int | None) -> None:
-    from slosched.gateway.calls.call import check_json_media_type
+    from slosched.gateway.calls.json_body import check_json_media_type
 
     if status is None:
         check_json_media_type(content_type)

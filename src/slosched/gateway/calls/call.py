@@ -8,7 +8,6 @@ call must fit its ``max_model_len``; unknown fields pass through to vLLM. Every 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -16,17 +15,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
 from slosched.contract import (
     HEADER_DEADLINE_MS,
+    HEADER_IF_INFEASIBLE,
     HEADER_JOB_ID,
     HEADER_JOB_STAGE,
     HEADER_PRIORITY,
     HEADER_TENANT,
     HEADER_TPOT_MS,
     HEADER_TTFT_MS,
+    IF_INFEASIBLE,
     SLO_HEADERS,
     reserved_xarg,
 )
@@ -39,8 +39,6 @@ CHAT = "/v1/chat/completions"
 _CHARS_PER_TOKEN = 4  # a byte-level BPE averages ~4 characters per token on English text
 _MAX_CHARS_PER_TOKEN = 8  # hardly any text averages more characters per token: a lower bound
 _MAX_HEADER_MS = 1e9  # ~11 days: anything larger is a client bug, not an SLO
-MAX_JSON_DEPTH = 64  # vLLM's bodies nest ~6 deep (messages, content parts, tool schemas)
-MAX_INT_DIGITS = 32  # beyond every bounded field; Python's int() of a long literal is quadratic
 _ECHO_CHARS = 64  # user input quoted back in an error is cut to this many characters
 
 
@@ -129,74 +127,6 @@ def client_request_id(value: str | None) -> str | None:
     return value if value is not None and _CLIENT_ID.fullmatch(value) else None
 
 
-def check_json_media_type(content_type: str | None) -> None:
-    """A body declared as something other than JSON (a form, plain text) is refused with 415, as vLLM's
-    own server refuses it; a body with no content-type is read as JSON (raw HTTP clients often omit it)."""
-    if content_type is None:
-        return
-    media = content_type.partition(";")[0].strip().lower()
-    if media != "application/json" and not media.endswith("+json"):
-        raise HttpError(
-            415,
-            "unsupported_media_type",
-            f"header content-type: expected application/json, got {media[:64]!r}",
-            param="content-type",
-        )
-
-
-def parse_json_object(raw: bytes) -> dict[str, Any]:
-    """A JSON object, nested at most ``MAX_JSON_DEPTH`` deep, integer literals at most ``MAX_INT_DIGITS``
-    digits (the standard parser's RecursionError and int-conversion ValueError would otherwise be 500s)."""
-    try:
-        body = orjson.loads(raw)  # ~5x cheaper than json.loads on a typical call body
-    except orjson.JSONDecodeError:
-        # orjson refuses some inputs the standard parser accepts (NaN, huge integers, lone surrogates): the
-        # standard parser decides, within the same bounds.
-        try:
-            body = json.loads(raw, parse_int=_bounded_int)
-        except RecursionError:
-            raise bad_request("body", f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
-        except ValueError as error:  # JSONDecodeError and UnicodeDecodeError included
-            raise bad_request("body", f"invalid JSON ({_reason(error)})") from None
-    if not isinstance(body, dict):
-        raise bad_request("body", f"expected a JSON object, got {type(body).__name__}")
-    # Fewer brackets than the limit cannot nest deeper (two byte counts: the common case stops here).
-    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and not _shallow(body, MAX_JSON_DEPTH):
-        raise bad_request("body", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-    return body
-
-
-def _shallow(value: dict[str, Any] | list[Any], limit: int) -> bool:
-    """Whether containers nest at most ``limit`` deep. Each container's element types are collected at C
-    speed (``set(map(type, ...))``), so a long list of token ids costs no Python-level loop."""
-    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        items = node.values() if type(node) is dict else node
-        kinds = set(map(type, items))
-        if list in kinds or dict in kinds:
-            if depth >= limit:
-                return False
-            stack.extend((child, depth + 1) for child in items if type(child) is list or type(child) is dict)
-    return True
-
-
-def _bounded_int(text: str) -> int:
-    if len(text) > MAX_INT_DIGITS + 1:  # + a sign
-        raise _IntTooLongError
-    return int(text)
-
-
-class _IntTooLongError(ValueError):
-    pass
-
-
-def _reason(error: BaseException) -> str:
-    if isinstance(error, _IntTooLongError):
-        return f"an integer literal longer than {MAX_INT_DIGITS} digits"
-    return error.__class__.__name__
-
-
 def _header_ms(headers: Mapping[str, str], name: str) -> float | None:
     text = headers.get(name)
     if text is None:
@@ -250,6 +180,7 @@ class SloHeaders:
     priority: float = 0.0
     job_id: str | None = None
     stage: str | None = None
+    reject_infeasible: bool = False  # x-slo-if-infeasible: reject (an early "cannot meet deadline")
     # From another stack's request fields (``calls/dialects``), below the headers above in precedence:
     dialect: str | None = None  # which stack's fields gave the job-level hints below
     deadline_from_job: bool = False  # deadline_ms counts from the job's first call, not this one's arrival
@@ -283,7 +214,15 @@ def parse_slo_headers(headers: Mapping[str, str]) -> SloHeaders:
         priority=priority,
         job_id=_short_header(headers, HEADER_JOB_ID),
         stage=_short_header(headers, HEADER_JOB_STAGE),
+        reject_infeasible=_if_infeasible(headers) == "reject",
     )
+
+
+def _if_infeasible(headers: Mapping[str, str]) -> str:
+    value = headers.get(HEADER_IF_INFEASIBLE, IF_INFEASIBLE[0])
+    if value not in IF_INFEASIBLE:
+        raise bad_request(f"header {HEADER_IF_INFEASIBLE}", f"got {_short(value)!r}; allowed: {list(IF_INFEASIBLE)}")
+    return value
 
 
 _MAX_NAME_CHARS = 128

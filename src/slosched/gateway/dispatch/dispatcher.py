@@ -20,12 +20,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
 from slosched.contract import HEADER_REQUEST_ID
 from slosched.core.request import Outcome, Request
+from slosched.core.views import JobView, StageDecision
 from slosched.gateway.backends.backend import Backend, periodic
 from slosched.gateway.backends.forwarding import (
     StreamTokens,
@@ -56,7 +57,6 @@ from slosched.gateway.ops.prometheus import GatewayMetrics, QueueRow
 from slosched.gateway.ops.status import SLO_WINDOW_S
 from slosched.perf.linear import LinearStepPredictor
 from slosched.policies.cluster.base import Router
-from slosched.policies.job.base import JobPolicy
 from slosched.policies.registry import PolicyContext
 from slosched.policies.spec import PolicyParams
 
@@ -119,9 +119,9 @@ class Dispatcher:
     def router(self) -> Router:
         return self._slots.router
 
-    @property
-    def job_policy(self) -> JobPolicy:
-        return self._slots.job_policy
+    def decide_stage(self, job: JobView, requests: Sequence[Request], now: float) -> StageDecision:
+        """The job policy's decision for a released stage, not yet applied (``SlotSet.decide_stage``)."""
+        return self._slots.decide_stage(job, requests, now)
 
     @property
     def context(self) -> PolicyContext:

@@ -15,14 +15,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from slosched.core.request import Request
-from slosched.core.views import StepObservation
+from slosched.core.views import JobView, StageDecision, StepObservation
 from slosched.gateway.backends.backend import Backend
 from slosched.gateway.calls.call import Call, HttpError, model_not_found
 from slosched.gateway.dispatch.attempts import Attempt
@@ -36,7 +36,7 @@ from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.policies.cluster.base import CompletionObserver, Router
 from slosched.policies.engine.queue import fits_model_len
 from slosched.policies.fairness.places import fair_room
-from slosched.policies.job.base import JobPolicy
+from slosched.policies.job.base import JobPolicy, StageDecider, stage_decider
 from slosched.policies.registry import PolicyContext
 
 
@@ -72,6 +72,7 @@ class SlotSet:
     job_policy: JobPolicy
     # Checked once: a runtime protocol isinstance costs ~10 us, too much for every request.
     observer: CompletionObserver | None
+    decider: StageDecider  # the job policy's decisions, with the backends' views where it reads the backlog
     backends: tuple[Backend, ...]
     queues: tuple[InstanceQueue, ...]
     predictors: list[LinearStepPredictor]  # the very list policies read as context.extras["step_predictors"]
@@ -205,7 +206,7 @@ class SlotSet:
     def choose(self, request: Request, excluded: set[int], model: str | None, now: float) -> InstanceQueue:
         """Route over the healthy, not ejected, feasible, not-yet-tried backends serving ``model`` (None:
         any); raises 404/503/400/429 HttpErrors."""
-        views = [BackendView(backend, self.queues[backend.index], now) for backend in self._candidates(excluded, model)]
+        views = [self._view(backend, now) for backend in self._candidates(excluded, model)]
         # The gateway's prompt count is an estimate and its max_tokens may be its own default, so it checks
         # the prompt part of vLLM's rule only (room for one output token); vLLM applies the whole rule.
         feasible = [view for view in views if fits_model_len(request.prompt_tokens, None, view.spec.max_model_len)]
@@ -220,6 +221,14 @@ class SlotSet:
                 return queue  # full, but this tenant is under its fair share: it displaces (queues.py)
             feasible.pop(position)  # the router's pick is full: let it choose among the others
         raise HttpError(429, "queue_full", "every backend queue is full", 1.0)
+
+    def decide_stage(self, job: JobView, requests: Sequence[Request], now: float) -> StageDecision:
+        """The job policy's decision for a released stage (not applied); a policy that reads the backlog
+        sees every routable backend's view."""
+        return self.decider(job, requests, now, lambda: [self._view(b, now) for b in self.backends if b.routable()])
+
+    def _view(self, backend: Backend, now: float) -> BackendView:
+        return BackendView(backend, self.queues[backend.index], now)
 
     def _candidates(self, excluded: set[int], model: str | None) -> list[Backend]:
         if model is not None and model not in self.models:
@@ -315,6 +324,7 @@ def _assemble(
         router=router,
         job_policy=job_policy,
         observer=router if isinstance(router, CompletionObserver) else None,
+        decider=stage_decider(job_policy),
         backends=tuple(slot.backend for slot in slots),
         queues=tuple(slot.queue for slot in slots),
         predictors=predictors,

@@ -21,7 +21,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from slosched.gateway.calls.call import HttpError, check_json_media_type, parse_json_object
+from slosched.gateway.calls.call import HttpError
+from slosched.gateway.calls.json_body import check_json_media_type, parse_json_object
 from slosched.gateway.dispatch.dispatcher import Dispatcher
 from slosched.gateway.http.hotpath import HOT_PATHS, OpenAIRoutes
 from slosched.gateway.http.request_ids import request_id_of, with_request_id

@@ -25,14 +25,14 @@ from slosched.gateway.calls.call import (
     COMPLETIONS,
     Call,
     HttpError,
-    check_json_media_type,
     error_document,
     parse_call,
-    parse_json_object,
     parse_slo_headers,
     retry_after_header,
 )
 from slosched.gateway.calls.dialects.registry import with_dialects
+from slosched.gateway.calls.json_body import check_json_media_type, parse_json_object
+from slosched.gateway.dispatch.admission import admit_call
 from slosched.gateway.dispatch.dispatcher import Attempt, Dispatcher
 from slosched.gateway.http.disconnect import DisconnectWatch
 from slosched.gateway.http.request_ids import IDS_KEY, request_id_of
@@ -164,6 +164,7 @@ class OpenAIRoutes:
         if slo.dialect is not None:
             self.sessions.attach(call, slo, now)  # one job across calls: its first call's arrival and deadline
         request = call.request
+        admit_call(dispatcher, request, now, slo.reject_infeasible)  # an early 503 when it cannot make its deadline
         lease = self.access.limits.admit_call(principal, request.prompt_tokens + request.max_output_tokens)
         if lease is None:
             await self._run(call, receive, send)

@@ -58,6 +58,9 @@ class StageSpec(BaseModel):
     name: StrictStr | None = Field(default=None, min_length=1, max_length=128)
     calls: list[Any] = Field(min_length=1, max_length=MAX_CALLS_PER_STAGE)
     final: StrictBool = False
+    # "reject": an early 503 deadline_infeasible when the job layer finds the job cannot make its deadline
+    # (gateway/dispatch/admission.py); "relegate": the stage runs as best effort.
+    if_infeasible: Literal["relegate", "reject"] = "relegate"
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -66,6 +69,7 @@ _HINTS = {
     "rows": f"expected a list of 1..{MAX_ROWS} row objects",
     "calls": f"expected a list of 1..{MAX_CALLS_PER_STAGE} call objects",
     "kind": "expected one of ['workflow', 'relquery']",
+    "if_infeasible": "expected one of ['relegate', 'reject']",
     "slo_s": f"expected a number in (0, {MAX_SLO_S:g}] seconds",
     "priority": "expected a number in [-1e6, 1e6]",
     "final": "expected true or false",
@@ -107,9 +111,10 @@ def parse_job(body: Mapping[str, Any], max_tokens: int) -> JobSpec:
     return spec
 
 
-def parse_stage(body: Mapping[str, Any], default_name: str) -> tuple[str, list[dict[str, Any]], bool]:
+def parse_stage(body: Mapping[str, Any], default_name: str) -> tuple[str, list[dict[str, Any]], bool, bool]:
+    """(name, call bodies, final, whether an infeasible stage is refused rather than relegated)."""
     spec = _validated(StageSpec, body)
-    return spec.name or default_name, spec.calls, spec.final
+    return spec.name or default_name, spec.calls, spec.final, spec.if_infeasible == "reject"
 
 
 def check_numbers(value: Any, where: str, max_tokens: int, depth: int = 0) -> None:

@@ -33,6 +33,7 @@ from slosched.core.deadline import absolute_deadline_s
 from slosched.core.request import Outcome
 from slosched.core.views import JobView
 from slosched.gateway.calls.call import COMPLETIONS, Call, HttpError, SloHeaders, parse_call
+from slosched.gateway.dispatch.admission import admit_stage
 from slosched.gateway.dispatch.alpha import observed_job
 from slosched.gateway.dispatch.dispatcher import Dispatcher
 from slosched.gateway.jobs.body import MAX_STAGES, RowPlan, parse_job, parse_stage, short, stage_calls
@@ -169,14 +170,14 @@ class JobManager:
             raise HttpError(409, "job_finished", f"job {job_id!r} is {job.status}")
         if len(job.stages) >= MAX_STAGES:
             raise HttpError(409, "too_many_stages", f"a workflow runs at most {MAX_STAGES} stages")
-        name, bodies, final = parse_stage(body, f"stage-{len(job.stages)}")
+        name, bodies, final, reject = parse_stage(body, f"stage-{len(job.stages)}")
         now = self.dispatcher.clock()
         slo = SloHeaders(tenant=job.tenant, priority=job.priority, job_id=job.id, stage=name)
         models = self.dispatcher.models
         calls = stage_calls(bodies, slo, now, self.config.default_max_tokens, self.max_tokens, models)
         leases = self._admit(principal, calls)
         try:
-            results = await self._run_stage(job, name, calls, now)
+            results = await self._run_stage(job, name, calls, now, reject)
         finally:
             for lease in leases:
                 lease.release()
@@ -206,16 +207,19 @@ class JobManager:
         return leases
 
     # --- running ------------------------------------------------------------------------------------------
-    async def _run_stage(self, job: LiveJob, name: str, calls: list[Call], now: float) -> list[dict[str, Any]]:
+    async def _run_stage(
+        self, job: LiveJob, name: str, calls: list[Call], now: float, reject: bool
+    ) -> list[dict[str, Any]]:
         dispatcher = self.dispatcher
         for call in calls:
             call.request.template = job.template
             call.request.job_arrival_s = job.arrival_s
             call.request.deadline_s = job.deadline_s
-            dispatcher.accept(call)
         view = JobView.at_release(job.id, job.kind, job.template, job.arrival_s, job.slo_s, name, job.finished_stages)
         requests = [call.request for call in calls]
-        dispatcher.job_policy.decide(view, requests, now).apply(requests)
+        admit_stage(dispatcher, view, requests, now, reject)  # an early 503 refuses the stage before any is accepted
+        for call in calls:
+            dispatcher.accept(call)
         job.active_stages += 1
         stage: dict[str, Any] = {"name": name, "status": "running", "results": None}
         job.stages.append(stage)

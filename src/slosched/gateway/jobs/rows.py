@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from slosched.core.request import Outcome
 from slosched.core.views import JobView
 from slosched.gateway.calls.call import COMPLETIONS, Call, HttpError, SloHeaders, parse_call
+from slosched.gateway.dispatch.admission import admit_stage
 from slosched.gateway.dispatch.dispatcher import Dispatcher
 from slosched.gateway.jobs.live import ROWS_STAGE, LiveJob
 from slosched.gateway.ops.config import GatewayConfig
@@ -139,7 +140,7 @@ class RowRunner:
             job.id, job.kind, job.template, job.arrival_s, job.slo_s, ROWS_STAGE, job.finished_stages
         )
         requests = [call.request for _, call in batch]
-        dispatcher.job_policy.decide(view, requests, now).apply(requests)
+        admit_stage(dispatcher, view, requests, now, reject=False)  # rows already accepted: relegated, never refused
         manager.starting += len(batch)
         self.outstanding += len(batch)
         self.unstarted += len(batch)

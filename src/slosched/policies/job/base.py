@@ -8,16 +8,51 @@ finished so far, never the stages still to come nor true output lengths; it neve
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
 
 from slosched.core.request import Request
-from slosched.core.views import JobView, StageDecision
+from slosched.core.views import InstanceView, JobView, StageDecision
 from slosched.policies.registry import Registry
 
 
 class JobPolicy(Protocol):
     def decide(self, job: JobView, requests: Sequence[Request], now_s: float) -> StageDecision: ...
+
+
+@runtime_checkable
+class BacklogAware(Protocol):
+    """A job policy that can also read the instances' views at a release (the work queued on each), to judge
+    a job by the backlog it would meet, not only by the time it needs alone. ``reads_backlog`` False: the
+    runtime asks ``decide`` and builds no views for it."""
+
+    @property
+    def reads_backlog(self) -> bool: ...
+
+    def decide_with_backlog(
+        self, job: JobView, requests: Sequence[Request], now_s: float, views: Sequence[InstanceView]
+    ) -> StageDecision: ...
+
+
+ViewsFn = Callable[[], Sequence[InstanceView]]
+StageDecider = Callable[[JobView, Sequence[Request], float, ViewsFn], StageDecision]
+
+
+def stage_decider(policy: JobPolicy) -> StageDecider:
+    """How a runtime (the simulator, the gateway) asks ``policy`` for a released stage's decision: with the
+    cluster's views, read only then, where the policy reads the backlog; ``decide`` otherwise. Built once."""
+    if isinstance(policy, BacklogAware) and policy.reads_backlog:
+        aware = policy
+
+        def with_backlog(job: JobView, requests: Sequence[Request], now_s: float, views: ViewsFn) -> StageDecision:
+            return aware.decide_with_backlog(job, requests, now_s, views())
+
+        return with_backlog
+
+    def alone(job: JobView, requests: Sequence[Request], now_s: float, views: ViewsFn) -> StageDecision:
+        return policy.decide(job, requests, now_s)
+
+    return alone
 
 
 JOB_POLICIES: Registry[JobPolicy] = Registry("job policy")

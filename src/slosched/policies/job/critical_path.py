@@ -12,6 +12,12 @@ Triage (SABER's demotion generalised to jobs): when even the fastest instance, a
 the time left for the released stage and the stages still expected, the job can no longer meet its deadline;
 its calls are decided ``best_effort`` (still served, never dropped), which the stack's engine serves after
 every call that can still count. Costs are belief: prompt lengths known, outputs predicted.
+
+Job-level admission (``backlog``): the released stage is costed through the work queued ahead of it on
+each instance (``backlog.py``: the least predicted latency over the instances, relegated work not counted)
+instead of alone, at the job's arrival and at each later stage; a job the backlog makes hopeless is
+relegated at once rather than missing late, and a runtime whose client asked for it answers "cannot meet
+deadline" instead of serving it (``on_infeasible``: the simulator's option, the gateway's header).
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ from dataclasses import dataclass
 from slosched.core.belief import StepPredictor
 from slosched.core.errors import ConfigError
 from slosched.core.request import Request
-from slosched.core.views import JobView, StageDecision
+from slosched.core.views import InstanceView, JobView, StageDecision
+from slosched.policies.cluster.routers.prism import PrismModel
 from slosched.policies.cost import t_comp_s
+from slosched.policies.job.backlog import stage_latency_s
 from slosched.policies.job.base import JOB_POLICIES
 from slosched.policies.job.stage_budget import StageBudget, profiled_predictors
 from slosched.policies.job.workflow_templates import workflow_template
@@ -36,6 +44,7 @@ class CriticalPathParams:
     triage_factor: float = setting(
         1.0, "demote a job when its time left < this x the least time it needs (1: only the hopeless; >= 0)"
     )
+    backlog: bool = setting(False, "cost the released stage through the work queued on each instance, not alone")
 
     def __post_init__(self) -> None:
         if not self.triage_factor >= 0:
@@ -46,31 +55,52 @@ class CriticalPathBudget(StageBudget):
     """``StageBudget`` plus job-level triage (module doc); ``triage_factor`` scales the least time needed
     (1: demote only what is hopeless even alone; more: also what queueing will make late)."""
 
-    def __init__(self, predictors: Sequence[StepPredictor], triage_factor: float = 1.0) -> None:
+    def __init__(self, predictors: Sequence[StepPredictor], triage_factor: float = 1.0, backlog: bool = False) -> None:
         super().__init__(predictors)
         self.triage_factor = triage_factor
+        self.backlog = backlog
+        self.queue_model = PrismModel()
+
+    @property
+    def reads_backlog(self) -> bool:
+        return self.backlog
 
     def fastest_cost_s(self, prompt_tokens: float, output_tokens: float) -> float:
         prompt = round(prompt_tokens)
         return min(t_comp_s(prompt, output_tokens, predictor) for predictor in self.predictors)
 
-    def remaining_min_s(self, job: JobView, requests: Sequence[Request]) -> float:
-        """The least time the released stage and the expected later ones need (fastest instance, alone)."""
-        current = max((self.fastest_cost_s(r.prompt_tokens, r.predicted_output_tokens) for r in requests), default=0.0)
+    def remaining_min_s(self, job: JobView, requests: Sequence[Request], current_s: float = 0.0) -> float:
+        """The least time the released stage and the expected later ones need: each alone on the fastest
+        instance, or, given ``current_s`` (the released stage's least time through the backlog), the released
+        stage that long and every later one delayed by the same wait (the queue it meets now is the best
+        guess of the queues its later stages meet)."""
+        alone = max((self.fastest_cost_s(r.prompt_tokens, r.predicted_output_tokens) for r in requests), default=0.0)
+        current = max(alone, current_s)
+        wait = current - alone
         template = workflow_template(job.template)
         later = None if template is None else template.expected_after(job.stage, job.finished_stages)
         if not later:
             return current
         return current + sum(
-            stage.weight * self.fastest_cost_s(stage.input_tokens, stage.output_tokens) for stage in later
+            stage.weight * (self.fastest_cost_s(stage.input_tokens, stage.output_tokens) + wait) for stage in later
         )
 
     def decide(self, job: JobView, requests: Sequence[Request], now_s: float) -> StageDecision:
+        return self._triaged(job, requests, now_s, 0.0)
+
+    def decide_with_backlog(
+        self, job: JobView, requests: Sequence[Request], now_s: float, views: Sequence[InstanceView]
+    ) -> StageDecision:
+        if not math.isfinite(job.deadline_s) or not views:
+            return self.decide(job, requests, now_s)
+        return self._triaged(job, requests, now_s, stage_latency_s(requests, views, self.queue_model))
+
+    def _triaged(self, job: JobView, requests: Sequence[Request], now_s: float, current_s: float) -> StageDecision:
         budget = super().decide(job, requests, now_s)
         remaining_s = job.deadline_s - now_s
         if not math.isfinite(remaining_s):
             return budget
-        hopeless = remaining_s < self.triage_factor * self.remaining_min_s(job, requests)
+        hopeless = remaining_s < self.triage_factor * self.remaining_min_s(job, requests, current_s)
         return StageDecision(budget_s=budget.budget_s, best_effort=hopeless)
 
 
@@ -78,4 +108,4 @@ class CriticalPathBudget(StageBudget):
 def build(params: CriticalPathParams, context: PolicyContext) -> CriticalPathBudget:
     shared = context.extras.get("step_predictors")
     predictors = list(shared) if shared else profiled_predictors(context.instances)
-    return CriticalPathBudget(predictors, params.triage_factor)
+    return CriticalPathBudget(predictors, params.triage_factor, params.backlog)

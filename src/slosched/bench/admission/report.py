@@ -1,0 +1,85 @@
+"""``docs/results/admission.md`` and its plot, from the figures of one ``slosched bench admission`` run
+(every number on the page is the run's; nothing is typed in)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from slosched.bench.admission.setup import PLAIN, VARIANTS
+from slosched.evaluation.formatting import fixed
+
+COMMAND = "slosched bench admission --json"
+PLOT = "admission_goodput.png"
+
+
+def write_report(directory: Path, figures: dict[str, Any]) -> Path:
+    """``directory/admission.md`` and ``directory/admission/admission_goodput.png``."""
+    plots = directory / "admission"
+    plots.mkdir(parents=True, exist_ok=True)
+    plot_goodput(figures, plots / PLOT)
+    lines = [
+        "# Job-level admission under overload",
+        "",
+        f"Written by `{COMMAND}` ({figures['mode']} run, seeds {figures['seeds']}). Loads are multiples of the plain",
+        "stack's steady-state SLO capacity @90% on the same seeds; goodput is jobs meeting their deadline per",
+        "second (median over seeds), and `vs 1x` divides it by the plain stack's goodput at 1x: at least 1 at 2x",
+        "and 3x means overload does not collapse (`holds`). What each variant turns on: docs/stack.md.",
+        "",
+        f"![goodput per load](admission/{PLOT})",
+        "",
+    ]
+    for name, row in figures["workloads"].items():
+        lines += _workload(name, row)
+    path = directory / "admission.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _workload(name: str, row: dict[str, Any]) -> list[str]:
+    loads = list(row["goodput"][PLAIN.label])
+    lines = [
+        f"## {name}",
+        "",
+        f"{row['description']}. Plain stack's capacity: {fixed(row['capacity_rps'], 3)} jobs/s.",
+        "",
+        "| variant | "
+        + " | ".join(f"goodput {load} (vs 1x)" for load in loads)
+        + " | attainment "
+        + loads[-1]
+        + " | holds |",
+        "|---|" + "---:|" * (len(loads) + 1) + "---|",
+    ]
+    for variant in VARIANTS:
+        label = variant.label
+        cells = [
+            f"{fixed(row['goodput'][label][load], 3)} ({fixed(row['goodput_vs_capacity'][label][load], 2)})"
+            for load in loads
+        ]
+        attainment = fixed(row["attainment"][label][loads[-1]], 2)
+        lines.append(
+            f"| {label} | " + " | ".join(cells) + f" | {attainment} | {'yes' if row['holds'][label] else 'no'} |"
+        )
+    return [*lines, ""]
+
+
+def plot_goodput(figures: dict[str, Any], path: Path) -> None:
+    """Goodput over load, one panel per workload, one line per variant."""
+    rows = figures["workloads"]
+    figure = Figure(figsize=(5.0 * len(rows), 3.6))
+    FigureCanvasAgg(figure)
+    for index, (name, row) in enumerate(rows.items()):
+        axes = figure.add_subplot(1, len(rows), index + 1)
+        for variant, marker in zip(VARIANTS, "osD^", strict=True):
+            goodput = row["goodput"][variant.label]
+            loads = [float(load.rstrip("x")) for load in goodput]
+            axes.plot(loads, list(goodput.values()), marker=marker, label=variant.label)
+        axes.set_title(name)
+        axes.set_xlabel("load (x the plain stack's capacity)")
+        axes.set_ylabel("goodput (jobs/s on time)")
+        axes.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)

@@ -1,0 +1,58 @@
+"""Settings of ``slosched bench admission``: the stack under overload, with and without job-level admission.
+
+Workloads (``--quick``: Text-to-SQL only): ``bench stack``'s Text-to-SQL (multi-stage CHESS workflows, where an
+admitted job's later stages arrive as work nobody queued yet) and mixed multi-tenant workloads, on their
+clusters and deadlines. Each runs the plain stack and three variants (``VARIANTS``): ``backlog`` (the job layer
+judges a job through the work queued on each instance, ``critical-path.backlog``), ``reject`` (every client
+asked for an early "cannot meet deadline": a job the job layer finds hopeless is rejected instead of relegated,
+``simulator.on_infeasible``), and both. Loads are multiples of the plain stack's own steady-state SLO capacity
+@90%, measured in the same run on the same seeds (``LOADS``); what counts is goodput (jobs meeting their
+deadline per second) at 2x and 3x against goodput at 1x: the issue's "no collapse".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import slosched.bench.stack.setup as stack_setup
+from slosched.bench.stack.setup import StackWorkload
+from slosched.evaluation.workbench import Candidate, Workbench
+from slosched.policies.spec import PolicyParams
+
+LOADS = (1.0, 2.0, 3.0)
+QUICK_SEEDS = (1,)
+FULL_SEEDS = (1, 2, 3)
+WORKLOADS = (stack_setup.TEXT2SQL, stack_setup.MIXED)
+QUICK_WORKLOADS = (stack_setup.TEXT2SQL,)  # the one that collapses; mixed in the full run
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """The stack with or without each admission mechanism."""
+
+    label: str
+    backlog: bool
+    reject: bool
+
+    def candidate(self) -> Candidate:
+        stack = stack_setup.stack_candidates()[0]
+        if not self.backlog:
+            return replace(stack, label=self.label)
+        params: dict[str, dict[str, Any]] = {stack_setup.STACK_POLICY: {"backlog": True}}
+        return replace(stack, label=self.label, params=PolicyParams(stack=params))
+
+    def workbench(self, workload: StackWorkload, quick: bool) -> Workbench:
+        bench = workload.workbench(quick)
+        if not self.reject:
+            return bench
+        return replace(bench, options=replace(bench.options, on_infeasible="reject"))
+
+
+PLAIN = Variant("stack", backlog=False, reject=False)
+VARIANTS = (
+    PLAIN,
+    Variant("stack+backlog", backlog=True, reject=False),
+    Variant("stack+reject", backlog=False, reject=True),
+    Variant("stack+backlog+reject", backlog=True, reject=True),
+)

@@ -1,0 +1,66 @@
+"""The backlog a call would meet: its least predicted latency over the instances, counting the work queued
+ahead of it that can still count (job-level admission, ``critical-path``'s ``backlog`` setting).
+
+Per instance, as the stack's router predicts a call's latency (``deadline-completion``): the prompt tokens
+waiting there plus the call's own prompt, at the instance's peak prefill rate (PRISM's ``Pmax``, exported by
+the engine or estimated from the view's belief), then its predicted output at one decode step of ``B + 1``
+sequences per token (the view's belief step-time model). Two differences, both because this judges whether
+a *job* can still make it rather than where a call should go:
+
+- Waiting calls already relegated to best effort are not counted: the engine serves them after every call
+  that can still count, so they delay nobody feasible. Counting them made every job look hopeless once a
+  few were relegated, and relegation fed on itself.
+- No prefix-cache credit: a cached prefix only makes the call sooner, and the job is relegated only when
+  even this least latency misses, so the estimate errs towards keeping a job feasible.
+
+Belief only: prompt lengths, predicted outputs, views; never true lengths.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from slosched.core.request import Request
+from slosched.core.views import InstanceView
+from slosched.policies.cluster.routers.deadline_completion import DECODE_REF_CONTEXT
+from slosched.policies.cluster.routers.prism import PrismModel
+
+
+def feasible_waiting_tokens(view: InstanceView) -> int:
+    """Prompt tokens waiting on ``view`` whose calls can still count (not relegated to best effort)."""
+    return sum(request.prompt_tokens for request in view.waiting_requests if not request.best_effort)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueAhead:
+    """What a new call meets on one instance: feasible prompt tokens waiting, the peak prefill rate, the
+    decode step of the running batch plus one."""
+
+    waiting_tokens: int
+    peak_tokens_per_s: float
+    decode_step_s: float
+
+    def latency_s(self, request: Request) -> float:
+        prefill_s = (self.waiting_tokens + request.prompt_tokens) / self.peak_tokens_per_s
+        return prefill_s + max(request.predicted_output_tokens, 1.0) * self.decode_step_s
+
+
+def queues_ahead(views: Sequence[InstanceView], model: PrismModel) -> list[QueueAhead]:
+    """Each instance's ``QueueAhead`` now (PRISM's states for the peaks, computed once per release)."""
+    ahead = []
+    for view, state in zip(views, model.states(views), strict=True):
+        batch = view.num_running + 1
+        decode_step = view.step_predictor.predict_s(0, 0, batch, batch * DECODE_REF_CONTEXT)
+        ahead.append(QueueAhead(feasible_waiting_tokens(view), state[4], decode_step))
+    return ahead
+
+
+def stage_latency_s(requests: Sequence[Request], views: Sequence[InstanceView], model: PrismModel) -> float:
+    """The released stage's least predicted latency: each call's least over the instances (module doc), the
+    slowest call's (the calls run side by side); 0 without calls, inf without views."""
+    if not requests:
+        return 0.0
+    ahead = queues_ahead(views, model)
+    return max(min((queue.latency_s(request) for queue in ahead), default=math.inf) for request in requests)

@@ -1,0 +1,61 @@
+"""``slosched bench admission``: its variants, loads and figures, on a tiny Text-to-SQL workbench (the
+capacity search and the steady-state sizing stubbed, so the file takes seconds)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import slosched.bench.admission.runs as runs
+from slosched.bench.admission.setup import LOADS, PLAIN, VARIANTS
+from slosched.bench.stack.setup import TEXT2SQL, Sizes
+
+TINY = replace(TEXT2SQL, quick=Sizes(12, 4))
+
+
+def test_variants_set_the_two_mechanisms() -> None:
+    by_label = {variant.label: variant for variant in VARIANTS}
+    assert by_label["stack"].candidate().params.stack == {}
+    assert by_label["stack+backlog"].candidate().params.stack == {"slosched": {"backlog": True}}
+    assert by_label["stack+reject"].workbench(TINY, True).options.on_infeasible == "reject"
+    assert PLAIN.workbench(TINY, True).options.on_infeasible == "relegate"
+
+
+def test_figures_per_variant_and_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
+    monkeypatch.setattr(runs, "QUICK_WORKLOADS", (TINY,))
+    monkeypatch.setattr(runs, "workload", lambda name: TINY)
+    monkeypatch.setattr(runs, "steady_capacity", lambda *args: SimpleNamespace(capacity={0.9: 0.4, 0.95: 0.3}))
+    monkeypatch.setattr(runs, "steady_jobs", lambda bench, seed, rate: bench.num_jobs)
+    figures = runs.run(quick=True)
+    row = figures["workloads"]["text2sql"]
+    assert row["capacity_rps"] == 0.4  # the loosest target's capacity sets the loads
+    loads = [f"{load:g}x" for load in LOADS]
+    assert set(row["goodput"]) == {variant.label for variant in VARIANTS}
+    for label, goodput in row["goodput"].items():
+        assert list(goodput) == loads and all(math.isfinite(value) for value in goodput.values())
+        versus = row["goodput_vs_capacity"][label]
+        assert versus == {load: goodput[load] / row["goodput"]["stack"]["1x"] for load in loads}
+        assert row["holds"][label] == all(versus[load] >= 1.0 for load in loads[1:])
+    assert row["num_jobs"] == {load: 12 for load in loads}
+
+
+def test_the_report_page_shows_every_variant_from_the_figures(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
+    monkeypatch.setenv(runs.REPORT_ENV, str(tmp_path))
+    monkeypatch.setattr(runs, "QUICK_WORKLOADS", (TINY,))
+    monkeypatch.setattr(runs, "workload", lambda name: TINY)
+    monkeypatch.setattr(runs, "steady_capacity", lambda *args: SimpleNamespace(capacity={0.9: 0.4}))
+    monkeypatch.setattr(runs, "steady_jobs", lambda bench, seed, rate: bench.num_jobs)
+    figures = runs.run(quick=True)
+    page = (tmp_path / "admission.md").read_text()
+    assert (tmp_path / "admission" / "admission_goodput.png").stat().st_size > 1000
+    row = figures["workloads"]["text2sql"]
+    for variant in VARIANTS:
+        goodput = row["goodput"][variant.label]["3x"]
+        assert f"| {variant.label} |" in page and f"{goodput:.3f}" in page
+    assert "Plain stack's capacity: 0.400 jobs/s" in page
