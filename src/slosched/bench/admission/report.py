@@ -16,6 +16,11 @@ COMMAND = "slosched bench admission --json"
 PLOT = "admission_goodput.png"
 
 
+def command(mode: str) -> str:
+    """The command that writes the page in ``mode`` (``quick`` runs write it with ``SLOSCHED_ADMISSION_REPORT``)."""
+    return COMMAND if mode == "full" else COMMAND.replace(" --json", " --quick --json")
+
+
 def write_report(directory: Path, figures: dict[str, Any]) -> Path:
     """``directory/admission.md`` and ``directory/admission/admission_goodput.png``."""
     plots = directory / "admission"
@@ -24,7 +29,7 @@ def write_report(directory: Path, figures: dict[str, Any]) -> Path:
     lines = [
         "# Job-level admission under overload",
         "",
-        f"Written by `{COMMAND}` ({figures['mode']} run, seeds {figures['seeds']}). Loads are multiples of the plain",
+        f"Written by `{command(figures['mode'])}` (seeds {figures['seeds']}). Loads are multiples of the plain",
         "stack's steady-state SLO capacity @90% on the same seeds; goodput is jobs meeting their deadline per",
         "second (median over seeds), and `vs 1x` divides it by the plain stack's goodput at 1x: at least 1 at 2x",
         "and 3x means overload does not collapse (`holds`). What each variant turns on: docs/stack.md.",
