@@ -8,7 +8,6 @@ one iteration at a time or fast-forwarded, which keeps both modes bit-identical.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import chain
 
 from slosched.core.belief import StepPredictor
@@ -16,14 +15,33 @@ from slosched.core.views import StepObservation
 from slosched.policies.engine.base import StepObserver
 
 
-@dataclass(slots=True)
 class _Pending:
-    num_prefill_tokens: int
-    prefill_context_tokens: int
-    num_decode_seqs: int
-    decode_context_tokens: int
-    durations: list[Sequence[float]]
-    num_steps: int
+    """Steps of one shape waiting for the next refit tick (a plain class: see ``sim.step.StepWork``)."""
+
+    __slots__ = (
+        "decode_context_tokens",
+        "durations",
+        "num_decode_seqs",
+        "num_prefill_tokens",
+        "num_steps",
+        "prefill_context_tokens",
+    )
+
+    def __init__(
+        self,
+        num_prefill_tokens: int,
+        prefill_context_tokens: int,
+        num_decode_seqs: int,
+        decode_context_tokens: int,
+        durations: list[Sequence[float]],
+        num_steps: int,
+    ) -> None:
+        self.num_prefill_tokens = num_prefill_tokens
+        self.prefill_context_tokens = prefill_context_tokens
+        self.num_decode_seqs = num_decode_seqs
+        self.decode_context_tokens = decode_context_tokens
+        self.durations = durations
+        self.num_steps = num_steps
 
 
 class BeliefFeed:
