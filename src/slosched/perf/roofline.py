@@ -175,6 +175,10 @@ class RooflineModel:
         self._seq_s = stack.seq_overhead_s
         if stack.seq_work_scale:  # per decode row, in proportion to the row's own dense + LM-head FLOPs
             self._seq_s += stack.seq_work_scale * (self._c_tok_s + self._c_row_s)
+        self._start_caches()
+
+    def _start_caches(self) -> None:
+        """Empty caches of pure functions of the constants: the same floats, looked up on the hot paths."""
         # ``_decode_base_s`` per batch size (a pure function read on every decode run and no-contention
         # latency; batch sizes are few): a dict lookup instead of a square root and eight float ops.
         self._decode_bases: dict[int, float] = {}
