@@ -11,6 +11,7 @@ from slosched.perf.linear import (
     _observation_rows,
     fit_coefficients,
     prior_from_model,
+    step_shape,
 )
 from slosched.perf.roofline import RooflineModel
 
@@ -74,7 +75,7 @@ def test_run_compression_is_exact_for_least_squares() -> None:
     d, dc, n = 16, 16 * 300, 500
     durations = [true_time(0, 0, d, dc + k * d) + 1e-3 * rng.standard_normal() for k in range(n)]
     observation = StepObservation(0, 0, d, dc, durations)
-    compressed = _observation_rows(observation, max_run_weight=float(n))
+    compressed = _observation_rows(step_shape(observation), max_run_weight=float(n))
     expanded = [(1.0, 0.0, float(d), float(dc + k * d), durations[k]) for k in range(n)]
     tiny = 1e-12
     a = fit_coefficients(compressed, DEFAULT_PRIOR, tiny).as_array()
@@ -108,3 +109,27 @@ def test_prior_from_roofline_predicts_its_model() -> None:
     predictor = LinearStepPredictor(prior=prior)
     for shape in [(0, 0, 32, 32 * 1000), (512, 0, 32, 32 * 1000)]:
         assert predictor.predict_s(*shape) == pytest.approx(truth.step_time_s(*shape), rel=0.25)
+
+
+def test_observe_steps_leaves_what_observing_one_by_one_leaves() -> None:
+    """The simulator's belief feed hands a tick's steps over as tuples in one call: same window, same
+    counters, same refits, same predictions as ``observe`` of each (empty ones ignored)."""
+    rng = np.random.default_rng(11)
+    observations = synthetic(rng, 30)
+    observations.insert(5, StepObservation(0, 0, 1, 10, []))
+    one, batched = LinearStepPredictor(window=8, refit_every=4), LinearStepPredictor(window=8, refit_every=4)
+    for start in range(0, len(observations), 7):
+        chunk = observations[start : start + 7]
+        for observation in chunk:
+            one.observe(observation)
+        batched.observe_steps([step_shape(observation) for observation in chunk])
+        assert list(batched._window) == list(one._window)
+        assert (batched.num_observations, batched._unrowed, batched._pending) == (
+            one.num_observations,
+            one._unrowed,
+            one._pending,
+        )
+        assert batched.predict_s(128, 0, 8, 8000) == one.predict_s(128, 0, 8, 8000)  # refits both alike
+    assert one.num_observations == 30
+    batched.observe_steps([])
+    assert batched.num_observations == 30

@@ -176,3 +176,17 @@ def test_decode_step_terms_reproduce_step_time_bit_for_bit() -> None:
         for step in range(20):
             expected = model.step_time_s(0, 0, batch, context + step * batch)
             assert base + (context + batch + step * batch) * per_token == expected == run[step]
+
+
+def test_no_contention_latency_is_the_prefill_step_plus_the_decode_run_bit_for_bit() -> None:
+    """The prefill step of a prompt alone is cached by prompt length: asked twice, the same floats."""
+    model = RooflineModel.build("A6000", "Llama-3-8B")
+    for prompt, output in ((1, 1), (300, 2), (4000, 700), (300, 90)):
+        expected = model.step_time_s(prompt, 0, 0, 0)
+        if output > 1:
+            expected += model.decode_run_total_s(1, prompt, output - 1)
+        assert model.no_contention_latency_s(prompt, output) == expected
+        assert model.no_contention_latency_s(prompt, output) == expected
+    assert model.no_contention_latency_s(300, 90, cached_tokens=256) == model.step_time_s(
+        44, 256, 0, 0
+    ) + model.decode_run_total_s(1, 300, 89)

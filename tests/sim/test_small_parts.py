@@ -14,7 +14,7 @@ from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
 from slosched.core.records import JobRecord
 from slosched.core.request import Outcome
 from slosched.sim.belief import BeliefFeed
-from slosched.sim.decode_run import DecodeRun
+from slosched.sim.decode_run import DecodeRun, decode_step_times
 from slosched.sim.jobs import JobState
 from slosched.sim.noise import NoiseStream
 
@@ -83,6 +83,47 @@ def test_belief_feed_merges_only_contiguous_identical_decode_steps_and_feeds_obs
     assert observer.observations == predictor.observations
     feed.flush()
     assert len(predictor.observations) == 3
+
+
+class _BatchRecorder(_Recorder):
+    """A predictor with the optional ``observe_steps``: the feed hands it a tick's steps in one call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def observe_steps(self, steps: list[tuple[int, int, int, int, list[float]]]) -> None:
+        self.calls += 1
+        self.observations.extend(StepObservation(*step) for step in steps)
+
+
+def _feed_ticks(feed: BeliefFeed) -> None:
+    feed.record(0, 0, 2, 10, [0.1])
+    feed.record(0, 0, 2, 12, [0.2, 0.3])
+    feed.record(64, 0, 2, 101, [0.3])
+    feed.flush()
+    feed.flush()  # nothing pending: no call
+    feed.record(0, 0, 3, 50, [0.4])
+    feed.flush()
+
+
+def test_belief_feed_hands_a_tick_to_observe_steps_in_one_call_unless_observers_need_observations() -> None:
+    one, batched, observed = _Recorder(), _BatchRecorder(), _BatchRecorder()
+    observer = _Recorder()
+    _feed_ticks(BeliefFeed(one))
+    _feed_ticks(BeliefFeed(batched))
+    _feed_ticks(BeliefFeed(observed, [observer]))  # type: ignore[list-item]
+    assert batched.observations == one.observations == observed.observations == observer.observations
+    assert [list(o.durations_s) for o in one.observations] == [[0.1, 0.2, 0.3], [0.3], [0.4]]
+    assert (batched.calls, observed.calls) == (2, 0)
+
+
+def test_decode_step_times_sum_their_ends_one_step_at_a_time() -> None:
+    factors = [1.0, 0.9, 1.1, 1.05]
+    durations, ends = decode_step_times(0.01, 1e-7, 1000, 8, factors, 3.0)
+    assert durations == [(0.01 + (1000 + 8 * k) * 1e-7) * factors[k] for k in range(4)]
+    assert DecodeRun(0, 8, 992, 3.0, durations).ends == ends
+    assert decode_step_times(0.01, 1e-7, 1000, 8, [], 3.0) == ([], [])
 
 
 def _record(spec: JobSpec, slo_s: float) -> JobRecord:

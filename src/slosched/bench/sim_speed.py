@@ -22,6 +22,25 @@ Round 3: the hot modules compiled with mypyc (``slosched native build``, ``slosc
 same sources. The bench runs the pure-Python modules too, in a child process with ``SLOSCHED_NATIVE=0``:
 ``pure_python_requests_per_second`` and ``native_speedup`` keep the measurement that justifies
 compiling, and ``identical_to_pure_python`` checks both gave the same records (a digest of every one).
+Round 4 (issue 26: the ``vllm-v1`` truth costs more per step; main vs this round's sources, each with its
+own native build, interleaved in alternating order, load average 5-9 on the shared 2-core machine, so wall
+figures swing by +-30%): ``--quick`` 5,342-6,829 -> 6,706-8,785 req/s (median x1.40 over 3 pairs), the full
+form 6,878 -> 11,823 (one pair, x1.72); the process CPU time of ``measure``'s run, which the other work
+disturbs less, x1.24-1.26 (10,000 requests, 4 pairs) and x1.27-1.35 (40,000, 4 pairs); records identical
+(the same digests; ``tests.native._identity_probe`` quick and full unchanged). py-spy showed ~9% of a
+compiled run in ``__init__``s the dataclasses module generates: mypyc compiles a dataclass's own methods but
+not the generated ones, so the compiled modules' hot dataclasses (``StepWork``, ``Seq``, ``JobState``, the
+pending feeds) became plain slotted classes (x1.06 alone). Then: a refit tick's belief observations go to
+``LinearStepPredictor.observe_steps`` as tuples in one call (a frozen ``StepObservation`` costs several
+times a plain object: ``object.__setattr__`` per field; ~3 per request); decode runs are timed and summed in
+one typed loop; ``step_time_s`` looks its decode KV term up by batch size (vllm-v1's occupancy rule added a
+call, a max and a division to every mixed step); no-contention latencies reuse the prefill step of a prompt
+alone (4 in 5 repeat a prompt; 1.5 -> 0.8 us a cached call); the output-length predictor computes its ratio
+once. Not done: the frozen ``core`` dataclasses a run builds per request (``JobView``, ``PrefixId``,
+``StageDecision``) cost the same way, and setting their slots through the member descriptors measured only
+~35% cheaper (it would patch public classes); compiling ``perf/`` would reject the numpy numbers the gateway
+and third-party policies may pass (``native/modules.py``); arrivals cut ~45% of the decode steps a run times
+in advance, but timing runs in chunks adds events for an estimated 2-3%.
 """
 
 from __future__ import annotations

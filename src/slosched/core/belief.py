@@ -59,7 +59,12 @@ class StepTimeModel(Protocol):
 
 
 class StepPredictor(Protocol):
-    """Belief about an instance's step time, learned from observed steps only."""
+    """Belief about an instance's step time, learned from observed steps only.
+
+    Optional: ``observe_steps(steps)``, ``observe(StepObservation(*step))`` for each tuple of
+    ``StepObservation``'s fields in order; the simulator hands a predictor that has it all the steps of a
+    refit tick in one call (``LinearStepPredictor`` has it).
+    """
 
     def predict_s(
         self,

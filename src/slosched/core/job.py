@@ -122,6 +122,8 @@ def step_name(stage_name: str) -> str:
     A stage's name is its identity inside a job and must be unique; a workflow that runs one step
     several times names the repeats ``step#2``, ``step#3``, ... (see :func:`unique_stage_names`).
     """
+    if STEP_SEPARATOR not in stage_name:
+        return stage_name  # most stages: no repeat suffix to strip
     step, separator, suffix = stage_name.rpartition(STEP_SEPARATOR)
     return step if separator and step and suffix.isdigit() else stage_name
 

@@ -9,7 +9,8 @@ time. Left interpreted on purpose:
   always ran; compiling ``perf/linear``, ``perf/roofline`` and ``perf/output_length`` too measured only
   ~3% more.
 A module here must be mypyc-clean: no ``runtime_checkable`` protocols, no monkeypatched functions, no
-interpreted subclasses.
+interpreted subclasses. Objects built per step or per request are plain classes with ``__slots__`` and an
+explicit ``__init__``: the ``__init__`` the dataclasses module generates stays interpreted (``bench/sim_speed.py``).
 """
 
 from __future__ import annotations

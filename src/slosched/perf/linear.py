@@ -49,25 +49,41 @@ class LinearStepCoefficients:
 # Generic prior: the linear fit of the roofline for Llama-3-8B on one A100 (prior_from_model), rounded.
 DEFAULT_PRIOR = LinearStepCoefficients(0.011, 6.6e-5, 4.8e-4, 9.3e-8)
 
+# One observation as the window keeps it: the fields of ``StepObservation`` in order (num_prefill_tokens,
+# prefill_context_tokens, num_decode_seqs, decode_context_tokens, durations_s). A plain tuple, so a runtime
+# can hand over many at once (``observe_steps``) without building a frozen dataclass for each.
+StepShape = tuple[int, int, int, int, Sequence[float]]
 
-def _observation_rows(obs: StepObservation, max_run_weight: float) -> list[tuple[float, ...]]:
+
+def step_shape(observation: StepObservation) -> StepShape:
+    return (
+        observation.num_prefill_tokens,
+        observation.prefill_context_tokens,
+        observation.num_decode_seqs,
+        observation.decode_context_tokens,
+        observation.durations_s,
+    )
+
+
+def _observation_rows(step: StepShape, max_run_weight: float) -> list[tuple[float, ...]]:
     """(weight, prefill, decode, context, duration) rows carrying the run's least-squares information.
 
     A run of n steps whose context grows by ``num_decode_seqs`` a step is replaced by two rows at
     mean +- std of its context, with durations that reproduce the run's mean and its context/duration
     covariance: the normal equations are the same as with all n rows (only feature 4 varies).
     """
-    n = len(obs.durations_s)
+    num_prefill, prefill_ctx, num_decode, decode_ctx, durations_s = step
+    n = len(durations_s)
     if n == 0:
         return []
-    fixed_ctx = obs.decode_context_tokens + obs.prefill_context_tokens
-    p, d = float(obs.num_prefill_tokens), float(obs.num_decode_seqs)
+    fixed_ctx = decode_ctx + prefill_ctx
+    p, d = float(num_prefill), float(num_decode)
     if n == 1:  # the common case stays off numpy
-        return [(min(1.0, max_run_weight), p, d, float(fixed_ctx), float(obs.durations_s[0]))]
-    durations = np.asarray(obs.durations_s, dtype=np.float64)
+        return [(min(1.0, max_run_weight), p, d, float(fixed_ctx), float(durations_s[0]))]
+    durations = np.asarray(durations_s, dtype=np.float64)
     mean_y = float(durations.mean())
     weight = float(min(n, max_run_weight))
-    if obs.num_decode_seqs == 0:
+    if num_decode == 0:
         return [(weight, p, d, float(fixed_ctx), mean_y)]
     mean_k = (n - 1) / 2.0
     std_k = math.sqrt((n * n - 1) / 12.0)
@@ -151,7 +167,7 @@ class LinearStepPredictor:
         self.prior_weight = prior_weight
         # Raw observations; their least-squares rows are built only when a refit needs them, so observing
         # stays cheap for instances whose policies never ask for a prediction.
-        self._window: deque[StepObservation] = deque(maxlen=window)
+        self._window: deque[StepShape] = deque(maxlen=window)
         # The rows of the window's observations, built once each (a refit used to rebuild every row of the
         # window, most of a predictive policy's run time): after a refit ``_rows`` matches ``_window`` one
         # to one; ``_unrowed`` newest observations have none yet; ``_rows_weight`` is the cap they carry.
@@ -172,10 +188,25 @@ class LinearStepPredictor:
     def observe(self, observation: StepObservation) -> None:
         if not len(observation.durations_s):
             return
-        self._window.append(observation)
+        self._window.append(step_shape(observation))
         self._unrowed = min(self._unrowed + 1, len(self._window))
         self._pending += 1
         self.num_observations += 1
+
+    def observe_steps(self, steps: Sequence[StepShape]) -> None:
+        """``observe(StepObservation(*step))`` for each step in order, in one call: the simulator hands over
+        a refit tick's observations at once, without building a frozen ``StepObservation`` for each (about
+        three per request; see ``slosched.bench.sim_speed``)."""
+        fresh = [step for step in steps if len(step[4])]
+        if not fresh:
+            return
+        window = self._window
+        window.extend(fresh)
+        count = len(fresh)
+        # What ``count`` calls of ``observe`` leave: each adds one unrowed entry, capped by the window.
+        self._unrowed = min(self._unrowed + count, len(window))
+        self._pending += count
+        self.num_observations += count
 
     def _maybe_refit(self) -> None:
         if self._pending and self._pending >= min(self.refit_every, max(1, self._num_fitted)):
@@ -191,7 +222,7 @@ class LinearStepPredictor:
             self._unrowed, self._rows_weight = len(self._window), weight
         # Both deques keep the newest ``window`` entries: the new rows push out those of evicted observations.
         fresh = islice(self._window, len(self._window) - self._unrowed, None)
-        self._rows.extend(_observation_rows(observation, weight) for observation in fresh)
+        self._rows.extend(_observation_rows(step, weight) for step in fresh)
         self._unrowed = 0
         rows = [row for run in self._rows for row in run]
         self._set(fit_coefficients(rows, self.prior, self.prior_weight))

@@ -23,11 +23,12 @@ class _RunningStats:
     mean_tokens: float = 0.0
     mean_ratio: float = 0.0
 
-    def add(self, output_tokens: int, prompt_tokens: int) -> None:
-        self.count += 1
-        self.mean_tokens += (output_tokens - self.mean_tokens) / self.count
-        ratio = output_tokens / max(1, prompt_tokens)
-        self.mean_ratio += (ratio - self.mean_ratio) / self.count
+    def add(self, output_tokens: int, ratio: float) -> None:
+        """One completion of ``output_tokens``, ``ratio`` of them per prompt token."""
+        count = self.count + 1
+        self.count = count
+        self.mean_tokens += (output_tokens - self.mean_tokens) / count
+        self.mean_ratio += (ratio - self.mean_ratio) / count
 
 
 class HistoryOutputPredictor:
@@ -41,7 +42,7 @@ class HistoryOutputPredictor:
     (a gateway's ``x-job-stage``), so without a bound a client could grow the map without end.
     """
 
-    __slots__ = ("_by_key", "_global", "default_tokens", "max_keys", "min_samples", "mode")
+    __slots__ = ("_by_key", "_global", "_ratio", "default_tokens", "max_keys", "min_samples", "mode")
 
     def __init__(
         self, default_tokens: int = 128, min_samples: int = 1, mode: str = "mean", max_keys: int = 4096
@@ -54,24 +55,20 @@ class HistoryOutputPredictor:
         self.default_tokens = default_tokens
         self.min_samples = min_samples
         self.mode = mode
+        self._ratio = mode == "ratio"
         self._by_key: dict[str, _RunningStats] = {}
         self._global = _RunningStats()
 
     def predict(self, request: Request) -> float:
         upper = float(max(1, request.max_output_tokens))
         stats = self._by_key.get(request.predictor_key)
-        if stats is not None and stats.count >= self.min_samples:
-            estimate = self._estimate(stats, request)
-        elif self._global.count >= self.min_samples:
-            estimate = self._estimate(self._global, request)
+        if stats is None or stats.count < self.min_samples:
+            stats = self._global  # the key's own mean is not trusted yet
+        if stats.count >= self.min_samples:
+            estimate = stats.mean_ratio * request.prompt_tokens if self._ratio else stats.mean_tokens
         else:
             estimate = float(self.default_tokens)
         return min(max(estimate, 1.0), upper)
-
-    def _estimate(self, stats: _RunningStats, request: Request) -> float:
-        if self.mode == "ratio":
-            return stats.mean_ratio * request.prompt_tokens
-        return stats.mean_tokens
 
     def observe(self, request: Request, output_tokens: int) -> None:
         """Record one completed request's true output length (ignored when < 1: nothing was generated)."""
@@ -84,8 +81,9 @@ class HistoryOutputPredictor:
             if len(self._by_key) >= self.max_keys:
                 del self._by_key[next(iter(self._by_key))]
         self._by_key[key] = stats
-        stats.add(output_tokens, request.prompt_tokens)
-        self._global.add(output_tokens, request.prompt_tokens)
+        ratio = output_tokens / max(1, request.prompt_tokens)
+        stats.add(output_tokens, ratio)
+        self._global.add(output_tokens, ratio)
 
     def num_samples(self, key: str | None = None) -> int:
         """Completions learned from, for one key or (None) in total."""

@@ -20,6 +20,7 @@ constants precomputed in ``__init__``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -97,14 +98,17 @@ class RooflineModel:
         "_c_row_s",
         "_c_tok_s",
         "_decode_bases",
+        "_decode_kv",
         "_decode_terms",
         "_e_tok_s",
         "_fixed_s",
         "_kv_groups",
         "_kv_tok_s",
         "_m_dense_s",
+        "_m_dense_sq",
         "_m_linear_s",
         "_mixed_fixed_s",
+        "_prompt_alone_s",
         "_seq_s",
         "_stack_fixed_s",
         "_tok_s",
@@ -138,6 +142,7 @@ class RooflineModel:
         self._c_row_s = 2.0 * model.lm_head_params / tp / flops
         self._m_linear_s = model.linear_params / tp * wb / bandwidth
         self._m_dense_s = (model.linear_params + model.lm_head_params) / tp * wb / bandwidth
+        self._m_dense_sq = self._m_dense_s * self._m_dense_s  # the same product every step computed
         # Norms and residual adds run on the full hidden state on every GPU; RoPE and the MLP
         # activation run on this GPU's shard.
         sharded = 2 * (model.hidden + model.kv_dim) + model.mlp_matrices * model.intermediate
@@ -170,10 +175,21 @@ class RooflineModel:
         self._seq_s = stack.seq_overhead_s
         if stack.seq_work_scale:  # per decode row, in proportion to the row's own dense + LM-head FLOPs
             self._seq_s += stack.seq_work_scale * (self._c_tok_s + self._c_row_s)
+        self._start_caches()
+
+    def _start_caches(self) -> None:
+        """Empty caches of pure functions of the constants: the same floats, looked up on the hot paths."""
         # ``_decode_base_s`` per batch size (a pure function read on every decode run and no-contention
         # latency; batch sizes are few): a dict lookup instead of a square root and eight float ops.
         self._decode_bases: dict[int, float] = {}
         self._decode_terms: dict[int, tuple[float, float]] = {}
+        # ``_decode_kv_tok_s`` per batch size, for ``step_time_s`` (a lookup instead of a call, a max and a
+        # division on every mixed step: what the ``attention_units`` of vllm-v1 added).
+        self._decode_kv: dict[int, float] = {}
+        # The prefill step of a prompt alone, by its length: ``no_contention_latency_s`` is asked for the same
+        # prompts again and again (a deadline and a report per job, on each instance type). Bounded: a
+        # gateway's model lives as long as the process.
+        self._prompt_alone_s = functools.lru_cache(maxsize=8192)(self._compute_prompt_alone_s)
 
     @classmethod
     def build(
@@ -204,17 +220,22 @@ class RooflineModel:
         # Logits are computed for every decode sequence and for the last prefill position.
         rows = num_decode_seqs + 1 if num_prefill_tokens > 0 else num_decode_seqs
         c = tokens * self._c_tok_s + rows * self._c_row_s
-        t = _sqrt(c * c + self._m_dense_s * self._m_dense_s)
+        t = _sqrt(c * c + self._m_dense_sq)
         t += self._fixed_s + tokens * self._tok_s + num_decode_seqs * self._seq_s
         if num_decode_seqs > 0:
-            t += (decode_context_tokens + num_decode_seqs) * self._decode_kv_tok_s(num_decode_seqs)
+            per_token = self._decode_kv.get(num_decode_seqs)
+            if per_token is None:
+                per_token = self._decode_kv[num_decode_seqs] = self._decode_kv_tok_s(num_decode_seqs)
+            t += (decode_context_tokens + num_decode_seqs) * per_token
         if num_prefill_tokens > 0:
             # Inlined _prefill_attention_s (hot path).
             pairs = num_prefill_tokens * (prefill_context_tokens + 0.5 * (num_prefill_tokens + 1))
             a = pairs * self._a_pair_s
             b = (prefill_context_tokens + num_prefill_tokens) * self._kv_tok_s
             if self._attention_units:
-                t += max(_sqrt(a * a + b * b), b * self._unit_bound)
+                attention = _sqrt(a * a + b * b)
+                floor = b * self._unit_bound
+                t += floor if floor > attention else attention  # max() without the call, same value
                 if num_decode_seqs > 0:
                     t += self._mixed_fixed_s
             else:
@@ -248,7 +269,7 @@ class RooflineModel:
 
     def _compute_decode_base_s(self, num_decode_seqs: int) -> float:
         c = num_decode_seqs * self._c_tok_s + num_decode_seqs * self._c_row_s
-        t = _sqrt(c * c + self._m_dense_s * self._m_dense_s)
+        t = _sqrt(c * c + self._m_dense_sq)
         t += self._fixed_s + num_decode_seqs * self._tok_s + num_decode_seqs * self._seq_s
         return t
 
@@ -328,10 +349,16 @@ class RooflineModel:
         """Latency of one request alone: one prefill step of the uncached prompt, then
         ``output_tokens - 1`` decode steps (the prefill step emits the first token)."""
         uncached = max(1, prompt_tokens - cached_tokens)  # the engine always computes the last token
-        total = self.step_time_s(uncached, prompt_tokens - uncached, 0, 0)
+        if uncached == prompt_tokens:
+            total = self._prompt_alone_s(prompt_tokens)
+        else:
+            total = self.step_time_s(uncached, prompt_tokens - uncached, 0, 0)
         if output_tokens > 1:
             total += self.decode_run_total_s(1, prompt_tokens, output_tokens - 1)
         return total
+
+    def _compute_prompt_alone_s(self, prompt_tokens: int) -> float:
+        return self.step_time_s(prompt_tokens, 0, 0, 0)
 
     def decode_run_total_s(self, num_decode_seqs: int, decode_context_tokens: int, num_steps: int) -> float:
         """``decode_run_s(...).sum()`` in closed form (the per-step KV term grows linearly); equal up to
@@ -340,5 +367,5 @@ class RooflineModel:
             return 0.0
         first = decode_context_tokens + num_decode_seqs
         context_sum = num_steps * first + num_decode_seqs * num_steps * (num_steps - 1) / 2
-        per_token = self._decode_kv_tok_s(num_decode_seqs)
-        return num_steps * self._decode_base_s(num_decode_seqs) + context_sum * per_token
+        base, per_token = self.decode_step_terms(num_decode_seqs)  # one cached lookup for both terms
+        return num_steps * base + context_sum * per_token

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,11 +33,15 @@ from slosched.sim.seq import Seq
 from slosched.sim.views import InstanceSnapshot, take_snapshot
 
 
-@dataclass(slots=True)
 class _Pending:
-    request: Request
-    job: JobState
-    call: CallSpec
+    """A routed request's job and call, until it finishes (a plain class: see ``sim.step.StepWork``)."""
+
+    __slots__ = ("call", "job", "request")
+
+    def __init__(self, request: Request, job: JobState, call: CallSpec) -> None:
+        self.request = request
+        self.job = job
+        self.call = call
 
 
 class ClusterSim:

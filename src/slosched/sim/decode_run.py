@@ -35,14 +35,18 @@ class DecodeRun:
         context_tokens: int,
         start_s: float,
         durations: list[float],
+        ends: list[float] | None = None,
     ) -> None:
+        """``ends``: the end times of ``durations`` from ``start_s`` when the caller summed them already
+        (``decode_step_times``)."""
         self.first_clock = first_clock
         self.start_s = start_s
         self.num_decode_seqs = num_decode_seqs
         self.context_tokens = context_tokens
         self.durations = durations
-        ends = list(accumulate(durations, initial=start_s))
-        del ends[0]
+        if ends is None:
+            ends = list(accumulate(durations, initial=start_s))
+            del ends[0]
         self.ends = ends
         self.num_steps = len(durations)
         self.applied = 0
@@ -77,3 +81,24 @@ class DecodeRun:
             context = self.context_tokens + batch * self.delivered
             belief.record(0, 0, batch, context, self.durations[self.delivered : upto])
             self.delivered = upto
+
+
+def decode_step_times(
+    base_s: float, per_token_s: float, first_context: int, batch: int, factors: list[float], start_s: float
+) -> tuple[list[float], list[float]]:
+    """Durations and end times of ``len(factors)`` decode steps from ``start_s``, in one pass: step k reads
+    ``first_context + k * batch`` tokens and lasts ``(base_s + context * per_token_s) * factors[k]`` (the
+    floats ``step_time_s`` gives, times the step's noise); its end adds its duration to the previous end,
+    one step at a time as stepping does. One typed loop instead of a comprehension over ``zip`` and a
+    separate ``accumulate``: compiled, its float arithmetic runs unboxed and the factors are read once."""
+    durations: list[float] = []
+    ends: list[float] = []
+    context = first_context
+    end = start_s
+    for factor in factors:
+        duration = (base_s + context * per_token_s) * factor
+        durations.append(duration)
+        end += duration
+        ends.append(end)
+        context += batch
+    return durations, ends

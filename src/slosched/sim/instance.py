@@ -20,7 +20,7 @@ from slosched.core.request import Request
 from slosched.policies.engine.base import EnginePolicy
 from slosched.policies.engine.queue import DEFAULT_WAKE_S, PolicyQueue
 from slosched.sim.belief import BeliefFeed
-from slosched.sim.decode_run import DecodeRun
+from slosched.sim.decode_run import DecodeRun, decode_step_times
 from slosched.sim.engine_state import EngineState
 from slosched.sim.kernel import EventKernel
 from slosched.sim.noise import NoiseStream
@@ -190,20 +190,12 @@ class SimInstance(EngineState):
         if length > 1:
             until_finish = cohort.steps_to_next_finish()
             length = cohort.max_steps_within(self.kv.num_free, until_finish if until_finish < length else length)
-        durations = self._decode_durations(work.num_decode_seqs, work.decode_context_tokens, length)
-        self._run = DecodeRun(cohort.clock, work.num_decode_seqs, work.decode_context_tokens, now, durations)
+        batch, context = work.num_decode_seqs, work.decode_context_tokens
+        base, per_token = self.truth.decode_step_terms(batch)
+        # Step k reads context + (k + 1) * batch tokens: the same floats step_time_s gives, without numpy.
+        durations, ends = decode_step_times(base, per_token, context + batch, batch, self.noise.take(length), now)
+        self._run = DecodeRun(cohort.clock, batch, context, now, durations, ends)
         self.kernel.schedule(self._run.end_s, self._on_run_end, self._version)
-
-    def _decode_durations(self, num_decode_seqs: int, context_tokens: int, length: int) -> list[float]:
-        factors = self.noise.take(length)
-        base, per_token = self.truth.decode_step_terms(num_decode_seqs)
-        # Step k reads context + (k + 1) * batch tokens; the same floats step_time_s gives, without numpy. The
-        # contexts come from a range (exact ints, as before): a third cheaper than enumerate and a multiply.
-        first = context_tokens + num_decode_seqs
-        contexts = (
-            range(first, first + length * num_decode_seqs, num_decode_seqs) if num_decode_seqs else [first] * length
-        )
-        return [(base + context * per_token) * factor for context, factor in zip(contexts, factors, strict=True)]
 
     def _cut_run(self) -> None:
         """An arrival: end the current run after the step in progress."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from slosched.core.deadline import absolute_deadline_s
 from slosched.core.job import JobSpec, StageSpec
 from slosched.core.records import JobRecord
@@ -13,22 +11,45 @@ from slosched.core.views import JobView
 OneStageGraphs = dict[str, tuple[dict[str, int], dict[str, list[str]]]]
 
 
-@dataclass(slots=True)
 class JobState:
-    """Which stages wait on how many parents, and how many calls of each released stage are unfinished."""
+    """Which stages wait on how many parents, and how many calls of each released stage are unfinished.
 
-    spec: JobSpec
-    record: JobRecord
-    deadline_s: float
-    parents_left: dict[str, int]
-    children: dict[str, list[str]]
-    stages: dict[str, StageSpec]
-    calls_left: dict[str, int] = field(default_factory=dict)
-    # A tuple: the shared empty one for every unfinished job (no list per job, which a run keeps), and
-    # ``view`` hands it out as is.
-    finished_stages: list[str] = field(default_factory=list)
-    stages_left: int = 0
-    done: bool = False
+    A plain class with slots (a dataclass's generated ``__init__`` stays interpreted when compiled, see
+    ``sim.step.StepWork``); built by ``start``."""
+
+    __slots__ = (
+        "calls_left",
+        "children",
+        "deadline_s",
+        "done",
+        "finished_stages",
+        "parents_left",
+        "record",
+        "spec",
+        "stages",
+        "stages_left",
+    )
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        record: JobRecord,
+        deadline_s: float,
+        parents_left: dict[str, int],
+        children: dict[str, list[str]],
+        stages: dict[str, StageSpec],
+        stages_left: int,
+    ) -> None:
+        self.spec = spec
+        self.record = record
+        self.deadline_s = deadline_s
+        self.parents_left = parents_left
+        self.children = children
+        self.stages = stages
+        self.calls_left: dict[str, int] = {}
+        self.finished_stages: list[str] = []
+        self.stages_left = stages_left
+        self.done = False
 
     @classmethod
     def start(cls, spec: JobSpec, record: JobRecord, graphs: OneStageGraphs | None = None) -> JobState:
@@ -40,14 +61,14 @@ class JobState:
             # per-job setup cost in the sim-speed bench). Its ``parents_left`` and ``children`` are never
             # changed (no stage has a parent), so jobs of one stage name share them: a run keeps its job
             # states, and two fewer dicts and a list per job made the sim-speed bench x1.02 faster
-            # (memory locality). Positional: the field order above.
+            # (memory locality). Positional: the parameter order of ``__init__``.
             name = stages[0].name
             graph = None if graphs is None else graphs.get(name)
             if graph is None:
                 graph = ({name: 0}, {name: []})
                 if graphs is not None:
                     graphs[name] = graph
-            return cls(spec, record, deadline, graph[0], graph[1], {name: stages[0]}, {}, [], 1)
+            return cls(spec, record, deadline, graph[0], graph[1], {name: stages[0]}, 1)
         deps = spec.dependencies()
         children: dict[str, list[str]] = {name: [] for name in deps}
         for name, parents in deps.items():

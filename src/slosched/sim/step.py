@@ -12,7 +12,6 @@ prefill but never splits the decode batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from slosched.core.views import EngineView, StepMode, StepPlan
@@ -21,16 +20,28 @@ from slosched.sim.engine_state import EngineState
 from slosched.sim.seq import Seq
 
 
-@dataclass(slots=True)
 class StepWork:
-    """What one step computes. ``prefills`` pairs a sequence with its chunk size."""
+    """What one step computes. ``prefills`` pairs a sequence with its chunk size.
 
-    num_decode_seqs: int = 0
-    decode_context_tokens: int = 0
-    prefills: list[tuple[Seq, int]] = field(default_factory=list)
-    num_prefill_tokens: int = 0
-    prefill_context_tokens: int = 0
-    preempted: bool = False
+    A plain class, not a dataclass: compiled (slosched.native), a dataclass keeps the interpreted
+    ``__init__`` the dataclasses module generates, several times slower than an explicit, compiled one."""
+
+    __slots__ = (
+        "decode_context_tokens",
+        "num_decode_seqs",
+        "num_prefill_tokens",
+        "preempted",
+        "prefill_context_tokens",
+        "prefills",
+    )
+
+    def __init__(self) -> None:
+        self.num_decode_seqs = 0
+        self.decode_context_tokens = 0
+        self.prefills: list[tuple[Seq, int]] = []
+        self.num_prefill_tokens = 0
+        self.prefill_context_tokens = 0
+        self.preempted = False
 
 
 class StepFormer:
