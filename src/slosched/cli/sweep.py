@@ -15,7 +15,8 @@ from slosched.cli.simulate import load
 from slosched.cli.sweep_tables import out as _out
 from slosched.cli.sweep_tables import print_capacity, print_search, print_sizing
 from slosched.core.errors import ConfigError, Interrupted
-from slosched.planning.fleet import FleetSearch, search_fleet
+from slosched.planning.fleet import search_fleet
+from slosched.planning.fleet_rows import FleetSearch
 from slosched.planning.output import sweep_json, write_outputs
 from slosched.planning.prices import Prices
 from slosched.planning.sizing import SizingRow, size, sizing_warnings

@@ -7,7 +7,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from slosched.planning.fleet import FleetRow, FleetSearch
+from slosched.planning.fleet_rows import FleetRow, FleetSearch
 from slosched.planning.sizing import SizingRow
 from slosched.planning.sweep import SweepRow
 
@@ -41,7 +41,9 @@ def print_sizing(sizing: list[SizingRow], target: float) -> None:
 def _fleet_cells(rank: str, row: FleetRow) -> tuple[str, ...]:
     count = "-" if row.count is None else str(row.count)
     capacity = "-" if row.capacity is None else row.capacity.text()
-    tried = " ".join(f"{n}:{value:.0%}" for n, value in sorted(row.tried.items())) or "-"
+    # A count whose runs were cut short once their misses decided them shows an upper bound.
+    tried = " ".join(f"{n}:{'<=' if n in row.cut_short else ''}{value:.0%}" for n, value in sorted(row.tried.items()))
+    tried = tried or "-"
     return (
         rank,
         row.type.gpu,
