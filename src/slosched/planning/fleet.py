@@ -26,6 +26,7 @@ is the cheapest fleet (ties: the larger capacity).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from slosched.core.errors import ConfigError
@@ -34,7 +35,8 @@ from slosched.core.job import JobSpec
 from slosched.perf.hardware import gpu_names, model_facts
 from slosched.perf.roofline import CALIBRATION, RooflineModel
 from slosched.planning.fleet_counts import FleetProbe, measure_capacity, search_counts
-from slosched.planning.fleet_rows import FleetRow, FleetSearch, FleetType
+from slosched.planning.fleet_mixes import search_mixes
+from slosched.planning.fleet_rows import FleetRow, FleetSearch, FleetType, MixRow
 from slosched.planning.prices import Prices
 from slosched.planning.sweep import SweepSettings
 from slosched.planning.workload import ScenarioJobs, candidates_of, instances_with_counts
@@ -99,9 +101,10 @@ def search_fleet(
     gpus: Sequence[str] | None = None,
     tps: Sequence[int] | None = None,
     measure: int = 3,
+    mixes: bool = True,
 ) -> FleetSearch:
-    """The cheapest homogeneous fleet that carries ``rate`` jobs/s at ``target`` (module docstring); the SLO
-    capacity of the ``measure`` cheapest fleets found."""
+    """The cheapest fleet, of one instance type or (``mixes``) of two GPU types, that carries ``rate``
+    jobs/s at ``target`` (module docstring); the SLO capacity of the ``measure`` cheapest fleets found."""
     if not rate > 0:
         raise ConfigError("--rate", f"must be > 0 jobs/s, got {rate}")
     if measure < 0:
@@ -116,14 +119,20 @@ def search_fleet(
             row.status = "no fit"
         elif row.type.price_per_gpu_hour is None:
             row.status = "no price"
+    found = FleetSearch(rate, target, policy, template.model, rows)
     searched = [row for row in rows if row.status == "pending"]
-    if searched:
-        (candidate,) = candidates_of(scenario, [policy])
-        first = searched[0].type
-        probe_of = FleetProbe(scenario, first, 1, candidate, settings, reference, settings.seeds[0], rate, target)
-        results = search_counts(searched, probe_of)
-        # Capacity searches cost several count searches' worth of runs: the cheapest few fleets only.
-        carried = [(place, row) for place, row in enumerate(searched) if row.status == "carries"]
-        carried.sort(key=lambda item: item[1].cost_per_hour or 0.0)
-        measure_capacity(carried[:measure], results, probe_of)
-    return FleetSearch(rate, target, policy, template.model, rows)
+    if not searched:
+        return found
+    (candidate,) = candidates_of(scenario, [policy])
+    probe_of = FleetProbe(scenario, (), candidate, settings, reference, settings.seeds[0], rate, target)
+    carried: list[tuple[FleetRow | MixRow, dict[int, float]]] = [
+        (row, known) for row, known in zip(searched, search_counts(searched, probe_of), strict=True) if known
+    ]
+    if mixes:
+        best = min((row.cost_per_hour or 0.0 for row, _ in carried), default=math.inf)
+        found.mixes, known, found.warnings = search_mixes(kinds, best, probe_of)
+        carried += [(row, known) for row in found.mixes if row.status == "carries"]
+    # Capacity searches cost several count searches' worth of runs: the cheapest few fleets only.
+    carried.sort(key=lambda item: item[0].cost_per_hour or 0.0)
+    measure_capacity(carried[:measure], probe_of)
+    return found

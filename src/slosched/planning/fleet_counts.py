@@ -27,7 +27,7 @@ from slosched.core.instance import InstanceSpec
 from slosched.evaluation.capacity import Spread, find_capacity
 from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.workbench import Candidate, Workbench
-from slosched.planning.fleet_rows import GROUP, FleetRow, FleetType, fleet_scenario
+from slosched.planning.fleet_rows import GROUP, FleetRow, FleetType, MixRow, Parts, fleet_scenario
 from slosched.planning.probe import Probe, lower_median, probe, seeds_verdict
 from slosched.planning.sizing import MAX_COUNT
 from slosched.planning.speculate import speculate
@@ -47,8 +47,7 @@ class FleetProbe:
     """One run of the search (picklable: sent to worker processes)."""
 
     scenario: Scenario
-    kind: FleetType
-    count: int
+    parts: Parts
     candidate: Candidate
     settings: SweepSettings
     reference: tuple[InstanceSpec, ...]
@@ -58,8 +57,8 @@ class FleetProbe:
 
 
 def fleet_bench(task: FleetProbe) -> Workbench:
-    """``task.count`` instances of ``task.kind``, judged against the reference cluster's SLO scale."""
-    scenario = fleet_scenario(task.scenario, task.kind, task.count)
+    """The fleet ``task.parts``, judged against the reference cluster's SLO scale."""
+    scenario = fleet_scenario(task.scenario, task.parts)
     instances = instances_with_counts(scenario, {})
     bench = workbench_of(scenario, instances, task.settings.jobs_for(instances), GROUP)
     return with_slo_reference(bench, task.reference)
@@ -148,16 +147,17 @@ def _next_count(kind: FleetType, state: _Count, best: float) -> int | None:
     return None
 
 
-def search_counts(rows: Sequence[FleetRow], probe_of: FleetProbe) -> dict[Unit, Probe]:
+def search_counts(rows: Sequence[FleetRow], probe_of: FleetProbe) -> list[dict[int, float]]:
     """Each row's count search (statuses, counts and figures set on ``rows``); ``probe_of`` is the run
-    template (its kind, count and seed replaced per run). Returns every run's probe."""
+    template (its parts and seed replaced per run). Returns, per row, its carried count's figures at the
+    rate by seed (for its capacity search; empty where none carries)."""
     search = CountSearch(
         tuple(row.type for row in rows), tuple(row.floor for row in rows), probe_of.settings.seeds, probe_of.target
     )
 
     def task_of(unit: Unit) -> FleetProbe:
         index, count, seed = unit
-        return replace(probe_of, kind=rows[index].type, count=count, seed=seed)
+        return replace(probe_of, parts=((rows[index].type, count),), seed=seed)
 
     settings = probe_of.settings
     failing = Probe(0.0, exact=False)  # the guess for runs in flight: cheap counts mostly fail
@@ -169,7 +169,12 @@ def search_counts(rows: Sequence[FleetRow], probe_of: FleetProbe) -> dict[Unit, 
         row.count = state.pass_min if state.status == "carries" else None
         row.tried = {count: found.value for count, found in sorted(state.tried.items())}
         row.cut_short = {count for count, found in state.tried.items() if not found.exact}
-    return results
+    return [
+        {seed: results[index, row.count, seed].value for seed in settings.seeds if (index, row.count, seed) in results}
+        if row.count is not None
+        else {}
+        for index, row in enumerate(rows)
+    ]
 
 
 @dataclass(slots=True, frozen=True)
@@ -193,20 +198,19 @@ def seed_capacity(task: SeedCapacity) -> float:
     return find_capacity(attainment, run.target, run.rate, task.precision, cache, CAPACITY_GROWTH, widen=True)
 
 
-def measure_capacity(rows: Sequence[tuple[int, FleetRow]], results: Mapping[Unit, Probe], probe_of: FleetProbe) -> None:
-    """The SLO capacity (median over seeds, with the spread) of each (row index, row) found to carry."""
-    if not rows:
+def measure_capacity(found: Sequence[tuple[FleetRow | MixRow, dict[int, float]]], probe_of: FleetProbe) -> None:
+    """The SLO capacity (median over seeds, with the spread) of each fleet found to carry, with its figures
+    at the rate by seed (the runs its count probe made)."""
+    if not found:
         return
     settings = probe_of.settings
-    tasks = []
-    for index, row in rows:
-        assert row.count is not None
-        for seed in settings.seeds:
-            known = results.get((index, row.count, seed))
-            run = replace(probe_of, kind=row.type, count=row.count, seed=seed)
-            tasks.append(SeedCapacity(run, None if known is None else known.value, settings.precision))
+    tasks = [
+        SeedCapacity(replace(probe_of, parts=row.parts, seed=seed), known.get(seed), settings.precision)
+        for row, known in found
+        for seed in settings.seeds
+    ]
     description = f"fleet capacity: {len(tasks)} searches"
-    found = run_tasks(seed_capacity, tasks, description, settings.workers, settings.ray_address)
+    capacities = run_tasks(seed_capacity, tasks, description, settings.workers, settings.ray_address)
     per_row = len(settings.seeds)
-    for position, (_, row) in enumerate(rows):
-        row.capacity = Spread.of(found[position * per_row : (position + 1) * per_row])
+    for position, (row, _) in enumerate(found):
+        row.capacity = Spread.of(capacities[position * per_row : (position + 1) * per_row])
