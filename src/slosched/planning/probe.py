@@ -53,23 +53,26 @@ def probe(bench: Workbench, candidate: Candidate, seed: int, rate: float, target
     sized = bench.sized(steady_jobs(bench, seed, rate))
     jobs, history = sized.workload(rate, seed)
     arrivals = [job.arrival_s for job in jobs if not job.id.startswith(WARMUP_PREFIX)]
-    first, last = min(arrivals), max(arrivals)
-    for share in CUTS:
-        horizon = first + share * (last - first)
+    first, last = (min(arrivals), max(arrivals)) if arrivals else (0.0, 0.0)
+    for share in CUTS if arrivals else ():
+        # Never past the scenario's own horizon: the cut must be a prefix of the run it stands for.
+        horizon = min(first + share * (last - first), sized.options.horizon_s)
         options = replace(sized.options, horizon_s=horizon)
-        bound = miss_bound(sized.run_fn(candidate, sized.instances, jobs, options, seed, history), horizon, target)
-        if bound.value < target:
-            return bound
-        if bound.exact:  # its misses so far are a passing run's: the whole run, no further cut
+        bound, looks_passing = miss_bound(
+            sized.run_fn(candidate, sized.instances, jobs, options, seed, history), horizon, target
+        )
+        if bound < target:
+            return Probe(bound, exact=False)
+        if looks_passing:  # its misses so far are a passing run's: the whole run, no further cut
             break
     whole = sized.run_fn(candidate, sized.instances, jobs, sized.options, seed, history)
     return Probe(measure(whole, rate, seed).judged)
 
 
-def miss_bound(result: RunResult, horizon_s: float, target: float) -> Probe:
-    """An upper bound on the judged attainment of the whole run whose prefix to ``horizon_s`` is ``result``:
-    every measured job not known to miss counted as meeting its SLO, over all measured jobs and over the
-    second half of the window. ``exact`` says whether the misses among the jobs already decided stay within
+def miss_bound(result: RunResult, horizon_s: float, target: float) -> tuple[float, bool]:
+    """An upper bound on the judged attainment of the whole run whose prefix to ``horizon_s`` is ``result``
+    (every measured job not known to miss counted as meeting its SLO, over all measured jobs and over the
+    second half of the window), and whether the misses among the jobs already decided stay within
     ``1 - target`` (a passing run's look: not worth a later horizon)."""
     missed_tokens = token_slo_missed_jobs(result.requests)
     misses: list[tuple[float, bool]] = []  # (arrival, definitely missed) per measured job
@@ -85,13 +88,13 @@ def miss_bound(result: RunResult, horizon_s: float, target: float) -> Probe:
             decided += late
             misses.append((job.arrival_s, late))
     if not misses:
-        return Probe(0.0)
+        return 0.0, False
     first, last = min(a for a, _ in misses), max(a for a, _ in misses)
     middle = first + (last - first) / 2
     half = [missed for arrival, missed in misses if arrival >= middle]
     missed = sum(missed for _, missed in misses)
     bound = min(1.0 - missed / len(misses), 1.0 - sum(half) / len(half) if half else 1.0)
-    return Probe(bound, exact=missed <= (1.0 - target) * max(1, decided))
+    return bound, missed <= (1.0 - target) * max(1, decided)
 
 
 def seeds_needed(num_seeds: int) -> int:
