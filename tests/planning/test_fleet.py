@@ -130,3 +130,18 @@ def test_the_search_does_not_depend_on_the_number_of_workers(scenario: Scenario)
         scenario, 2.0, 0.9, "least-tokens+chunked-fcfs", replace(TINY, workers=2), Prices(), GPUS, [1], measure=1
     )
     assert alone.as_json() == many.as_json()
+
+
+@pytest.mark.slow
+def test_ray_gives_the_same_search_as_local_processes(scenario: Scenario) -> None:
+    pytest.importorskip("ray")
+    import ray
+
+    local = search_fleet(scenario, 3.0, 0.9, "least-tokens+chunked-fcfs", TINY, Prices(), GPUS, [1], measure=1)
+    try:
+        on_ray = search_fleet(
+            scenario, 3.0, 0.9, "least-tokens+chunked-fcfs", replace(TINY, ray_address="local"), Prices(), GPUS, [1], 1
+        )
+    finally:
+        ray.shutdown()
+    assert on_ray.as_json() == local.as_json()
