@@ -79,6 +79,7 @@ def test_sizing_finds_the_smallest_passing_count(scenario: Scenario) -> None:
     assert row.min_count is not None and row.min_count >= 2
     assert row.tried[row.min_count] >= 0.90
     assert row.tried[row.min_count - 1] < 0.90  # the count below was measured to fail
+    assert all(row.tried[count] < 0.90 for count in row.cut_short)  # a cut run only ever fails a count
     assert min_passing({1: 0.5, 2: 0.95, 4: 0.99}, 0.9) == 2
 
 

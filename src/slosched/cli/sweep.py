@@ -15,7 +15,8 @@ from slosched.cli.simulate import load
 from slosched.cli.sweep_tables import out as _out
 from slosched.cli.sweep_tables import print_capacity, print_search, print_sizing
 from slosched.core.errors import ConfigError, Interrupted
-from slosched.planning.fleet import FleetSearch, search_fleet
+from slosched.planning.fleet import search_fleet
+from slosched.planning.fleet_rows import FleetSearch
 from slosched.planning.output import sweep_json, write_outputs
 from slosched.planning.prices import Prices
 from slosched.planning.sizing import SizingRow, size, sizing_warnings
@@ -31,6 +32,9 @@ SearchOpt = Annotated[
 ]
 ModelOpt = Annotated[
     str | None, typer.Option("--model", help="serve this model: a catalog name, a config.json or a model dir")
+]
+MixesOpt = Annotated[
+    bool, typer.Option("--mixes/--no-mixes", help="--search: also fleets of two GPU types (default: yes)")
 ]
 PriceOpt = Annotated[
     list[str] | None, typer.Option("--price", help="USD per GPU-hour over the list price: GPU=USD (repeatable)")
@@ -58,6 +62,7 @@ def sweep_command(
     measure: Annotated[
         int | None, typer.Option(help="--search: SLO capacity of this many cheapest fleets found (3; --quick 1)")
     ] = None,
+    mixes_of_two: MixesOpt = True,
     price: PriceOpt = None,
     seeds: Annotated[int | None, typer.Option(help="seeds per figure (default 5; --quick 2)")] = None,
     jobs: Annotated[int | None, typer.Option(help="measured jobs per run (default 400; --quick 120)")] = None,
@@ -80,15 +85,11 @@ def sweep_command(
     _check_modes(search, rate, size_groups, names)
     first = loaded[0].scenario
     prices = Prices.of(first.prices, price or ())
-    kinds = (_names(gpus, "--gpus"), _tps(tp))
+    kinds = (_names(gpus, "--gpus"), _tps(tp), mixes_of_two)
     started = time.perf_counter()
     found = _search(first, names, (rate or 0.0, target), settings, prices, kinds, measure, quick) if search else None
     rows, sizing, stopped = _compute(loaded, mixes, names, settings, size_groups or [], rate, target, prices, search)
-    warnings = sweep_warnings(rows)
-    if sizing:
-        warnings += sizing_warnings(first, sizing, rate or 0.0, settings)
-    for line in warnings:
-        print(f"warning: {line}", file=sys.stderr)
+    warnings = _warnings(first, rows, sizing, found, rate or 0.0, settings)
     meta = _meta(loaded, settings, target, time.perf_counter() - started, warnings, stopped is not None)
     _report(sweep_json(rows, sizing, meta), found, rows, sizing, target, out, as_json)
     if stopped is not None:  # exit 130, after writing what finished
@@ -96,6 +97,25 @@ def sweep_command(
             f"interrupted: {len(rows) + len(sizing)} rows finished; the figures shown are theirs, marked partial"
         )
         raise stopped
+
+
+def _warnings(
+    scenario: Scenario,
+    rows: list[SweepRow],
+    sizing: list[SizingRow],
+    found: FleetSearch | None,
+    rate: float,
+    settings: SweepSettings,
+) -> list[str]:
+    """What made some figure less than the method promises, each line once, also printed on stderr."""
+    warnings = sweep_warnings(rows)
+    if sizing:
+        warnings += sizing_warnings(scenario, sizing, rate, settings)
+    if found is not None:
+        warnings += found.warnings
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    return warnings
 
 
 def _report(
@@ -130,7 +150,7 @@ def _search(
     rate_target: tuple[float, float],
     settings: SweepSettings,
     prices: Prices,
-    kinds: tuple[list[str] | None, list[int] | None],
+    kinds: tuple[list[str] | None, list[int] | None, bool],
     measure: int | None,
     quick: bool,
 ) -> FleetSearch:
@@ -140,7 +160,8 @@ def _search(
     policy = names[0] if names else "slosched"
     fleets = measure if measure is not None else (1 if quick else 3)
     rate, target = rate_target
-    return search_fleet(scenario, rate, target, policy, settings, prices, kinds[0], kinds[1], fleets)
+    gpus, tps, mixes = kinds
+    return search_fleet(scenario, rate, target, policy, settings, prices, gpus, tps, fleets, mixes)
 
 
 def _meta(

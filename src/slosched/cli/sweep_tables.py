@@ -7,7 +7,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from slosched.planning.fleet import FleetRow, FleetSearch
+from slosched.planning.fleet_rows import FleetRow, FleetSearch, MixRow, describe
 from slosched.planning.sizing import SizingRow
 from slosched.planning.sweep import SweepRow
 
@@ -38,22 +38,25 @@ def print_sizing(sizing: list[SizingRow], target: float) -> None:
     out.print(table)
 
 
-def _fleet_cells(rank: str, row: FleetRow) -> tuple[str, ...]:
-    count = "-" if row.count is None else str(row.count)
+def _fleet_cells(rank: str, row: FleetRow | MixRow) -> tuple[str, ...]:
+    """One table row; a two-type fleet names both types (``+``). A figure from runs cut short once their
+    misses decided them is an upper bound (``<=``)."""
     capacity = "-" if row.capacity is None else row.capacity.text()
-    tried = " ".join(f"{n}:{value:.0%}" for n, value in sorted(row.tried.items())) or "-"
-    return (
-        rank,
-        row.type.gpu,
-        str(row.type.tp),
-        count,
-        _money(row.cost_per_hour),
-        capacity,
-        _money(row.per_dollar),
-        str(row.floor),
-        row.status,
-        tried,
-    )
+    if isinstance(row, MixRow):
+        gpu, tp, count = (" + ".join(str(cell) for cell in column) for column in zip(*_mix_parts(row), strict=True))
+        tried = "-" if row.figure is None else f"{'<=' if row.cut_short else ''}{row.figure:.0%}"
+        floor = "-"
+    else:
+        gpu, tp, count = row.type.gpu, str(row.type.tp), "-" if row.count is None else str(row.count)
+        shown = sorted(row.tried.items())
+        tried = " ".join(f"{n}:{'<=' if n in row.cut_short else ''}{value:.0%}" for n, value in shown) or "-"
+        floor = str(row.floor)
+    money = (_money(row.cost_per_hour), capacity, _money(row.per_dollar))
+    return (rank, gpu, tp, count, *money, floor, row.status, tried)
+
+
+def _mix_parts(row: MixRow) -> list[tuple[str, int, int]]:
+    return [(kind.gpu, kind.tp, count) for kind, count in row.parts]
 
 
 def print_search(search: FleetSearch) -> None:
@@ -85,6 +88,6 @@ def print_search(search: FleetSearch) -> None:
         return
     capacity = "-" if answer.capacity is None else f"{answer.capacity.median:.2f}"
     out.print(
-        f"answer: {answer.count} x {answer.type.gpu} (tp {answer.type.tp}), ${answer.cost_per_hour:.2f}/hour, "
+        f"answer: {describe(answer.parts)}, ${answer.cost_per_hour:.2f}/hour, "
         f"carries {search.rate:g} jobs/s at {search.target:.0%} (capacity {capacity} jobs/s)"
     )

@@ -28,7 +28,7 @@ def worker_count(default: int) -> int:
     return max(1, int(text)) if text and text.isdigit() else max(1, default)
 
 
-def _progress() -> Progress:
+def progress_bar() -> Progress:
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     return Progress(*columns, console=Console(stderr=True), transient=True)
 
@@ -48,7 +48,7 @@ def run_tasks(
         return run_on_ray(fn, tasks, description, ray_address)
     workers = worker_count(workers)
     slots: list[Any] = [None] * len(tasks)
-    with _progress() as progress:
+    with progress_bar() as progress:
         bar = progress.add_task(description, total=len(tasks))
         if workers == 1 or len(tasks) <= 1:
             try:
@@ -76,6 +76,6 @@ def run_tasks(
 def run_on_ray(fn: Callable[[TaskT], ResultT], tasks: Sequence[TaskT], description: str, address: str) -> list[ResultT]:
     """Each task a Ray task on the cluster at ``address`` (``local`` starts a local Ray instance)."""
     ray = connect_ray(None if address == "local" else address, "--ray")
-    with _progress() as progress:
+    with progress_bar() as progress:
         bar = progress.add_task(f"{description} (ray)", total=len(tasks))
         return ray_map(ray, fn, tasks, on_result=lambda: progress.advance(bar))

@@ -1,27 +1,28 @@
 """The smallest number of instances of one GPU group (and its hourly cost) that carries a rate at a target.
 
 "How many A100s, or how many H100s, for 12 requests/s at 90%?": for each sized group, the cluster is that
-group alone with ``n`` instances, and ``n`` is the smallest count whose median attainment over seeds at the
-rate meets the target. The search doubles ``n`` from 1 until the target is met, then bisects between the
-last failing and the first passing count (attainment grows with the count, up to noise: the answer is a
-count that was measured to pass, with the one below it measured to fail).
+group alone with ``n`` instances, and ``n`` is the smallest count that carries the rate at the target by
+``planning/probe.py``'s verdict (more than half of the seeds pass, each run sized for the rate and cut short
+once its misses decide it; the figure per count is the lower median over the seeds run). The search doubles
+``n`` from 1 until the target is met, then bisects between the last failing and the first passing count
+(attainment grows with the count, up to noise: the answer is a count that was measured to pass, with the
+one below it measured to fail).
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from slosched.core.errors import ConfigError, Interrupted
-from slosched.core.instance import InstanceSpec
 from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.steady import steady_jobs
 from slosched.evaluation.workbench import Candidate
 from slosched.planning.prices import Prices
+from slosched.planning.probe import Probe, probe_seeds
 from slosched.planning.sweep import SweepSettings
-from slosched.planning.workload import candidates_of, instances_with_counts, with_slo_reference, workbench_of
+from slosched.planning.workload import candidates_of, instances_with_counts, workbench_of
 from slosched.scenario.config import Scenario
 
 MAX_COUNT = 256
@@ -35,12 +36,6 @@ class SizingTask:
     rate: float
     target: float
     settings: SweepSettings
-    # The smallest count the roofline allows (``planning/fleet.py``): counts below it cannot carry the rate,
-    # so the search starts there instead of at 1.
-    start: int = 1
-    slo_reference: tuple[InstanceSpec, ...] = ()  # whose fastest instance scaled SLOs refer to (empty: own)
-    # The largest count worth trying (fleet search: a count dearer than a fleet already found is not).
-    max_count: int = MAX_COUNT
 
 
 @dataclass(slots=True)
@@ -51,7 +46,8 @@ class SizingRow:
     gpus_per_instance: int
     min_count: int | None  # None: not carried by MAX_COUNT instances
     price_per_gpu_hour: float | None
-    tried: dict[int, float] = field(default_factory=dict)  # count -> median attainment at the rate
+    tried: dict[int, float] = field(default_factory=dict)  # count -> lower median attainment at the rate
+    cut_short: list[int] = field(default_factory=list)  # counts whose figure is an upper bound (a cut run)
 
     @property
     def cost_per_hour(self) -> float | None:
@@ -69,39 +65,32 @@ class SizingRow:
             "price_per_gpu_hour": self.price_per_gpu_hour,
             "cost_per_hour": self.cost_per_hour,
             "attainment_by_count": {str(n): a for n, a in self.tried.items()},
+            "attainment_cut_short": self.cut_short,
         }
 
 
-def sizing_task(task: SizingTask) -> dict[int, float]:
-    """Median attainment at ``task.rate`` for the counts the search visits (module level for workers)."""
+def sizing_task(task: SizingTask) -> dict[int, Probe]:
+    """The verdict figure (``planning/probe.py``) at ``task.rate`` of each count the search visits (module
+    level for workers)."""
     others = {group.name: 0 for group in task.scenario.cluster.instances if group.name != task.group}
-    tried: dict[int, float] = {}
+    tried: dict[int, Probe] = {}
 
-    def attainment(count: int) -> float:
+    def passes(count: int) -> bool:
         if count not in tried:
             instances = instances_with_counts(task.scenario, {**others, task.group: count})
-            settings = task.settings
-            bench = workbench_of(task.scenario, instances, settings.jobs_for(instances), task.group)
-            bench = with_slo_reference(bench, task.slo_reference)
-            # Each run long enough for a backlog to show at the rate (evaluation/steady.py), judged on all
-            # jobs and on the second half of the window.
-            runs = [
-                bench.sized(steady_jobs(bench, seed, task.rate)).run(task.candidate, task.rate, seed).judged
-                for seed in settings.seeds
-            ]
-            tried[count] = float(statistics.median(runs))
-        return tried[count]
+            bench = workbench_of(task.scenario, instances, task.settings.jobs_for(instances), task.group)
+            found = probe_seeds(bench, task.candidate, task.settings.seeds, task.rate, task.target)
+            tried[count] = found.figure
+        return tried[count].passes(task.target)
 
-    # low: known to fail (fewer than ``start`` instances cannot carry the rate); high: the candidate count
-    low, high = task.start - 1, task.start
-    limit = max(task.start, min(MAX_COUNT, task.max_count))
-    while attainment(high) < task.target:
-        if high >= limit:
+    low, high = 0, 1  # low: known to fail (no instance carries nothing); high: the candidate count
+    while not passes(high):
+        if high >= MAX_COUNT:
             return tried
-        low, high = high, min(high * 2, limit)
+        low, high = high, min(high * 2, MAX_COUNT)
     while high - low > 1:
         middle = (low + high) // 2
-        if attainment(middle) >= task.target:
+        if passes(middle):
             high = middle
         else:
             low = middle
@@ -163,9 +152,10 @@ def _sizing_rows(
 ) -> list[SizingRow]:
     """One row per finished search (None in ``found``: interrupted, left out)."""
     rows = []
-    for task, tried in zip(tasks, found, strict=True):
-        if tried is None:
+    for task, probes in zip(tasks, found, strict=True):
+        if probes is None:
             continue
+        tried = {count: probe.value for count, probe in probes.items()}
         group = by_name[task.group]
         rows.append(
             SizingRow(
@@ -176,6 +166,7 @@ def _sizing_rows(
                 min_count=min_passing(tried, target),
                 price_per_gpu_hour=prices.per_gpu_hour(group.gpu),
                 tried=dict(sorted(tried.items())),
+                cut_short=sorted(count for count, probe in probes.items() if not probe.exact),
             )
         )
     return rows
