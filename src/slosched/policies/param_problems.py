@@ -18,7 +18,14 @@ def check_named(field: str, section: str, name: str, given: Mapping[str, Any]) -
     if name not in registry:
         return [Problem(field, unknown_message(registry.kind, name, registry.names(), "known names"))]
     allowed = param_names(section, name)
-    return [] if allowed is None else check_keys(field, f"{registry.kind} {name!r}", given, allowed)
+    problems = [] if allowed is None else check_keys(field, f"{registry.kind} {name!r}", given, allowed)
+    if not problems and section == "routers" and name == "pipeline":
+        from slosched.policies.cluster.routers.pipeline import stage_problem
+
+        error = stage_problem(given)  # the profile's stage names, as its build would check them
+        if error is not None:
+            problems.append(Problem(f"{field}{error.field.removeprefix('pipeline')}", str(error).split(": ", 1)[1]))
+    return problems
 
 
 def check_engine(field: str, name: str, given: Mapping[str, Any]) -> list[Problem]:

@@ -16,7 +16,8 @@ Its parameters are the profile::
 
 Weights are >= 0 (default 1). Every unknown name or key fails at load with a ``ConfigError`` naming the
 field (``pipeline.scorers[1].name``) and the allowed values. A picker's ``relax`` must name scorers of
-the profile.
+the profile. The same profile may be given in llm-d's shape instead, ``plugins`` + ``schedulingProfiles``
+(``llmd_shape.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.policies.cluster.base import ROUTERS
 from slosched.policies.cluster.pipeline import FILTERS, PICKERS, SCORERS, Filter, Picker, Profile, WeightedScorer
+from slosched.policies.cluster.routers.llmd_shape import translate
 from slosched.policies.registry import PolicyContext, Registry, setting
 
 _STAGE_KEYS = {"name", "params"}
@@ -39,6 +41,11 @@ class PipelineParams:
     filters: Sequence[Any] = setting((), "filter names, or {name, params} mappings, applied in order")
     scorers: Sequence[Any] = setting((), "scorer names, or {name, weight, params} mappings (>= 1 unless picker random)")
     picker: str | Mapping[str, Any] = setting("max", "picker name, or a {name, params} mapping")
+    # llm-d's EndpointPickerConfig shape (llmd_shape.py), instead of the three above; camelCase as llm-d spells it.
+    plugins: Sequence[Any] = setting((), "llm-d's shape: plugin instances {type, name, parameters}")
+    schedulingProfiles: Sequence[Any] = setting((), "llm-d's shape: one profile {name, plugins: [{pluginRef, weight}]}")
+    apiVersion: str = setting("", "llm-d's shape: accepted and ignored")
+    kind: str = setting("", "llm-d's shape: accepted and ignored")
 
 
 def _entry(value: Any, field: str, keys: set[str]) -> tuple[str, Mapping[str, Any], Mapping[str, Any]]:
@@ -88,6 +95,11 @@ def build_scorers(entries: Any, context: PolicyContext) -> list[WeightedScorer]:
 def build_profile(params: PipelineParams | Mapping[str, Any], context: PolicyContext) -> Profile:
     """The ``Profile`` a ``pipeline`` router's parameters describe (see the module docstring)."""
     parsed: PipelineParams = ROUTERS.parse("pipeline", params)
+    if parsed.plugins or parsed.schedulingProfiles:
+        if parsed.filters or parsed.scorers or parsed.picker != "max":
+            raise ConfigError("pipeline", "give filters/scorers/picker or llm-d's plugins/schedulingProfiles, not both")
+        filters_given, scorers_given, picker_given = translate(parsed.plugins, parsed.schedulingProfiles)
+        parsed = PipelineParams(filters_given, scorers_given, picker_given)
     filters: list[Filter] = []
     for position, value in enumerate(_list(parsed.filters, "pipeline.filters")):
         field = f"pipeline.filters[{position}]"
@@ -104,6 +116,30 @@ def build_profile(params: PipelineParams | Mapping[str, Any], context: PolicyCon
     if not scorers and name != "random":
         raise ConfigError("pipeline.scorers", f"picker {name!r} needs at least one scorer; known: {SCORERS.names()}")
     return Profile(filters, scorers, picker)
+
+
+def stage_problem(params: Mapping[str, Any]) -> ConfigError | None:
+    """The first wrong stage of a profile given as configuration (a name no registry knows, a malformed entry,
+    a broken llm-d shape), found without building it: what a scenario's check reports before any run."""
+    try:
+        parsed: PipelineParams = ROUTERS.parse("pipeline", params)
+        if parsed.plugins or parsed.schedulingProfiles:
+            filters, scorers, picker = translate(parsed.plugins, parsed.schedulingProfiles)
+            parsed = PipelineParams(filters, scorers, picker)
+        for position, value in enumerate(_list(parsed.filters, "pipeline.filters")):
+            _known(FILTERS, value, f"pipeline.filters[{position}]", _STAGE_KEYS)
+        for position, value in enumerate(_list(parsed.scorers, "pipeline.scorers")):
+            _known(SCORERS, value, f"pipeline.scorers[{position}]", _STAGE_KEYS | {"weight"})
+        _known(PICKERS, parsed.picker, "pipeline.picker", _STAGE_KEYS)
+    except ConfigError as error:
+        return error
+    return None
+
+
+def _known(registry: Registry[Any], value: Any, field: str, keys: set[str]) -> None:
+    name, _, _ = _entry(value, field, keys)
+    if name not in registry:
+        raise UnknownNameError(f"{field}.name", name, registry.names())
 
 
 @ROUTERS.register("pipeline", params=PipelineParams)
