@@ -130,7 +130,14 @@ def _step(argv: list[str], installed: bool) -> Step:
 def execute(step: Step) -> None:
     """Carry out one step in the current directory; AssertionError (or the CLI's own error) when it fails."""
     if step.treatment.startswith("run"):
-        code = run(list(step.argv[1:]))
+        # In-process: a command may make state process-wide (``--hardware`` sets $SLOSCHED_HARDWARE, which
+        # later tests would inherit), so the environment is restored after it.
+        saved = dict(os.environ)
+        try:
+            code = run(list(step.argv[1:]))
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
         assert code == 0, f"{shlex.join(step.argv)} exited {code}"
     elif step.treatment == "make -n":
         make_dry_run(list(step.argv[1:]))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slosched.core.errors import did_you_mean
+from slosched.core.errors import ConfigError, did_you_mean
 from slosched.core.problems import Problem, shown, unknown_message
 
 
@@ -18,14 +18,7 @@ def check_named(field: str, section: str, name: str, given: Mapping[str, Any]) -
     if name not in registry:
         return [Problem(field, unknown_message(registry.kind, name, registry.names(), "known names"))]
     allowed = param_names(section, name)
-    problems = [] if allowed is None else check_keys(field, f"{registry.kind} {name!r}", given, allowed)
-    if not problems and section == "routers" and name == "pipeline":
-        from slosched.policies.cluster.routers.pipeline import stage_problem
-
-        error = stage_problem(given)  # the profile's stage names, as its build would check them
-        if error is not None:
-            problems.append(Problem(f"{field}{error.field.removeprefix('pipeline')}", str(error).split(": ", 1)[1]))
-    return problems
+    return [] if allowed is None else check_keys(field, f"{registry.kind} {name!r}", given, allowed)
 
 
 def check_engine(field: str, name: str, given: Mapping[str, Any]) -> list[Problem]:
@@ -57,7 +50,17 @@ def check_keys(field: str, owner: str, given: Mapping[str, Any], allowed: Sequen
 
 def pipeline_problems(field: str, given: Mapping[str, Any]) -> list[Problem]:
     """Every unknown stage name, stage key and stage parameter of a ``pipeline`` router's profile
-    (``filters``, ``scorers``, ``picker``) at once; shapes (lists, weights) are the builder's to check."""
+    (``filters``, ``scorers``, ``picker``) at once; shapes (lists, weights) are the builder's to check. A
+    profile in llm-d's shape (``plugins`` + ``schedulingProfiles``) is translated first; a broken one is one
+    problem, named by its llm-d field."""
+    if "plugins" in given or "schedulingProfiles" in given:
+        from slosched.policies.cluster.routers.llmd_shape import translate
+
+        try:
+            filters, scorers, picker = translate(given.get("plugins", ()), given.get("schedulingProfiles", ()))
+        except ConfigError as error:
+            return [Problem(f"{field}{error.field.removeprefix('pipeline')}", str(error).split(": ", 1)[1])]
+        given = {"filters": filters, "scorers": scorers, "picker": picker}
     problems: list[Problem] = []
     for key, keys in (("filters", ("name", "params")), ("scorers", ("name", "params", "weight"))):
         entries = given.get(key, ())

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from slosched.core.problems import ConfigProblems, Problem, unknown_message
-from slosched.policies.param_problems import check_engine, check_keys, check_named
+from slosched.policies.param_problems import check_engine, check_keys, check_named, pipeline_problems
 
 
 class ScenarioError(ConfigProblems):
@@ -35,6 +35,8 @@ def policy_param_problems(data: Mapping[str, Any]) -> list[Problem]:
                 continue  # pydantic reports the type
             if section in sections:
                 problems += check_named(field, sections[section], str(name), given)
+                if section == "router" and name == "pipeline":
+                    problems += pipeline_problems(field, given)  # its stages, as the gateway's check does
             elif section == "engine":
                 problems += check_engine(field, str(name), given)
             elif section == "stack":

@@ -118,30 +118,6 @@ def build_profile(params: PipelineParams | Mapping[str, Any], context: PolicyCon
     return Profile(filters, scorers, picker)
 
 
-def stage_problem(params: Mapping[str, Any]) -> ConfigError | None:
-    """The first wrong stage of a profile given as configuration (a name no registry knows, a malformed entry,
-    a broken llm-d shape), found without building it: what a scenario's check reports before any run."""
-    try:
-        parsed: PipelineParams = ROUTERS.parse("pipeline", params)
-        if parsed.plugins or parsed.schedulingProfiles:
-            filters, scorers, picker = translate(parsed.plugins, parsed.schedulingProfiles)
-            parsed = PipelineParams(filters, scorers, picker)
-        for position, value in enumerate(_list(parsed.filters, "pipeline.filters")):
-            _known(FILTERS, value, f"pipeline.filters[{position}]", _STAGE_KEYS)
-        for position, value in enumerate(_list(parsed.scorers, "pipeline.scorers")):
-            _known(SCORERS, value, f"pipeline.scorers[{position}]", _STAGE_KEYS | {"weight"})
-        _known(PICKERS, parsed.picker, "pipeline.picker", _STAGE_KEYS)
-    except ConfigError as error:
-        return error
-    return None
-
-
-def _known(registry: Registry[Any], value: Any, field: str, keys: set[str]) -> None:
-    name, _, _ = _entry(value, field, keys)
-    if name not in registry:
-        raise UnknownNameError(f"{field}.name", name, registry.names())
-
-
 @ROUTERS.register("pipeline", params=PipelineParams)
 def build(params: PipelineParams, context: PolicyContext) -> Profile:
     return build_profile(params, context)
