@@ -11,13 +11,13 @@ the number of workers or the order runs finish in: only the wall time changes.
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import TypeVar
 
 from slosched.core.errors import Interrupted
 from slosched.evaluation.runners import progress_bar, run_tasks, worker_count
+from slosched.tuning.executors import ignore_sigint, kill_workers
 
 UnitT = TypeVar("UnitT")
 TaskT = TypeVar("TaskT")
@@ -71,7 +71,7 @@ def _on_pool(
     advance: Callable[[], None],
 ) -> None:
     """``speculate`` on local worker processes, each refilled as soon as it finishes; ``results`` filled."""
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=ignore_sigint)
     flying: dict[Future[ResultT], UnitT] = {}
     try:
         while plan(results) is not None:
@@ -83,8 +83,7 @@ def _on_pool(
                 advance()
     finally:
         # Speculative runs still going are not needed (or Ctrl-C): stop them rather than wait for them.
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
-            process.terminate()
+        kill_workers(pool)
         pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -106,7 +105,3 @@ def _next_units(
             break
         picked.append(unit)
     return picked
-
-
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
