@@ -75,7 +75,10 @@ def test_routing_across_both_servers_scraping_and_priority(vllm_servers: list[Se
                     seen_running = max(seen_running, *(b.metrics.num_running for b in h.gateway.dispatcher.backends))
                 assert all(task.result().status_code == 200 for task in tasks)
             routed = [h.value("slosched:routed_total", backend=s.name) for s in vllm_servers]
-            assert all(count >= 1 for count in routed) and sum(routed) == 12
+            # Every attempt is routed: on a slow machine a first byte later than the predicted bound is
+            # retried on the other server (a correct retry, not a lost call), so count those too.
+            retried = h.value("slosched:retries_total")
+            assert all(count >= 1 for count in routed) and sum(routed) == 12 + retried
             assert seen_running >= 1  # vllm:num_requests_running scraped while requests ran
             assert all(b.metrics.scraped_s >= 0 for b in h.gateway.dispatcher.backends)
             # priority + vllm_xargs were forwarded and accepted (servers run --scheduling-policy priority)
