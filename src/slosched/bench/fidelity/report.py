@@ -32,6 +32,8 @@ def write_report(figures: dict[str, Any], path: Path = REPORT) -> Path:
         "One vLLM 0.32.0 CPU server (tiny random-weight 4-layer model, vLLM's default scheduler, eager mode)",
         "profiled by `slosched profile`'s sweep, then every trace replayed against it and simulated with the measured",
         "profile as truth (`chunked-fcfs`, the server's limits, no noise). Cells: real / simulated (error).",
+        "Every engine process is pinned to one core, the API server and the replay client to the others",
+        "(`devtools/affinity.py` says why).",
         "",
         f"- mean absolute error of the mean latencies: **{figures['mean_abs_error_pct']:.1f}%**",
         f"- mean absolute error of the P90 latencies: **{figures['p90_abs_error_pct']:.1f}%**",

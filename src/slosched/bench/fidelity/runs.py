@@ -12,7 +12,6 @@ the real runs in ``docs/results/fidelity/`` (the comparison can be recomputed fr
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import tempfile
@@ -24,6 +23,7 @@ from slosched.bench.fidelity.report import write_report
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobKind, JobSpec
 from slosched.core.records import RunResult
+from slosched.devtools.affinity import isolate_engine
 from slosched.devtools.up import start_servers, stop_servers, wait_ready
 from slosched.evaluation.formatting import fixed, print_figures
 from slosched.evaluation.rows import row_finished
@@ -89,22 +89,6 @@ def plan_cases(profile: MeasuredProfile, quick: bool) -> list[tuple[str, str, li
     return cases
 
 
-def _pin_front_end(api_server_pid: int) -> None:
-    """Keep the HTTP side (the API server's threads and this client) off the engine's core.
-
-    The engine's model threads are bound to core 0 (``VLLM_CPU_OMP_THREADS_BIND``); the API server and the
-    replay client float and would steal core 0 in proportion to the load, making step times load-dependent
-    in a way no step model reproduces. Pinning them to core 1 (on machines with >= 2 cores) keeps the
-    profile valid at every load. Only the API server's own threads move, not its engine child processes."""
-    if (os.cpu_count() or 1) < 2:
-        return
-    front = {1}
-    for task in Path(f"/proc/{api_server_pid}/task").iterdir():
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(int(task.name), front)
-    os.sched_setaffinity(0, front)
-
-
 def run(quick: bool) -> dict[str, Any]:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="slosched-fidelity-") as tmp:
@@ -113,12 +97,14 @@ def run(quick: bool) -> dict[str, Any]:
         try:
             wait_ready(servers, timeout_s=900)
             startup_s = time.monotonic() - started
-            previous = os.sched_getaffinity(0)
-            _pin_front_end(servers[0].process.pid)
+            # The server was started on core 0 (start_servers' first core): keep the whole engine there
+            # and the HTTP side (API server, this client) off it (devtools.affinity says why).
+            previous = isolate_engine(servers[0].process.pid, engine_cpu=0)
             try:
                 figures = _measure(servers[0].url, work, quick)
             finally:
-                os.sched_setaffinity(0, previous)
+                if previous is not None:
+                    os.sched_setaffinity(0, previous)
         finally:
             stop_servers(servers)
     figures["server_start_s"] = round(startup_s, 1)
