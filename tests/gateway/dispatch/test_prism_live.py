@@ -115,7 +115,10 @@ async def _direct(client: httpx.AsyncClient, url: str, seed: int, prompt: int, o
 
 
 def _exported(decision: Decision, index: int) -> Mapping[str, float]:
-    return next(view.exported for view in decision.views if view.index == index)
+    """The state backend ``index`` exported at the decision; empty when it was not a candidate (a health
+    check that timed out on a loaded machine takes a backend out of one decision: seen once as a
+    StopIteration here)."""
+    return next((view.exported for view in decision.views if view.index == index), {})
 
 
 def _clear(decision: Decision, busy: int, idle: int) -> bool:
