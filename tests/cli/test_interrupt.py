@@ -18,6 +18,7 @@ import yaml
 
 from slosched.cli.main import run
 from tests.planning.test_sweep import SMALL
+from tests.procs import GROUP, live_pids
 from tests.scenario.test_config import BASE
 
 _ENV = {**os.environ, "SLOSCHED_NATIVE": "0", "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
@@ -57,15 +58,7 @@ def _interrupted(argv: list[str], tmp_path: Path, after_s: float = 6.0) -> tuple
 
 
 def _group_alive(group: int) -> bool:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == group and fields[0] != "Z":
-                return True
-    return False
+    return any(live_pids(GROUP, group))
 
 
 def test_sigint_stops_compare_at_once_and_exits_130(tmp_path: Path) -> None:

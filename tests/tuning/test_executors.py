@@ -6,11 +6,11 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from slosched.tuning.executors import ProcessExecutor
+from tests.procs import PARENT, live_pids
 
 
 def _sleep(seconds: float) -> float:
@@ -20,16 +20,7 @@ def _sleep(seconds: float) -> float:
 
 def _children() -> list[int]:
     """Live (not zombie) child processes of this one."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == os.getpid() and fields[0] != "Z":
-                found.append(int(entry.name))
-    return found
+    return list(live_pids(PARENT, os.getpid()))
 
 
 def test_ctrl_c_during_a_map_kills_the_workers_and_closes_the_pool() -> None:
