@@ -44,6 +44,10 @@ class FakeView:
     def waiting_prefill_tokens(self) -> int:
         return sum(request.prompt_tokens for request in self.waiting_requests)
 
+    @property
+    def outstanding_decode_tokens(self) -> float:
+        return sum(max(request.predicted_output_tokens, 1.0) for request in self.waiting_requests)
+
 
 def call(index: int, prompt: int = 1000, best_effort: bool = False, deadline_s: float = math.inf) -> Request:
     request = Request(f"r{index}", f"j{index}", "s", "t", prompt, 64, 0.0, 0.0, deadline_s)

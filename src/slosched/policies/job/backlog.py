@@ -57,10 +57,17 @@ def queues_ahead(views: Sequence[InstanceView], model: PrismModel) -> list[Queue
     return ahead
 
 
-def stage_latency_s(requests: Sequence[Request], views: Sequence[InstanceView], model: PrismModel) -> float:
-    """The released stage's least predicted latency: each call's least over the instances (module doc), the
-    slowest call's (the calls run side by side); 0 without calls, inf without views."""
+def least_latency_s(requests: Sequence[Request], ahead: Sequence[QueueAhead]) -> float:
+    """The released stage's least predicted latency given each instance's ``QueueAhead``: each call's least
+    over the instances (module doc), the slowest call's (the calls run side by side); 0 without calls, inf
+    without instances."""
     if not requests:
         return 0.0
-    ahead = queues_ahead(views, model)
     return max(min((queue.latency_s(request) for queue in ahead), default=math.inf) for request in requests)
+
+
+def stage_latency_s(requests: Sequence[Request], views: Sequence[InstanceView], model: PrismModel) -> float:
+    """``least_latency_s`` through the queues on ``views`` now."""
+    if not requests:
+        return 0.0
+    return least_latency_s(requests, queues_ahead(views, model))

@@ -17,7 +17,10 @@ Job-level admission (``backlog``): the released stage is costed through the work
 each instance (``backlog.py``: the least predicted latency over the instances, relegated work not counted)
 instead of alone, at the job's arrival and at each later stage; a job the backlog makes hopeless is
 relegated at once rather than missing late, and a runtime whose client asked for it answers "cannot meet
-deadline" instead of serving it (``on_infeasible``: the simulator's option, the gateway's header).
+deadline" instead of serving it (``on_infeasible``: the simulator's option, the gateway's header). The same
+setting adds EDF's demand test (``demand.py``): the job must also fit, at the cluster's throughput, behind
+the work of every admitted job due before it, including those jobs' stages not released yet, which the
+policy books (``CommittedWork``) at each release it keeps feasible.
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ from slosched.core.request import Request
 from slosched.core.views import InstanceView, JobView, StageDecision
 from slosched.policies.cluster.routers.prism import PrismModel
 from slosched.policies.cost import t_comp_s
-from slosched.policies.job.backlog import stage_latency_s
+from slosched.policies.job.backlog import least_latency_s, queues_ahead
 from slosched.policies.job.base import JOB_POLICIES
+from slosched.policies.job.demand import CommittedWork, Work, calls_work, demand_s, queued_work
 from slosched.policies.job.stage_budget import StageBudget, profiled_predictors
 from slosched.policies.job.workflow_templates import workflow_template
 from slosched.policies.registry import PolicyContext, setting
@@ -60,6 +64,7 @@ class CriticalPathBudget(StageBudget):
         self.triage_factor = triage_factor
         self.backlog = backlog
         self.queue_model = PrismModel()
+        self.committed = CommittedWork()
 
     @property
     def reads_backlog(self) -> bool:
@@ -93,7 +98,31 @@ class CriticalPathBudget(StageBudget):
     ) -> StageDecision:
         if not math.isfinite(job.deadline_s) or not views:
             return self.decide(job, requests, now_s)
-        return self._triaged(job, requests, now_s, stage_latency_s(requests, views, self.queue_model))
+        ahead = queues_ahead(views, self.queue_model)
+        decision = self._triaged(job, requests, now_s, least_latency_s(requests, ahead))
+        later = self.later_work(job)
+        if not decision.best_effort:
+            before = queued_work(views, job.deadline_s) + self.committed.ahead_of(job.id, job.deadline_s, now_s)
+            needed_s = demand_s(before + calls_work(requests) + later, views, [q.peak_tokens_per_s for q in ahead])
+            if job.deadline_s - now_s < self.triage_factor * needed_s:
+                decision = StageDecision(budget_s=decision.budget_s, best_effort=True)
+        if decision.best_effort:
+            self.committed.forget(job.id)
+        else:
+            self.committed.record(job.id, job.deadline_s, later)
+        return decision
+
+    @staticmethod
+    def later_work(job: JobView) -> Work:
+        """The work of the stages ``job``'s template still expects after the released one (every call)."""
+        template = workflow_template(job.template)
+        later = None if template is None else template.expected_after(job.stage, job.finished_stages)
+        if not later:
+            return Work()
+        return Work(
+            sum(stage.weight * stage.num_calls * stage.input_tokens for stage in later),
+            sum(stage.weight * stage.num_calls * stage.output_tokens for stage in later),
+        )
 
     def _triaged(self, job: JobView, requests: Sequence[Request], now_s: float, current_s: float) -> StageDecision:
         budget = super().decide(job, requests, now_s)

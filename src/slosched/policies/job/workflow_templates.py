@@ -38,12 +38,14 @@ class TemplateStage:
 
 @dataclass(slots=True, frozen=True)
 class ExpectedStage:
-    """A stage expected after the current one: ``weight`` times a call of these lengths."""
+    """A stage expected after the current one: ``weight`` times a stage of ``num_calls`` parallel calls of
+    these lengths (its latency is one call's; its work, all of them)."""
 
     name: str
     weight: float
     input_tokens: float
     output_tokens: float
+    num_calls: float = 1.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -75,11 +77,13 @@ class WorkflowTemplate:
         if current.repeat_pmf is not None:
             more = _expected_more_rounds(current.repeat_pmf, round_number)
             if more > 0:
-                expected.append(ExpectedStage(current.name, more, current.input_tokens, current.output_tokens))
+                expected.append(
+                    ExpectedStage(current.name, more, current.input_tokens, current.output_tokens, current.num_calls)
+                )
         for kind in self.stages[position + 1 :]:
             weight = self._weight(kind, seen, position)
             if weight > 0:
-                expected.append(ExpectedStage(kind.name, weight, kind.input_tokens, kind.output_tokens))
+                expected.append(ExpectedStage(kind.name, weight, kind.input_tokens, kind.output_tokens, kind.num_calls))
         return expected
 
     def _weight(self, kind: TemplateStage, seen: set[str], position: int) -> float:

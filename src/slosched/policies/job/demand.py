@@ -1,0 +1,120 @@
+"""The work a job finds ahead of it, earliest deadline first (job-level admission, ``critical-path``'s
+``backlog`` setting, with ``backlog.py``'s per-call latency test).
+
+The per-call test asks whether the released stage, behind what is queued now, and the stages after it can
+each make it. It cannot see the stages of jobs already admitted that are not released yet (a CHESS
+workflow between two stages, or in a tool call, queues nothing), so under overload it keeps admitting jobs
+whose later stages then meet the earlier jobs' later stages: everyone is late together (the stack's
+collapse on Text-to-SQL at 2x). This module adds the processor-demand test of EDF scheduling: a job can
+make its deadline only if the cluster can do, before it, the work of every admitted job with an earlier
+deadline (queued now, or still expected from its template: ``CommittedWork``) plus the job's own remaining
+work. An engine ordering by least slack serves those jobs first, so their work is in the way; work with a
+later deadline, and work relegated to best effort, is not.
+
+Work is costed at cluster throughput, not latency: prompt tokens at the sum of the instances' peak prefill
+rates (PRISM's ``Pmax``), output tokens at the sum of their decode rates at the batch each can hold
+(``decode_tokens_per_s``). Both are belief (views, fitted step models, predicted outputs); prefill and
+decode share each GPU, so their times add.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from slosched.core.request import Request
+from slosched.core.views import InstanceView
+from slosched.policies.cluster.routers.deadline_completion import DECODE_REF_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """Prompt and (predicted) output tokens still to process."""
+
+    prompt_tokens: float = 0.0
+    output_tokens: float = 0.0
+
+    def __add__(self, other: Work) -> Work:
+        return Work(self.prompt_tokens + other.prompt_tokens, self.output_tokens + other.output_tokens)
+
+
+def calls_work(requests: Sequence[Request]) -> Work:
+    return Work(
+        float(sum(r.prompt_tokens for r in requests)), float(sum(max(r.predicted_output_tokens, 1.0) for r in requests))
+    )
+
+
+@dataclass(slots=True)
+class _Commitment:
+    deadline_s: float
+    work: Work
+
+
+class CommittedWork:
+    """The expected work of admitted jobs' stages not released yet, by job (updated at each release)."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, _Commitment] = {}
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def record(self, job_id: str, deadline_s: float, later: Work) -> None:
+        """``job_id`` was admitted (or kept) with ``later`` still expected after the released stage."""
+        if later.prompt_tokens + later.output_tokens <= 0.0 or not math.isfinite(deadline_s):
+            self._jobs.pop(job_id, None)
+        else:
+            self._jobs[job_id] = _Commitment(deadline_s, later)
+
+    def forget(self, job_id: str) -> None:
+        """``job_id`` was relegated: its later work delays nobody that can still count."""
+        self._jobs.pop(job_id, None)
+
+    def ahead_of(self, job_id: str, deadline_s: float, now_s: float) -> Work:
+        """The committed work of other jobs due no later than ``deadline_s``. Jobs past their deadline are
+        dropped first: they can no longer count, and the engine serves them after every job that can."""
+        expired = [name for name, held in self._jobs.items() if held.deadline_s < now_s]
+        for name in expired:
+            del self._jobs[name]
+        prompt = output = 0.0
+        for name, held in self._jobs.items():
+            if held.deadline_s <= deadline_s and name != job_id:
+                prompt += held.work.prompt_tokens
+                output += held.work.output_tokens
+        return Work(prompt, output)
+
+
+def decode_tokens_per_s(view: InstanceView) -> float:
+    """Output tokens per second ``view``'s instance reaches at the largest batch its KV cache holds at the
+    reference context (at most ``max_running``), by its belief step model."""
+    blocks = view.num_kv_blocks
+    kv_batch = blocks * view.spec.block_size // DECODE_REF_CONTEXT if blocks > 0 else view.spec.max_running
+    batch = max(1, min(view.spec.max_running, kv_batch))
+    step_s = view.step_predictor.predict_s(0, 0, batch, batch * DECODE_REF_CONTEXT)
+    return batch / step_s if step_s > 0 else math.inf
+
+
+def queued_work(views: Sequence[InstanceView], deadline_s: float) -> Work:
+    """Work queued on the instances that an EDF engine serves before a job due at ``deadline_s``: waiting
+    calls that can still count and are due no later, and the predicted output still to come of every
+    running call (what is running holds its slot until it ends)."""
+    prompt = output = 0.0
+    for view in views:
+        not_ahead_output = 0.0
+        for request in view.waiting_requests:
+            if request.best_effort or request.deadline_s > deadline_s:
+                not_ahead_output += max(request.predicted_output_tokens, 1.0)
+            else:
+                prompt += request.prompt_tokens
+        output += max(view.outstanding_decode_tokens - not_ahead_output, 0.0)
+    return Work(prompt, output)
+
+
+def demand_s(work: Work, views: Sequence[InstanceView], peak_prefill_tokens_per_s: Sequence[float]) -> float:
+    """Seconds the whole cluster needs for ``work`` at its throughput (module doc); inf without views."""
+    prefill_rate = sum(peak_prefill_tokens_per_s)
+    decode_rate = sum(decode_tokens_per_s(view) for view in views)
+    if prefill_rate <= 0 or decode_rate <= 0:
+        return math.inf
+    return work.prompt_tokens / prefill_rate + work.output_tokens / decode_rate
