@@ -196,6 +196,30 @@ def test_triage_admits_feasible_calls_and_holds_best_effort_to_its_share() -> No
     assert admission.admit(feasible, engine) and not admission.admit(late[0], engine)
 
 
+def relegated(name: str) -> FakeSeq:
+    seq = FakeSeq(call(name, deadline_s=100.0))
+    seq.request.best_effort = True  # the job layer relegated its job
+    return seq
+
+
+def test_triage_runs_relegated_jobs_only_beside_nothing_that_can_still_count() -> None:
+    admission = TriageAdmission(best_effort_share=0.5)  # 4 of SPEC's 8 slots: the share is not what stops it
+    waiting = [relegated(f"rel{i}") for i in range(3)]
+    busy = FakeEngine(now_s=1.0, waiting=list(waiting), running=[FakeSeq(call("ok", deadline_s=100.0))])
+    assert [admission.admit(seq, busy) for seq in waiting] == [False, False, False]
+    # Beside only relegated work (or nothing), up to the share.
+    idle = FakeEngine(now_s=2.0, waiting=list(waiting), running=[relegated("running")])
+    assert [admission.admit(seq, idle) for seq in waiting] == [True, True, True]
+    # A feasible call admitted ahead of them in the same pass counts as running.
+    feasible = FakeSeq(call("new", deadline_s=100.0))
+    engine = FakeEngine(now_s=3.0, waiting=[feasible, *waiting])
+    assert admission.admit(feasible, engine) and not admission.admit(waiting[0], engine)
+    # A call the engine demoted on its own (past saving, its job not relegated) keeps the share rule.
+    late = FakeSeq(call("late", deadline_s=0.5))
+    engine = FakeEngine(now_s=4.0, waiting=[late], running=[FakeSeq(call("ok2", deadline_s=100.0))])
+    assert admission.admit(late, engine)
+
+
 # ---- batching ---------------------------------------------------------------------------------------------
 def test_tightest_step_reads_tpot_slos_and_deadline_slack() -> None:
     running = [
