@@ -47,7 +47,7 @@ def _root(
 @app.command()
 def bench(
     name: Annotated[str, typer.Argument(help="benchmark name (see `slosched bench list`)")],
-    quick: Annotated[bool, typer.Option("--quick", help="a smaller run (under 60 s on 2 cores)")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="a smaller run, same method and fields")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a benchmark; prints its figures (and a JSON object last with --json). Ctrl-C stops it and prints
