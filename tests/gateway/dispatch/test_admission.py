@@ -79,3 +79,25 @@ def test_a_job_stage_that_asked_is_refused_and_the_job_goes_on() -> None:
             assert r.status_code == 400 and "if_infeasible" in r.json()["error"]["message"]
 
     asyncio.run(scenario())
+
+
+def test_with_the_backlog_judgement_the_gateways_views_feed_the_demand_test() -> None:
+    """``backlog: true`` reads the gateway's own views (queues, outstanding decode tokens, KV sizes) for the
+    per-call and the demand tests: an idle gateway serves a feasible call that asked, refuses a hopeless
+    one, and a workflow stage is judged (and booked) the same way."""
+    policies = {**_STACK, "stack_params": {"backlog": True}}
+
+    async def scenario() -> None:
+        async with harness(policies=policies, backend=_BACKENDS) as h, httpx.AsyncClient(base_url=h.url) as client:
+            # The hopeless call first: served calls teach the output-length predictor that outputs are short.
+            r = await client.post("/v1/completions", json=_BODY, headers=_HOPELESS)
+            assert r.status_code == 503 and r.json()["error"]["type"] == "deadline_infeasible", r.text
+            ok = {"x-slo-deadline-ms": "600000", "x-slo-if-infeasible": "reject"}
+            r = await client.post("/v1/completions", json={"prompt": "hello", "max_tokens": 3}, headers=ok)
+            assert r.status_code == 200, r.text
+            job = (await client.post("/v1/jobs", json={"kind": "workflow", "slo_s": 600.0})).json()
+            stage = {"calls": [{"prompt": "hi", "max_tokens": 2}], "if_infeasible": "reject"}
+            r = await client.post(f"/v1/jobs/{job['id']}/stages", json=stage)
+            assert r.status_code == 200, r.text
+
+    asyncio.run(scenario())
