@@ -8,8 +8,8 @@ whose later stages then meet the earlier jobs' later stages: everyone is late to
 collapse on Text-to-SQL at 2x). This module adds the processor-demand test of EDF scheduling: a job can
 make its deadline only if the cluster can do, before it, the work of every admitted job with an earlier
 deadline (queued now, or still expected from its template: ``CommittedWork``) plus the job's own remaining
-work. An engine ordering by least slack serves those jobs first, so their work is in the way; work with a
-later deadline, and work relegated to best effort, is not.
+work. An engine ordering by least slack serves those jobs first, so their work is in the way; waiting work
+with a later deadline, or relegated to best effort, is not (what already runs is: it holds its slot).
 
 Work is costed at cluster throughput, not latency: prompt tokens at the sum of the instances' peak prefill
 rates (PRISM's ``Pmax``), output tokens at the sum of their decode rates at the batch each can hold
@@ -40,6 +40,7 @@ class Work:
 
 
 def calls_work(requests: Sequence[Request]) -> Work:
+    """The released calls' work: their prompts and predicted outputs (at least one token each)."""
     return Work(
         float(sum(r.prompt_tokens for r in requests)), float(sum(max(r.predicted_output_tokens, 1.0) for r in requests))
     )

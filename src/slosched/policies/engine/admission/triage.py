@@ -15,7 +15,7 @@ admission), many more calls than the per-call rule demotes, and a relegated work
 arriving. Sharing the batch with them (up to the share) slowed the feasible calls enough that the job
 layer relegated them too, mid-way: on Text-to-SQL at 2x the stack's capacity, with the backlog
 judgement, 1,354 of 1,503 jobs ended relegated and goodput fell to 0.17 jobs/s from 0.65 at 1x; running
-relegated calls only beside no feasible call kept 0.64 (one seed, ``slosched bench admission``). They are
+relegated calls only beside no feasible call kept 0.64 (one seed, that bench's Text-to-SQL set-up). They are
 still served, never dropped: on any instance with nothing that can still count, and once load falls.
 
 Decisions depend on time through the tier rule, so the part is not time-invariant.
