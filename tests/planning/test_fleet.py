@@ -9,7 +9,8 @@ import pytest
 from tests.planning.test_sweep import SMALL
 
 from slosched.core.errors import ConfigError
-from slosched.planning.fleet import search_fleet, tokens_per_job
+from slosched.perf.roofline import CALIBRATION
+from slosched.planning.fleet import calibrated_gpus, search_fleet, tokens_per_job
 from slosched.planning.fleet_counts import FleetProbe, fleet_probe
 from slosched.planning.fleet_rows import FleetRow, FleetType, MixRow
 from slosched.planning.prices import Prices, per_dollar
@@ -145,3 +146,11 @@ def test_ray_gives_the_same_search_as_local_processes(scenario: Scenario) -> Non
     finally:
         ray.shutdown()
     assert on_ray.as_json() == local.as_json()
+
+
+def test_default_candidates_are_the_gpus_measured_for_the_stack() -> None:
+    """H200 has scales of its own on the current engine (fitted to H200 steps), not on the older stacks."""
+    current, older = calibrated_gpus("vllm-v1"), calibrated_gpus("splitwise")
+    assert "H200" in current and "H200" not in older
+    assert set(older) == set(CALIBRATION.gpus) and set(current) == set(older) | {"H200"}
+    assert not {"B200", "L4", "MI300X"} & set(current)  # borrowed efficiencies stay opt-in (--gpus)

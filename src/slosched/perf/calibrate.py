@@ -1,12 +1,15 @@
 """Fit the roofline's efficiencies to the measured anchor points in ``hardware.json`` (rerunnable), and check
 the current-engine stack ``vllm-v1`` against every measured whole step.
 
-``python -m slosched.perf.calibrate [--measured FILE ...] [--refit] [--no-anchors]`` refits the anchors,
+``python -m slosched.perf.calibrate [--measured FILE ...] [--refit | --refit-gpu] [--no-anchors]`` refits the anchors,
 prints the fitted constants (to paste into ``stacks.CALIBRATION``) and the anchor table; then it prints every
 measured step (default: the 52 bundled H100 Llama-3-8B steps; ``--measured``: gpu-profile files, e.g. from
 ``python -m slosched.perf.gpu_profile --engine graph``) with measured ms, ``vllm-v1`` ms, measured / vllm-v1 and
 the splitwise/vidur ratios, and exits 1 if any ratio is outside [0.90, 1.35]. ``--refit`` refits ``vllm-v1``
-to those steps first (:func:`slosched.perf.stack_fit.fit_stack`) and prints its constants.
+to those steps first (:func:`slosched.perf.stack_fit.fit_stack`) and prints its constants; ``--refit-gpu`` refits
+only the measured GPU's memory scale and attention units (:func:`slosched.perf.stack_fit.fit_gpu_scales`: another
+GPU for the same engine, as H200's were fitted). Without ``--measured`` it also checks the H200 steps those were
+fitted to and every held-out file (six more models on H100 and on H200).
 
 Where ``vllm-v1`` sits: the measured steps are a plain PyTorch forward in one CUDA graph per shape, an upper
 bound on a current engine's GPU time (elementwise ops unfused, SDPA attention, the grouped KV copied per query
@@ -46,12 +49,19 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from slosched.perf.hardware import measured_anchor_points
-from slosched.perf.measured_steps import bundled_measured_steps, heldout_measured_steps, load_measured
+from slosched.perf.measured_steps import (
+    MeasuredStep,
+    bundled_measured_steps,
+    gpu_fitted_measured_steps,
+    heldout_measured_steps,
+    load_measured,
+)
 from slosched.perf.roofline import CALIBRATION, Calibration, GpuEfficiency, RooflineModel, StackProfile
 from slosched.perf.stack_fit import (
     FLOOR_OVER_ENGINE,
     StepCheck,
     check_steps,
+    fit_gpu_scales,
     fit_stack,
     format_checks,
     group_summary,
@@ -300,7 +310,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--measured", type=Path, nargs="+", default=None, help="measured step files (default: the bundled H100 ones)"
     )
-    parser.add_argument("--refit", action="store_true", help=f"refit {CURRENT_ENGINE_STACK} to the measured steps")
+    refit = parser.add_mutually_exclusive_group()
+    refit.add_argument("--refit", action="store_true", help=f"refit {CURRENT_ENGINE_STACK} to the measured steps")
+    refit.add_argument(
+        "--refit-gpu",
+        action="store_true",
+        help="refit only the measured GPU's memory scale and attention units (a new GPU for the same engine)",
+    )
     parser.add_argument("--no-anchors", action="store_true", help="skip the hardware.json anchor refit and table")
     return parser
 
@@ -318,8 +334,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --measured: {error}", file=sys.stderr)
         return 2
     calibration = None
-    if args.refit:
-        fit = fit_stack(steps)
+    if args.refit or args.refit_gpu:
+        try:
+            fit = fit_stack(steps) if args.refit else fit_gpu_scales(steps)
+        except ValueError as error:  # steps of several GPUs
+            print(f"error: --measured: {error}", file=sys.stderr)
+            return 2
         calibration = with_stack(fit.stack)
         for name, value in fit.params.items():
             print(f"{CURRENT_ENGINE_STACK}.{name:24} {value:.4g}")
@@ -329,26 +349,31 @@ def main(argv: list[str] | None = None) -> int:
     outside = [r for r in rows if not r.in_band]
     print(f"{len(rows) - len(outside)}/{len(rows)} measured steps within the band")
     if measured is None:
-        outside += _heldout_report(calibration)
+        title = "the steps each further GPU's two scales were fitted to (engine constants held)"
+        outside += _files_report(title, "fitted GPU steps", gpu_fitted_measured_steps(), calibration)
+        title = f"held out of the fit (the same check on other models and GPUs; {CURRENT_ENGINE_STACK} as above)"
+        outside += _files_report(title, "held-out steps", heldout_measured_steps(), calibration)
     return 1 if outside else 0
 
 
-def _heldout_report(calibration: Calibration | None) -> list[StepCheck]:
-    """Per held-out file: steps in the band, ratio range per group, and every step outside it."""
-    print(f"\nheld out of the fit (the same check on other models; {CURRENT_ENGINE_STACK} as above)")
+def _files_report(
+    title: str, what: str, files: Mapping[str, list[MeasuredStep]], calibration: Calibration | None
+) -> list[StepCheck]:
+    """Per file: steps in the band, ratio range per group, and every step outside it."""
+    print(f"\n{title}")
     outside: list[StepCheck] = []
     total = 0
-    for name, steps in heldout_measured_steps().items():
+    for name, steps in files.items():
         rows = check_steps(steps, CURRENT_ENGINE_STACK, calibration)
         missed = [r for r in rows if not r.in_band]
         ranges = "  ".join(f"{g} {lo:.2f}-{hi:.2f}" for g, (lo, hi) in group_summary(rows).items())
-        model = steps[0].model if steps else "?"
-        print(f"  {model:20} {len(rows) - len(missed):3}/{len(rows):<3} {ranges}  ({name})")
+        model = f"{steps[0].gpu} {steps[0].model}" if steps else "?"
+        print(f"  {model:25} {len(rows) - len(missed):3}/{len(rows):<3} {ranges}  ({name})")
         for r in missed:
             print(f"    OUT {r.step.group} {r.step.label}: measured / {CURRENT_ENGINE_STACK} = {r.ratio:.3f}")
         outside += missed
         total += len(rows)
-    print(f"{total - len(outside)}/{total} held-out steps within the band")
+    print(f"{total - len(outside)}/{total} {what} within the band")
     return outside
 
 

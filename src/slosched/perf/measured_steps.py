@@ -30,6 +30,8 @@ BUNDLED = (
     "measured-h100-llama3-8b-mixed-steps.json",
     "measured-h100-llama3-8b-long-context.json",
 )
+# Per-GPU fit sources: steps of another GPU, to which only that GPU's scales are fitted (stack_fit.fit_gpu_scales).
+GPU_FITTED = ("measured-h200-llama-3-8b-graph.json",)
 HELDOUT_PREFIXES = ("heldout-", "reproduce-")
 GROUPS = ("decode", "prefill", "mixed", "long")
 LONG_CONTEXT = 4096  # a step whose prompt chunk or decode sequences see at least this many tokens is "long"
@@ -114,12 +116,20 @@ def load_measured(path: str | Path) -> list[MeasuredStep]:
 
 
 def heldout_measured_steps() -> dict[str, list[MeasuredStep]]:
-    """Steps kept out of every fit, by file: six more models measured on the same H100 by
-    ``python -m slosched.perf.gpu_profile --engine graph --model NAME`` (2026-11-26), and the project's own
-    profiler re-measuring Llama-3-8B (``reproduce-*``). They check that the calibration generalises."""
+    """Steps kept out of every fit, by file: six more models measured on the same H100 and on an H200 by
+    ``python -m slosched.perf.gpu_profile --engine graph --model NAME [--gpu H200]`` (2026-11-26), and the
+    project's own profiler re-measuring Llama-3-8B (``reproduce-*``). They check that the calibration
+    generalises across model sizes (and, on H200, that its two fitted scales do)."""
     folder = resources.files("slosched.perf").joinpath("data")
     names = sorted(e.name for e in folder.iterdir() if e.name.startswith(HELDOUT_PREFIXES) and e.name.endswith(".json"))
     return {name: parse_measured(json.loads(folder.joinpath(name).read_text())) for name in names}
+
+
+def gpu_fitted_measured_steps() -> dict[str, list[MeasuredStep]]:
+    """The steps each further GPU's scales were fitted to, by file: Llama-3-8B on an H200 (2026-11-26,
+    ``gpu_profile --engine graph --gpu H200``)."""
+    folder = resources.files("slosched.perf").joinpath("data")
+    return {name: parse_measured(json.loads(folder.joinpath(name).read_text())) for name in GPU_FITTED}
 
 
 def bundled_measured_steps() -> list[MeasuredStep]:

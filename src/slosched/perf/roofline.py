@@ -154,10 +154,10 @@ class RooflineModel:
         self.weight_bytes = model.num_params * wb
         self._kv_tok_s = kv_gpu / bandwidth
         self._kv_groups = kv_heads_per_gpu
-        self._attention_units = stack.attention_units
+        self._attention_units = units = stack.attention_units_by_gpu.get(gpu.name, stack.attention_units)
         # One work unit (a KV head's share of the attention) streams at most 1/attention_units of the
         # bandwidth, and each must read its head's whole K/V: a floor on any attention pass.
-        self._unit_bound = stack.attention_units / kv_heads_per_gpu
+        self._unit_bound = units / kv_heads_per_gpu
         self._mixed_fixed_s = stack.mixed_layer_overhead_s * model.layers
         self._a_pair_s = 4.0 * model.layers * model.head_dim * (model.heads // tp) / flops
         if stack.attention_scale != 1.0:

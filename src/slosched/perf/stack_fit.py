@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -88,6 +88,8 @@ def stack_from(params: Mapping[str, float], gpu: str, base: StackProfile) -> Sta
         seq_work_scale=params["seq_work_scale"],
         attention_scale=params["attention_scale"],
         attention_units=params["attention_units"],
+        # the fitted units apply on ``gpu`` too (a GPU-specific override would hide them)
+        attention_units_by_gpu=MappingProxyType({k: v for k, v in base.attention_units_by_gpu.items() if k != gpu}),
         mixed_layer_overhead_s=params["mixed_layer_overhead_s"],
     )
 
@@ -110,6 +112,44 @@ def fit_stack(steps: Sequence[MeasuredStep], name: str = CURRENT_ENGINE_STACK) -
     Deterministic (fixed start). The per-step constant is all per-layer (``step_overhead_s`` stays as
     in the base stack): one model cannot separate the two, and launches scale with the layers.
     """
+    return _fit(steps, name, PARAMETERS, stack_from)
+
+
+# What a new GPU for the same engine changes: its streaming rate and the attention units that fill it.
+# Compute is held: the H100-family dies (H200 is GH100 with HBM3e) run the same GEMMs at the same clocks.
+GPU_PARAMETERS: dict[str, tuple[float, float, float]] = {
+    "memory_scale": (1.1, 0.5, 1.0),  # upper bound: 1 / the GPU's memory efficiency (set per GPU)
+    "attention_units": (64.0, 1.0, 1024.0),
+}
+
+
+def gpu_stack_from(params: Mapping[str, float], gpu: str, base: StackProfile) -> StackProfile:
+    """``base`` with ``gpu``'s own memory scale and attention units (every other GPU's kept)."""
+    return replace(
+        base,
+        memory_scale=MappingProxyType({**base.memory_scale, gpu: params["memory_scale"]}),
+        attention_units_by_gpu=MappingProxyType({**base.attention_units_by_gpu, gpu: params["attention_units"]}),
+    )
+
+
+def fit_gpu_scales(steps: Sequence[MeasuredStep], name: str = CURRENT_ENGINE_STACK) -> StackFit:
+    """``name``'s memory scale and attention units for the one GPU of ``steps``, every engine constant held.
+
+    The engine's constants (launch floor, per-row cost, attention's FLOP efficiency, mixed-step cost) are
+    the engine's, fitted on H100; another GPU of the same family differs in how fast it streams memory.
+    The compute scale is the GPU's ``efficiency_like`` GPU's (or its own, if the stack sets one).
+    """
+    return _fit(steps, name, GPU_PARAMETERS, gpu_stack_from)
+
+
+def _fit(
+    steps: Sequence[MeasuredStep],
+    name: str,
+    parameters: Mapping[str, tuple[float, float, float]],
+    build: Callable[[Mapping[str, float], str, StackProfile], StackProfile],
+) -> StackFit:
+    """``parameters`` (initial, lower, upper) of stack ``name`` fitted to ``steps`` of one GPU; ``build``
+    makes the stack from a parameter set."""
     gpus = {s.gpu for s in steps}
     if len(gpus) != 1:
         raise ValueError(f"fit one GPU at a time, got {sorted(gpus)}")
@@ -117,23 +157,23 @@ def fit_stack(steps: Sequence[MeasuredStep], name: str = CURRENT_ENGINE_STACK) -
     facts = gpu_facts(gpu)
     efficiency = gpu_efficiency(facts)
     base = CALIBRATION.stacks.get(name, StackProfile(name))
-    names = list(PARAMETERS)
-    bounds = {n: PARAMETERS[n][1:] for n in names}
+    names = list(parameters)
+    bounds = {n: parameters[n][1:] for n in names}
     bounds["memory_scale"] = (0.5, 1.0 / efficiency.memory)
     lower, upper = np.array([bounds[n][0] for n in names]), np.array([bounds[n][1] for n in names])
-    x0 = np.clip([PARAMETERS[n][0] for n in names], lower, upper)
+    x0 = np.clip([parameters[n][0] for n in names], lower, upper)
     target = np.log([s.measured_s / FLOOR_OVER_ENGINE for s in steps])
     models = {m: model_facts(m) for m in {s.model for s in steps}}
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        stack = stack_from(dict(zip(names, x, strict=True)), gpu, base)
+        stack = build(dict(zip(names, (float(v) for v in x), strict=True)), gpu, base)
         built = {m: RooflineModel(facts, f, 1, efficiency, stack) for m, f in models.items()}
         return np.log([built[s.model].step_time_s(*s.step_args()) for s in steps]) - target
 
     solution = least_squares(residuals, x0, bounds=(lower, upper))
     params = dict(zip(names, (float(v) for v in solution.x), strict=True))
     rms = float(math.sqrt(np.mean(solution.fun**2)))
-    return StackFit(stack_from(params, gpu, base), params, rms)
+    return StackFit(build(params, gpu, base), params, rms)
 
 
 def group_summary(rows: Sequence[StepCheck]) -> dict[str, tuple[float, float]]:
@@ -161,10 +201,12 @@ def format_checks(rows: Sequence[StepCheck], stack: str = CURRENT_ENGINE_STACK) 
 
 
 def write_stack_fit(path: Path, steps: Sequence[MeasuredStep]) -> Path:
-    """``vllm-v1`` refitted to ``steps`` and both stacks' bands, as JSON (``gpu_profile``'s fit step). The
-    refitted constants go into ``stacks.CALIBRATION``; ``calibrate --measured`` rechecks the profile."""
+    """``vllm-v1`` refitted to ``steps`` (whole, and the GPU's scales alone) and the stacks' bands, as JSON
+    (``gpu_profile``'s fit step). The refitted constants go into ``stacks.CALIBRATION``; ``calibrate
+    --measured`` rechecks the profile."""
     fit = fit_stack(steps)
     refit = check_steps(steps, CURRENT_ENGINE_STACK, with_stack(fit.stack))
+    gpu_fit = fit_gpu_scales(steps)
     shipped = check_steps(steps)
     payload = {
         "stack": CURRENT_ENGINE_STACK,
@@ -173,6 +215,10 @@ def write_stack_fit(path: Path, steps: Sequence[MeasuredStep]) -> Path:
         "fitted": fit.params,
         "rms_log_error": fit.rms_log_error,
         "refit_ratio_by_group": group_summary(refit),
+        # A new GPU for the same engine: only its streaming rate and attention units refitted.
+        "gpu_fitted": {"gpu": steps[0].gpu, **gpu_fit.params},
+        "gpu_rms_log_error": gpu_fit.rms_log_error,
+        "gpu_refit_ratio_by_group": group_summary(check_steps(steps, CURRENT_ENGINE_STACK, with_stack(gpu_fit.stack))),
         "shipped_ratio_by_group": group_summary(shipped),
         "shipped_in_band": sum(r.in_band for r in shipped),
         "points": len(shipped),

@@ -44,7 +44,9 @@ class StackProfile:
     ``attention_units``: the attention kernel's work units (thread blocks) needed to stream K/V at full
     bandwidth; an attention with fewer (decode: sequences x KV heads; a prompt chunk: query heads x
     128-token query blocks) runs that many times slower, as a small model at long context with few
-    sequences shows (0: no such limit). ``mixed_layer_overhead_s``: per layer, what a step carrying both a
+    sequences shows (0: no such limit); ``attention_units_by_gpu`` replaces it on a GPU whose memory streams
+    faster than the one it was fitted on (a unit's rate is the SMs', so more units fill a faster memory).
+    ``mixed_layer_overhead_s``: per layer, what a step carrying both a
     prompt chunk and decodes adds (a second attention pass and its metadata; only with ``attention_units``).
     The defaults leave the older stacks' arithmetic untouched.
     """
@@ -60,6 +62,7 @@ class StackProfile:
     seq_work_scale: float = 0.0
     attention_scale: float = 1.0
     attention_units: float = 0.0
+    attention_units_by_gpu: Mapping[str, float] = field(default_factory=dict)
     mixed_layer_overhead_s: float = 0.0
 
 
@@ -117,14 +120,20 @@ CALIBRATION = Calibration(
             # attention streams KV at full bandwidth only with >= 70 work units (sequences x KV heads, or
             # query heads x 128-token blocks of a chunk), and a mixed step adds 54 us per layer. Checked, not
             # fitted, on 230 steps of six more models measured the same way (perf/data/heldout-*.json).
+            # H200 (the same GH100 die, HBM3e): its compute scale is H100's; its streaming rate and attention
+            # units were fitted by stack_fit.fit_gpu_scales to 46 H200 steps of Llama-3-8B, the engine's
+            # constants held (4.32 TB/s streamed, as a device-to-device copy measures 4.28; 99 units, where
+            # H100's 70.3 units at H100's 3.07 TB/s predict 98.8 for a unit rate set by the SMs), and checked
+            # on 265 H200 steps of the six other models (perf/data/heldout-h200-*.json).
             "vllm-v1": StackProfile(
                 "vllm-v1",
-                compute_scale=MappingProxyType({"H100": 0.834}),
-                memory_scale=MappingProxyType({"H100": 1 / 0.762}),
+                compute_scale=MappingProxyType({"H100": 0.834, "H200": 0.834}),
+                memory_scale=MappingProxyType({"H100": 1 / 0.762, "H200": 1.180}),
                 layer_overhead_s=81.4e-6,
                 seq_work_scale=0.1,
                 attention_scale=0.640,
                 attention_units=70.3,
+                attention_units_by_gpu=MappingProxyType({"H200": 99.0}),
                 mixed_layer_overhead_s=54.4e-6,
             ),
             # Hexgen-Text2SQL's engine: 4-bit weights and KV; its larger fixed cost per step absorbs

@@ -84,11 +84,14 @@ def fleet_types(
     return out
 
 
-def calibrated_gpus() -> list[str]:
-    """The default candidates: GPUs with fitted efficiencies of their own. The others (H200, B200, L4, MI300X)
-    borrow another GPU's (``efficiency_like``), an assumption a purchase should not rest on unasked:
+def calibrated_gpus(stack: str) -> list[str]:
+    """The default candidates: GPUs with fitted efficiencies of their own, or with ``stack``'s own scales
+    fitted to steps measured on them (H200 on ``vllm-v1``). The others (B200, L4, MI300X; H200 on the older
+    stacks) borrow another GPU's (``efficiency_like``), an assumption a purchase should not rest on unasked:
     ``--gpus`` names them explicitly."""
-    return [name for name in gpu_names() if name in CALIBRATION.gpus]
+    profile = CALIBRATION.stacks.get(stack)
+    measured = profile.memory_scale if profile is not None else {}
+    return [name for name in gpu_names() if name in CALIBRATION.gpus or name in measured]
 
 
 def search_fleet(
@@ -112,7 +115,7 @@ def search_fleet(
     reference = tuple(instances_with_counts(scenario, {}))
     template = reference[0]
     jobs = ScenarioJobs(scenario)(settings.num_jobs, settings.seeds[0])
-    kinds = fleet_types(template, gpus or calibrated_gpus(), tps, prices, tokens_per_job(jobs))
+    kinds = fleet_types(template, gpus or calibrated_gpus(template.stack), tps, prices, tokens_per_job(jobs))
     rows = [FleetRow(kind, kind.floor(rate)) for kind in kinds]
     for row in rows:
         if not row.type.fits:
