@@ -199,3 +199,67 @@ def test_a_presized_search_starts_at_the_count_its_guess_needs(monkeypatch: pyte
     for search in (found, plain):  # each the fake's capacity at the count it ended with
         expected = TRUE_CAPACITY * max(1.0, BURST_JOBS / search.num_jobs)
         assert search.capacity[0.9] == pytest.approx(expected, rel=0.03)
+
+
+def _burst_run(calls: list[tuple[int, float]]):  # type: ignore[no-untyped-def]
+    """The regrowth test's fake: apparent capacity ``2 x max(1, 400 / n)``; the 95% capacity 10% below it."""
+
+    def run(self: Workbench, candidate: Candidate, rate: float, seed: int) -> RunFigures:
+        calls.append((self.num_jobs, rate))
+        apparent = TRUE_CAPACITY * max(1.0, BURST_JOBS / self.num_jobs)
+        judged = 0.97 if rate <= apparent / 1.1 else 0.92 if rate <= apparent else 0.5
+        return RunFigures(rate, seed, self.num_jobs, judged, rate, 0, judged)
+
+    return run
+
+
+def _fake_bench(floor: int) -> Workbench:
+    cluster = tuple(dataclasses.replace(spec, stack="splitwise") for spec in make_cluster(1, 1))
+    return Workbench("fake", cluster, _chat_jobs, floor, SimOptions(), num_warmup_jobs=20)
+
+
+@pytest.mark.parametrize("guess", [1.0, 3.7])
+def test_the_sizing_pass_finds_the_same_capacities_in_fewer_runs(monkeypatch: pytest.MonkeyPatch, guess: float) -> None:
+    """With and without the sizing pass the search ends sized, each capacity the fake's at the count it ended
+    with (to the 2% precision), in fewer runs: the discarded rounds stop at 10% and never search 95%."""
+    calls: list[tuple[int, float]] = []
+    monkeypatch.setattr(Workbench, "run", _burst_run(calls))
+    bench, candidate = _fake_bench(80), Candidate.of("least-tokens+chunked-fcfs")
+    with_pass = steady_capacity(bench, candidate, 1, SteadySearch(guess=guess))
+    sized_calls, calls[:] = list(calls), []
+    without = steady_capacity(bench, candidate, 1, SteadySearch(guess=guess, sizing_precision=0.02))
+    assert with_pass.rounds >= 2 and with_pass.sized and without.sized
+    for found in (with_pass, without):
+        apparent = TRUE_CAPACITY * max(1.0, BURST_JOBS / found.num_jobs)
+        assert apparent / 1.02 <= found.capacity[0.9] <= apparent
+        assert apparent / 1.1 / 1.02 <= found.capacity[0.95] <= apparent / 1.1
+    assert len(sized_calls) < len(calls)
+    first = [r for n, r in sized_calls if n == 80]  # the discarded first round, with and without the pass
+    assert len(first) < len([r for n, r in calls if n == 80])
+
+
+@pytest.mark.parametrize("guess", [0.5, 1.9, 7.0])
+def test_a_round_long_enough_probes_what_an_uninterrupted_search_probes(
+    monkeypatch: pytest.MonkeyPatch, guess: float
+) -> None:
+    """One round, long enough at once: the pass's bisection, continued to 2%, is the plain search's."""
+    calls: list[tuple[int, float]] = []
+    monkeypatch.setattr(Workbench, "run", _burst_run(calls))
+    bench, candidate = _fake_bench(2_000), Candidate.of("least-tokens+chunked-fcfs")
+    with_pass = steady_capacity(bench, candidate, 1, SteadySearch(guess=guess))
+    probes, calls[:] = sorted(calls), []
+    without = steady_capacity(bench, candidate, 1, SteadySearch(guess=guess, sizing_precision=0.02))
+    assert with_pass.rounds == without.rounds == 1
+    assert with_pass.capacity == without.capacity and probes == sorted(calls)
+
+
+def test_the_last_round_allowed_searches_in_full_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At ``MAX_ROUNDS`` the sizing pass is skipped: the round is kept whatever it finds."""
+    calls: list[tuple[int, float]] = []
+    monkeypatch.setattr(Workbench, "run", _burst_run(calls))
+    monkeypatch.setattr(steady, "MAX_ROUNDS", 1)
+    bench = Workbench("fake", make_cluster(1, 1), _chat_jobs, 80, SimOptions(), num_warmup_jobs=20)
+    found = steady_capacity(bench, Candidate.of("least-tokens+chunked-fcfs"), 1, SteadySearch(guess=1.0))
+    apparent = TRUE_CAPACITY * BURST_JOBS / 80
+    assert found.rounds == 1 and found.capacity[0.9] == pytest.approx(apparent, rel=0.02)
+    assert found.capacity[0.95] == pytest.approx(apparent / 1.1, rel=0.02)

@@ -15,6 +15,12 @@ above what it sustains passes. So:
   count grows to what that capacity needs (x ``GROWTH_MARGIN``, at most ``MAX_STEP`` x per round) and the
   search runs again, from the capacity found; at most ``MAX_ROUNDS`` searches and ``MAX_JOBS`` jobs
   (``SteadyCapacity.sized`` says whether the last one was long enough).
+- **Sizing pass.** Each round first searches the loosest target alone, to ``SIZING_PRECISION`` (10%). If
+  the capacity it finds needs more jobs than the round ran, the round is discarded and the count regrows
+  at once: neither the full precision nor the stricter targets of a discarded round are ever read. A round
+  long enough goes on bisecting from the bracket the pass left, to the full precision, and searches the
+  other targets; its probes are the ones an uninterrupted search would have made. The last round allowed
+  (``MAX_ROUNDS``, ``MAX_JOBS``, a trace run out) searches in full at once.
 - **Second-half judgement.** A rate passes only if both the attainment over all measured jobs and the
   attainment over the jobs arriving in the second half of the window meet the target
   (``RunFigures.judged``): a backlog that grows through the run shows in its second half.
@@ -32,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -50,6 +56,9 @@ MAX_ROUNDS = 4
 MAX_STEP = 4
 MAX_JOBS = 20_000
 STEADY_TOLERANCE = 0.05
+# A round's sizing pass bisects the loosest target to 10%: enough to tell whether the round's count is long
+# enough (the count has a GROWTH_MARGIN of 25% over what the capacity needs).
+SIZING_PRECISION = 0.10
 LONG_FACTOR = 4  # the convergence figure: capacity at this many times the run length
 # The 4x search's first bracket step: the check only asks whether the 4x capacity lies within 5% of the
 # capacity found, so [c, 1.1c] or [c/1.1, c] holds it wherever the answer is "steady"; three bisection probes
@@ -113,6 +122,29 @@ class SteadySearch:
     floor: int | None = None  # default: the workbench's own job count
     widen: bool = False  # square the bracket step while it does not hold (``find_capacity``)
     presized: bool = False  # first round at the job count ``guess`` needs (module docstring)
+    sizing_precision: float = SIZING_PRECISION  # the sizing pass's (module docstring); <= precision: none
+
+
+@dataclass(slots=True)
+class _Round:
+    """One round of a steady search: runs of one job count, and the attainment each rate gave."""
+
+    bench: Workbench
+    candidate: Candidate
+    seed: int
+    guess: float
+    growth: float
+    widen: bool = False
+    runs: dict[float, RunFigures] = field(default_factory=dict)
+    points: dict[float, float] = field(default_factory=dict)  # rate -> judged attainment (``find_capacity``)
+
+    def attainment(self, rate: float) -> float:
+        self.runs[rate] = self.bench.run(self.candidate, rate, self.seed)
+        return self.runs[rate].judged
+
+    def capacity(self, target: float, precision: float) -> float:
+        """``target``'s capacity to ``precision``, reusing every point this round has measured."""
+        return find_capacity(self.attainment, target, self.guess, precision, self.points, self.growth, self.widen)
 
 
 def steady_capacity(workbench: Workbench, candidate: Candidate, seed: int, search: SteadySearch) -> SteadyCapacity:
@@ -128,29 +160,28 @@ def steady_capacity(workbench: Workbench, candidate: Candidate, seed: int, searc
         # minimum), one well below it gets a further round like any search.
         num_jobs = min(MAX_JOBS, math.ceil(jobs_needed(p90, guess, floor) * GROWTH_MARGIN))
         available = len(workbench.jobs(num_jobs, seed))
+    ordered = sorted(search.targets)  # loosest first: a stricter search reuses its points
     while True:
         rounds += 1
-        bench = workbench.sized(num_jobs)
-        runs: dict[float, RunFigures] = {}
-
-        def attainment(rate: float, bench: Workbench = bench, runs: dict[float, RunFigures] = runs) -> float:
-            runs[rate] = bench.run(candidate, rate, seed)
-            return runs[rate].judged
-
-        cache: dict[float, float] = {}
         growth = search.growth if rounds == 1 else 1.25
-        ordered = sorted(search.targets)  # loosest first: a stricter search reuses its points
-        found = {t: find_capacity(attainment, t, guess, search.precision, cache, growth, search.widen) for t in ordered}
+        this = _Round(workbench.sized(num_jobs), candidate, seed, guess, growth, search.widen)
+        last = rounds >= MAX_ROUNDS or num_jobs >= MAX_JOBS or available < num_jobs
+        if not last and search.sizing_precision > search.precision:
+            # The sizing pass: is this count long enough? A round that must regrow is discarded, so it
+            # needs neither the full precision nor the stricter targets. A round that is long enough goes
+            # on bisecting from the bracket the pass left (the same probes an uninterrupted search makes).
+            loosest = this.capacity(ordered[0], search.sizing_precision)
+            needed = jobs_needed(p90, loosest, floor)
+            if needed > num_jobs:
+                num_jobs, available, guess = _regrown(workbench, seed, num_jobs, needed, loosest, guess)
+                continue
+        found = {t: this.capacity(t, search.precision) for t in ordered}
         loosest = found[ordered[0]]
         needed = jobs_needed(p90, loosest, floor)
-        if needed <= num_jobs or rounds >= MAX_ROUNDS or num_jobs >= MAX_JOBS or available < num_jobs:
+        if needed <= num_jobs or last:
             break
-        # A short run's capacity is inflated (a burst cleared), so one round grows the count by at most
-        # MAX_STEP: the next search, longer, usually finds a lower capacity that needs fewer jobs.
-        num_jobs = min(MAX_JOBS, MAX_STEP * num_jobs, math.ceil(needed * GROWTH_MARGIN))
-        available = len(workbench.jobs(num_jobs, seed))  # a trace may run out
-        guess = loosest if loosest > 0 else guess
-    at = runs.get(loosest)
+        num_jobs, available, guess = _regrown(workbench, seed, num_jobs, needed, loosest, guess)
+    at = this.runs.get(loosest)
     return SteadyCapacity(
         capacity=found,
         num_jobs=num_jobs,
@@ -161,6 +192,18 @@ def steady_capacity(workbench: Workbench, candidate: Candidate, seed: int, searc
         attainment=(at.attainment, at.attainment_second_half) if at else (math.nan, math.nan),
         serving=at.serving if at else None,
     )
+
+
+def _regrown(
+    workbench: Workbench, seed: int, num_jobs: int, needed: int, capacity: float, guess: float
+) -> tuple[int, int, float]:
+    """The next round's (job count, jobs available, guess) after a round found ``capacity`` needing ``needed``.
+
+    A short run's capacity is inflated (a burst cleared), so one round grows the count by at most MAX_STEP:
+    the next search, longer, usually finds a lower capacity that needs fewer jobs."""
+    grown = min(MAX_JOBS, MAX_STEP * num_jobs, math.ceil(needed * GROWTH_MARGIN))
+    available = len(workbench.jobs(grown, seed))  # a trace may run out
+    return grown, available, capacity if capacity > 0 else guess
 
 
 def steady_jobs(workbench: Workbench, seed: int, rate: float) -> int:
