@@ -213,21 +213,30 @@ def _burst_run(calls: list[tuple[int, float]]):  # type: ignore[no-untyped-def]
     return run
 
 
-def _fake_bench(floor: int) -> Workbench:
+Searched = tuple[steady.SteadyCapacity, list[tuple[int, float]]]
+
+
+def _with_and_without_pass(monkeypatch: pytest.MonkeyPatch, floor: int, guess: float) -> tuple[Searched, Searched]:
+    """The burst fake searched from ``floor`` jobs with the sizing pass and without it: (result, its runs)."""
+    calls: list[tuple[int, float]] = []
+    monkeypatch.setattr(Workbench, "run", _burst_run(calls))
     cluster = tuple(dataclasses.replace(spec, stack="splitwise") for spec in make_cluster(1, 1))
-    return Workbench("fake", cluster, _chat_jobs, floor, SimOptions(), num_warmup_jobs=20)
+    bench = Workbench("fake", cluster, _chat_jobs, floor, SimOptions(), num_warmup_jobs=20)
+    searched = []
+    for sizing in (steady.SIZING_PRECISION, 0.02):
+        found = steady_capacity(
+            bench, Candidate.of("least-tokens+chunked-fcfs"), 1, SteadySearch(guess, sizing_precision=sizing)
+        )
+        searched.append((found, list(calls)))
+        calls.clear()
+    return searched[0], searched[1]
 
 
 @pytest.mark.parametrize("guess", [1.0, 3.7])
 def test_the_sizing_pass_finds_the_same_capacities_in_fewer_runs(monkeypatch: pytest.MonkeyPatch, guess: float) -> None:
     """With and without the sizing pass the search ends sized, each capacity the fake's at the count it ended
     with (to the 2% precision), in fewer runs: the discarded rounds stop at 10% and never search 95%."""
-    calls: list[tuple[int, float]] = []
-    monkeypatch.setattr(Workbench, "run", _burst_run(calls))
-    bench, candidate = _fake_bench(80), Candidate.of("least-tokens+chunked-fcfs")
-    with_pass = steady_capacity(bench, candidate, 1, SteadySearch(guess=guess))
-    sized_calls, calls[:] = list(calls), []
-    without = steady_capacity(bench, candidate, 1, SteadySearch(guess=guess, sizing_precision=0.02))
+    (with_pass, sized_calls), (without, calls) = _with_and_without_pass(monkeypatch, 80, guess)
     assert with_pass.rounds >= 2 and with_pass.sized and without.sized
     for found in (with_pass, without):
         apparent = TRUE_CAPACITY * max(1.0, BURST_JOBS / found.num_jobs)
@@ -243,14 +252,9 @@ def test_a_round_long_enough_probes_what_an_uninterrupted_search_probes(
     monkeypatch: pytest.MonkeyPatch, guess: float
 ) -> None:
     """One round, long enough at once: the pass's bisection, continued to 2%, is the plain search's."""
-    calls: list[tuple[int, float]] = []
-    monkeypatch.setattr(Workbench, "run", _burst_run(calls))
-    bench, candidate = _fake_bench(2_000), Candidate.of("least-tokens+chunked-fcfs")
-    with_pass = steady_capacity(bench, candidate, 1, SteadySearch(guess=guess))
-    probes, calls[:] = sorted(calls), []
-    without = steady_capacity(bench, candidate, 1, SteadySearch(guess=guess, sizing_precision=0.02))
+    (with_pass, probes), (without, calls) = _with_and_without_pass(monkeypatch, 2_000, guess)
     assert with_pass.rounds == without.rounds == 1
-    assert with_pass.capacity == without.capacity and probes == sorted(calls)
+    assert with_pass.capacity == without.capacity and sorted(probes) == sorted(calls)
 
 
 def test_the_last_round_allowed_searches_in_full_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
