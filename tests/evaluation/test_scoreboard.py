@@ -18,6 +18,7 @@ from slosched.evaluation.scoreboard_report import (
     plot_overload,
     serving_table,
 )
+from slosched.evaluation.screening import SCREEN_MARGIN
 from slosched.evaluation.steady import steady_jobs
 from slosched.evaluation.workbench import Candidate, Workbench, measured_only
 from slosched.metrics.serving import median_over_runs
@@ -72,11 +73,12 @@ def test_engine_sweep_then_every_router_with_the_best_settings() -> None:
 
 
 def test_strongest_is_the_best_baseline_and_never_a_paper_policy(board: Scoreboard) -> None:
-    best = max(result.median_90 for result in board.baselines.values())
-    assert board.strongest in board.baselines
+    best = max(result.median_90 for label, result in board.baselines.items() if label not in board.screened_out)
+    assert board.strongest in board.baselines and board.strongest not in board.screened_out
     assert board.capacity_of(board.strongest) == best
     assert board.ratio(board.strongest) == 1.0
-    for result in board.baselines.values():
+    for label, result in board.baselines.items():
+        assert len(result.searches) == (1 if label in board.screened_out else len(board.seeds))
         spread = result.capacity[0.9]
         assert spread.low <= spread.median <= spread.high
         for at_95, at_90 in zip(result.capacity[0.95].values, spread.values, strict=True):
@@ -104,13 +106,27 @@ def test_tables_and_plots(board: Scoreboard, tmp_path) -> None:  # type: ignore[
     assert (tmp_path / "capacity.png").stat().st_size > 0 and (tmp_path / "overload.png").stat().st_size > 0
 
 
+def test_screened_out_baselines_were_too_far_below_the_best_on_the_first_seed(board: Scoreboard) -> None:
+    """Every baseline was searched on seed 1; those too far below the best there (``screening.py``) only."""
+    first = {label: result.searches[0].capacity[0.9] for label, result in board.baselines.items()}
+    assert board.screened_out, "the tiny plan's weakest baselines are screened out"
+    best = max(first.values())
+    for label in board.screened_out:
+        assert first[label] < (1 - SCREEN_MARGIN) * best
+    assert board.as_json()["screened_out"] == board.screened_out
+    assert "screened out on seed 1" in "\n".join(capacity_table(board))
+
+
 def test_strongest_at_each_load_is_chosen_after_the_fact_among_every_baseline(board: Scoreboard) -> None:
+    """Every baseline ran at every load on the first seed; the strongest at a load is chosen among those that
+    went on to every seed (the contenders there)."""
     assert set(board.overload_baselines) == set(board.baselines)
     figures = board.as_json("round-robin+static-priority", "round-robin+fcfs")
     for load in (1.0, 2.0):
         label, goodput = board.strongest_at(load)
         assert label in board.baselines
-        every = [per_load[load][1].median for per_load in board.overload_baselines.values()]
+        every = [per_load[load][1].median for per_load in board.overload_baselines.values() if load in per_load]
+        assert len(board.overload_baselines[board.strongest][load][1].values) == len(board.seeds)
         assert goodput == max(every)
         assert goodput >= board.overload[board.strongest][load][1].median
         serving = board.serving_at(label, load)
@@ -174,7 +190,7 @@ def test_every_capacity_carries_the_serving_figures_of_its_run_at_capacity(board
         assert set(serving) >= SERVING_KEYS, label
         search = board.baselines.get(label) or board.others[label]
         per_seed = [each.serving.to_json_dict() for each in search.searches if each.serving is not None]
-        assert len(per_seed) == len(board.seeds)
+        assert len(per_seed) == (1 if label in board.screened_out else len(board.seeds))
         assert serving == median_over_runs(per_seed)
 
 

@@ -83,6 +83,8 @@ class Scoreboard:
     overload_baselines: dict[str, dict[float, tuple[Spread, Spread]]] = field(default_factory=dict)
     # The serving figures (median over seeds) of every label run at every load, baselines included.
     overload_serving: dict[str, dict[float, dict[str, float]]] = field(default_factory=dict)
+    # Baselines searched on the first seed only (``screening.py``): never the strongest.
+    screened_out: list[str] = field(default_factory=list)
 
     def record_overload(self, runs: LoadRuns, shown: Sequence[str] | None = None) -> None:
         """Add the runs at loads: (attainment, goodput) spreads of the ``shown`` labels (default: all) to
@@ -91,7 +93,15 @@ class Scoreboard:
         spreads = {label: {load: _load_spreads(seeds) for load, seeds in per.items()} for label, per in runs.items()}
         labels = list(runs) if shown is None else shown
         self.overload.update({label: spreads[label] for label in labels if label in spreads})
-        self.overload_baselines.update({label: spreads[label] for label in self.baselines if label in spreads})
+        # The strongest at a load is chosen among the baselines run on every seed there (not screened out).
+        full = max((len(seeds) for per in runs.values() for seeds in per.values()), default=0)
+        self.overload_baselines.update(
+            {
+                label: {load: spreads[label][load] for load, seeds in runs[label].items() if len(seeds) == full}
+                for label in self.baselines
+                if label in spreads
+            }
+        )
         for label, per_load in runs.items():
             serving = {load: serving_median([run.serving for run in seeds]) for load, seeds in per_load.items()}
             self.overload_serving.setdefault(label, {}).update(serving)
@@ -138,6 +148,7 @@ class Scoreboard:
             "num_jobs": self.num_jobs,
             "seeds": list(self.seeds),
             "baselines": {label: result.median_90 for label, result in self.baselines.items()},
+            "screened_out": list(self.screened_out),
             "strongest_baseline": self.strongest,
             "capacity": {
                 label: {f"slo_{round(100 * t)}": spread.as_json() for t, spread in result.capacity.items()}

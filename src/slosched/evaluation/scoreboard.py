@@ -7,11 +7,12 @@ For one ``Workbench`` (a workload on a cluster):
    are chosen after the fact (as SABER's paper chooses its best static cap).
 2. **Router sweep.** Every baseline router (``least-tokens``, ``least-loaded``, ``power-of-two``,
    ``cache-aware``, ``predicted-latency``, ``prism``) with the best budget and the best cap.
-3. **The strongest baseline** is the candidate of steps 1-2 with the highest median SLO capacity.
+3. **The strongest baseline** is the candidate of steps 1-2 with the highest median SLO capacity. Steps 1-2
+   are screened (``screening.py``): every baseline is searched on the first seed, the contenders on all.
 4. **Paper policies** (and labelled oracles, and the paper's own baseline) get their SLO capacity too.
 5. **Overload**: attainment and goodput of the paper policies, the paper's baseline and every baseline at
-   fixed multiples (0.5x-2x) of the strongest baseline's capacity; at each load the strongest baseline
-   *at that load* (highest goodput) is chosen after the fact too.
+   fixed multiples (0.5x-2x) of the strongest baseline's capacity (the baselines screened the same way); at
+   each load the strongest baseline *at that load* (highest goodput) is chosen after the fact too.
 6. **Convergence**: the paper policy (or the stack) and the strongest baseline are searched again at 4x the
    run length on the same seeds (``capacity_4x``; ``steady_state`` where the two agree within 5%).
 
@@ -25,12 +26,13 @@ load) is ``board.py``'s; each finished scoreboard is a finished row of the bench
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from slosched.evaluation.board import TARGETS, CapacityResult, LoadRuns, Scoreboard
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.rows import row_finished
 from slosched.evaluation.runners import run_tasks
+from slosched.evaluation.screening import contenders
 from slosched.evaluation.steady import SteadyCapacity, SteadySearch, long_search, steady_capacity, steady_jobs
 from slosched.evaluation.workbench import Candidate, RunFigures, Workbench
 
@@ -171,22 +173,53 @@ def evaluate(
     guess = max(pilot.median_90, 1e-3)
     # Presized (quick): the pilot is the first candidate's search on the first seed, taken as it is.
     known = {(pilot.candidate.label, seeds[0]): pilot.searches[0]} if presized else {}
-    board.baselines = capacities(workbench, sweep, seeds, guess, workers, presized, known)
+    screen = Screen(workbench, seeds, guess, workers, presized)
+    board.baselines = screen.capacities(sweep, known)
     best_budget, best_cap = _best_settings(board, plan)
-    board.baselines.update(
-        capacities(workbench, baseline_candidates(plan, best_budget, best_cap), seeds, guess, workers, presized)
-    )
-    board.strongest = max(board.baselines, key=lambda label: board.baselines[label].median_90)
+    board.baselines.update(screen.capacities(baseline_candidates(plan, best_budget, best_cap)))
+    board.screened_out = screen.screened_out
+    full = [label for label in board.baselines if label not in board.screened_out]
+    board.strongest = max(full, key=lambda label: board.baselines[label].median_90)
     board.others = capacities(workbench, others, seeds, guess, workers, presized) if others else {}
     labels = [others[0].label] if converge_labels is None and others else list(converge_labels or ())
     every_result = {**board.baselines, **board.others}
     convergence(workbench, [every_result[label] for label in dict.fromkeys([*labels, board.strongest])], seeds, workers)
     chosen = list(overload_labels) if overload_labels else [candidate.label for candidate in others]
-    runs = overload_runs(workbench, board, [*chosen, *board.baselines], seeds, loads, workers)
+    runs = overload_runs(workbench, board, [*chosen, *board.baselines], seeds, loads, workers, screened=True)
     board.record_overload(runs, [board.strongest, *chosen])
     # A finished row: what an interrupted bench still shows (``evaluation/rows.py``).
     row_finished(board.workbench, board.as_json(others[0].label if others else None))
     return board
+
+
+@dataclass(slots=True)
+class Screen:
+    """The baseline steps' searches, screened (``screening.py``): every candidate on the first seed, the
+    contenders on the others; ``bar``: the best first-seed capacity of the steps so far."""
+
+    workbench: Workbench
+    seeds: Sequence[int]
+    guess: float
+    workers: int
+    presized: bool
+    bar: float = 0.0
+    screened_out: list[str] = field(default_factory=list)
+
+    def capacities(
+        self, candidates: Sequence[Candidate], known: Mapping[tuple[str, int], SteadyCapacity] | None = None
+    ) -> dict[str, CapacityResult]:
+        seeds, done = self.seeds, dict(known or {})
+        first = capacities(self.workbench, candidates, seeds[:1], self.guess, self.workers, self.presized, done)
+        if len(seeds) == 1:
+            return first
+        figures = {label: result.median_90 for label, result in first.items()}
+        kept = contenders(figures, self.bar)
+        self.bar = max([self.bar, *figures.values()])
+        self.screened_out += [label for label in first if label not in kept]
+        done.update({(label, seeds[0]): first[label].searches[0] for label in kept})
+        rest = [first[label].candidate for label in kept]
+        full = capacities(self.workbench, rest, seeds, self.guess, self.workers, self.presized, done)
+        return {label: full.get(label, result) for label, result in first.items()}
 
 
 def _best_settings(board: Scoreboard, plan: BaselinePlan) -> tuple[int | None, int | None]:
@@ -216,10 +249,13 @@ def overload_runs(
     seeds: Sequence[int],
     loads: Sequence[float],
     workers: int = 2,
+    screened: bool = False,
 ) -> LoadRuns:
     """The runs of the strongest baseline and ``labels`` at ``loads`` x the strongest baseline's capacity, one
     per seed (``Scoreboard.record_overload`` turns them into the overload figures); none when that
-    capacity is 0."""
+    capacity is 0. ``screened``: the baselines other than the strongest run on the first seed, and go on to
+    the others only where their goodput at some load could make them the strongest at that load
+    (``screening.py``); the rest keep one run per load."""
     every = {**board.baselines, **board.others}
     chosen = [board.strongest, *dict.fromkeys(label for label in labels if label != board.strongest)]
     base_rate = board.capacity_of(board.strongest)
@@ -227,14 +263,27 @@ def overload_runs(
         return {}
     # Each seed's runs at every load replay one job count: what the highest load needs (common random numbers).
     sized = {seed: workbench.sized(steady_jobs(workbench, seed, max(loads) * base_rate)) for seed in seeds}
-    tasks = [
-        _RunTask(sized[seed], every[label].candidate, load * base_rate, seed)
+
+    def run(keys: Sequence[tuple[str, float, int]]) -> dict[tuple[str, float, int], RunFigures]:
+        tasks = [_RunTask(sized[seed], every[label].candidate, load * base_rate, seed) for label, load, seed in keys]
+        return dict(zip(keys, run_tasks(_run_task, tasks, f"{workbench.name}: overload runs", workers), strict=True))
+
+    screened = screened and len(seeds) > 1
+    screen = [label for label in chosen if screened and label in board.baselines and label != board.strongest]
+    every_seed = [label for label in chosen if label not in screen]
+    done = run([(label, load, seed) for label in every_seed for load in loads for seed in seeds])
+    done.update(run([(label, load, seeds[0]) for label in screen for load in loads]))
+    promoted: set[str] = set()
+    for load in loads:  # a contender at any load runs on every seed at every load
+        goodput = {label: done[(label, load, seeds[0])].goodput_jobs_per_s for label in screen}
+        promoted.update(contenders(goodput, done[(board.strongest, load, seeds[0])].goodput_jobs_per_s))
+    done.update(
+        run([(label, load, seed) for label in screen if label in promoted for load in loads for seed in seeds[1:]])
+    )
+    return {
+        label: {load: [done[(label, load, seed)] for seed in seeds if (label, load, seed) in done] for load in loads}
         for label in chosen
-        for load in loads
-        for seed in seeds
-    ]
-    figures = iter(run_tasks(_run_task, tasks, f"{workbench.name}: overload runs", workers))
-    return {label: {load: [next(figures) for _ in seeds] for load in loads} for label in chosen}
+    }
 
 
 def cold_start(workbench: Workbench, candidates: Sequence[Candidate], seeds: Sequence[int], guess: float) -> Scoreboard:

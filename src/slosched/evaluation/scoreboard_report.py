@@ -29,6 +29,8 @@ SERVING_COLUMNS = (
 def role_of(board: Scoreboard, label: str) -> str:
     if label == board.strongest:
         return "**strongest baseline**"
+    if label in board.screened_out:
+        return f"baseline, screened out on seed {board.seeds[0]}"
     if label in board.baselines:
         return "baseline"
     candidate = board.others[label].candidate
@@ -40,7 +42,8 @@ def capacity_table(board: Scoreboard) -> list[str]:
     strongest baseline, highest first."""
     lines = [
         f"SLO capacity (jobs/s) on {board.workbench}: {board.num_jobs} measured jobs per run, seeds "
-        f"{', '.join(str(seed) for seed in board.seeds)}; median [min-max] over seeds.",
+        f"{', '.join(str(seed) for seed in board.seeds)}; median [min-max] over seeds (a baseline screened out "
+        "was searched on the first seed only: it was too far below the best there to be the strongest).",
         "",
         "| policy | role | capacity @90% | capacity @95% | vs strongest |",
         "|---|---|---:|---:|---:|",
