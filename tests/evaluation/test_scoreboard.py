@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from copy import deepcopy
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from slosched.core.job import JobSpec
 from slosched.evaluation import steady
 from slosched.evaluation.rows import keeping_rows
-from slosched.evaluation.scoreboard import BaselinePlan, Scoreboard, baseline_candidates, evaluate
+from slosched.evaluation.scoreboard import BaselinePlan, Scoreboard, baseline_candidates, evaluate, unscreen
 from slosched.evaluation.scoreboard_report import (
     capacity_table,
     overload_table,
@@ -209,3 +210,21 @@ def test_the_serving_table_shows_each_policy_at_each_load(board: Scoreboard) -> 
     assert "p99 TTFT ms" in text and "out tok/s" in text
     strongest = board.serving_at(board.strongest, 2.0)
     assert f"{strongest['p99_ttft_ms']:.1f}" in text and f"{strongest['output_throughput']:.1f}" in text
+
+
+def test_unscreen_searches_a_screened_out_baseline_on_every_seed(
+    board: Scoreboard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bench that reports a screened-out baseline (SABER's paper baseline) completes its seeds first."""
+    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
+    monkeypatch.setattr(steady, "WINDOW_FACTOR", FAST_WINDOW)
+    copy = deepcopy(board)
+    label = copy.screened_out[0]
+    first = copy.baselines[label].searches[0]
+    unscreen(BENCH, copy, label)
+    assert label not in copy.screened_out and label in copy.baselines
+    searches = copy.baselines[label].searches
+    assert len(searches) == len(board.seeds) and searches[0] is first  # the first seed's search is kept
+    before = copy.baselines[copy.strongest]
+    unscreen(BENCH, copy, copy.strongest)  # not screened out: nothing to do
+    assert copy.baselines[copy.strongest] is before

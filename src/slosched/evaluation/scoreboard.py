@@ -222,6 +222,19 @@ class Screen:
         return {label: full.get(label, result) for label, result in first.items()}
 
 
+def unscreen(workbench: Workbench, board: Scoreboard, label: str, workers: int = 2) -> None:
+    """Search a screened-out baseline on every seed after all: one a bench reports beside the strongest (SABER's
+    paper baseline, the best static cap, is chosen among the swept baselines after the fact)."""
+    if label not in board.screened_out:
+        return
+    result = board.baselines[label]
+    known = {(label, board.seeds[0]): result.searches[0]}
+    # Its own first-seed capacity is the guess: the other seeds' capacities lie near it.
+    guess = max(result.median_90, 1e-3)
+    board.baselines.update(capacities(workbench, [result.candidate], board.seeds, guess, workers, False, known))
+    board.screened_out.remove(label)
+
+
 def _best_settings(board: Scoreboard, plan: BaselinePlan) -> tuple[int | None, int | None]:
     """(best token budget, best cap) of the engine sweep; with ``plan.best_engine_only`` the weaker of the
     two (behind the reference router) is None, so step 2 runs the routers with the stronger one only."""

@@ -31,13 +31,15 @@ SCREEN_KEEP = 2
 def contenders(
     first_seed: Mapping[str, float], bar: float = 0.0, keep: int = SCREEN_KEEP, margin: float = SCREEN_MARGIN
 ) -> list[str]:
-    """The labels of ``first_seed`` (in its order) that go on to the other seeds: the ``keep`` highest, and
-    every one within ``margin`` of the best of them and ``bar``. A figure that is not finite counts as 0."""
+    """The labels of ``first_seed`` (in its order) that go on to the other seeds: the ``keep`` highest (and any
+    tied with the last of them), and every one within ``margin`` of the best of them and ``bar``. A figure
+    that is not finite counts as 0."""
 
     def finite(value: float) -> float:
         return value if math.isfinite(value) else 0.0
 
-    ranked = sorted(first_seed, key=lambda label: finite(first_seed[label]), reverse=True)
-    best = max([finite(bar), *(finite(value) for value in first_seed.values())])
-    top = set(ranked[:keep])
-    return [label for label in first_seed if label in top or finite(first_seed[label]) >= (1 - margin) * best]
+    ranked = sorted((finite(value) for value in first_seed.values()), reverse=True)
+    best = max([finite(bar), *ranked])
+    # The ``keep``-th best figure, ties included (equal first-seed figures cannot be told apart).
+    kth = ranked[min(keep, len(ranked)) - 1] if ranked and keep > 0 else math.inf
+    return [label for label in first_seed if finite(first_seed[label]) >= min(kth, (1 - margin) * best)]

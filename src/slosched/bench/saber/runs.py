@@ -34,7 +34,7 @@ from slosched.core.errors import ConfigError
 from slosched.evaluation.board import serving_median
 from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.runners import run_tasks
-from slosched.evaluation.scoreboard import Scoreboard, evaluate, overload_runs
+from slosched.evaluation.scoreboard import Scoreboard, evaluate, overload_runs, unscreen
 from slosched.evaluation.scoreboard_report import print_serving
 from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.metrics.summary import json_safe
@@ -80,6 +80,7 @@ def run_mix(plan: RunPlan, mix: str, profile: SpeedProfile) -> MixResult:
         bench, plan.seeds, others, baselines, 1.0, LOADS, OVERLOAD_LABELS, converge_labels=[setup.PAPER_POLICY]
     )
     paper = setup.paper_baseline(board, baselines.caps)
+    unscreen(bench, board, paper)  # the paper's own baseline gets every seed, as the paper policy does
     if paper != board.strongest and paper not in board.overload:
         # (``overload`` always reruns the strongest baseline first: same seeds, same figures.)
         board.record_overload(overload_runs(bench, board, [paper], plan.seeds, LOADS))

@@ -142,7 +142,8 @@ def cap_label(cap: int) -> str:
 
 
 def paper_baseline(board: Scoreboard, caps: Sequence[int]) -> str:
-    """The paper's baseline: the static cap in 10..100 with the highest median 90% capacity."""
+    """The paper's baseline: the static cap in 10..100 with the highest median 90% capacity (a cap screened
+    out on the first seed is judged on that seed's; the one chosen is then searched on every seed)."""
     swept = [cap for cap in caps if cap in PAPER_CAPS and cap_label(cap) in board.baselines]
     return cap_label(max(swept, key=lambda cap: board.baselines[cap_label(cap)].median_90))
 
