@@ -26,7 +26,9 @@ ROPE_THETA = 500000.0
 class PlainModel:
     """Random weights of a decoder-only model with ``dims`` (hidden, intermediate, layers, heads, kv_heads, vocab)."""
 
-    def __init__(self, torch: Any, dims: dict[str, Any], device: str, dtype: Any, max_positions: int) -> None:
+    def __init__(
+        self, torch: Any, dims: dict[str, Any], device: str, dtype: Any, max_positions: int, fused: bool = False
+    ) -> None:
         self.torch, self.dims, self.device, self.dtype = torch, dims, device, dtype
         hidden, heads, kv_heads = dims["hidden"], dims["heads"], dims["kv_heads"]
         self.head_dim = hidden // heads
@@ -55,6 +57,15 @@ class PlainModel:
         angles = torch.outer(torch.arange(max_positions, device=device, dtype=torch.float32), ROPE_THETA**-steps)
         self.cos = torch.cat([angles.cos()] * 2, -1).to(dtype)
         self.sin = torch.cat([angles.sin()] * 2, -1).to(dtype)
+        # ``fused``: one layer compiled by torch.compile (inductor fuses the norms, rotary, SiLU-mul and the
+        # residual adds into few kernels, as a current engine's kernels do), the same code for every layer:
+        # a compile per step shape (the shape's lengths are constants of the graph), not per layer.
+        self.layer: Callable[..., Any] = self._layer
+        if fused:
+            for limit in ("cache_size_limit", "recompile_limit"):  # one compile per shape: many shapes
+                if hasattr(torch._dynamo.config, limit):
+                    setattr(torch._dynamo.config, limit, 1024)
+            self.layer = torch.compile(self._layer, dynamic=False)
 
     def weight_bytes(self) -> int:
         tensors = [t for layer in self.layers for t in layer.values()] + [self.emb, self.lm, self.lnf]
@@ -114,22 +125,35 @@ class PlainModel:
         ctx: int,
     ) -> Any:
         """One forward of a prompt chunk (``prompt`` ids or None) and/or decodes (``decode`` ids or None)."""
-        torch, heads, kv_heads, d = self.torch, self.dims["heads"], self.dims["kv_heads"], self.head_dim
         parts = [ids for ids in (prompt, decode) if ids is not None]
         n = 0 if prompt is None else int(prompt.shape[0])
-        x = torch.cat([self.emb[ids] for ids in parts], 0)
+        x = self.torch.cat([self.emb[ids] for ids in parts], 0)
         for index, layer in enumerate(self.layers):
-            q, k, v = (self._rms(x, layer["ln1"]) @ layer["wqkv"]).split([heads * d, kv_heads * d, kv_heads * d], -1)
-            outs = []
-            if prompt_cache is not None:
-                keys, values = prompt_cache[0][index], prompt_cache[1][index]
-                outs.append(self._chunk_attention(q[:n], k[:n], v[:n], keys, values, cached))
-            if decode_cache is not None:
-                keys, values = decode_cache[0][index], decode_cache[1][index]
-                outs.append(self._decode_attention(q[n:], k[n:], v[n:], keys, values, ctx))
-            x = self._mlp(x + torch.cat(outs, 0) @ layer["wo"], layer)
+            chunk = None if prompt_cache is None else (prompt_cache[0][index], prompt_cache[1][index])
+            decodes = None if decode_cache is None else (decode_cache[0][index], decode_cache[1][index])
+            x = self.layer(x, layer, chunk, decodes, n, cached, ctx)
         rows = x[n - 1 :] if n else x  # the prompt's last position and every decode row are sampled
         return self._rms(rows, self.lnf) @ self.lm
+
+    def _layer(
+        self,
+        x: Any,
+        layer: dict[str, Any],
+        chunk: tuple[Any, Any] | None,
+        decodes: tuple[Any, Any] | None,
+        n: int,
+        cached: int,
+        ctx: int,
+    ) -> Any:
+        """One decoder layer over the chunk's ``n`` rows and the decode rows after them (K/V caches in place)."""
+        torch, heads, kv_heads, d = self.torch, self.dims["heads"], self.dims["kv_heads"], self.head_dim
+        q, k, v = (self._rms(x, layer["ln1"]) @ layer["wqkv"]).split([heads * d, kv_heads * d, kv_heads * d], -1)
+        outs = []
+        if chunk is not None:
+            outs.append(self._chunk_attention(q[:n], k[:n], v[:n], chunk[0], chunk[1], cached))
+        if decodes is not None:
+            outs.append(self._decode_attention(q[n:], k[n:], v[n:], decodes[0], decodes[1], ctx))
+        return self._mlp(x + torch.cat(outs, 0) @ layer["wo"], layer)
 
 
 def timed(torch: Any, fn: Callable[[], object], device: str, warmup: int, repeats: int) -> tuple[float, ...]:

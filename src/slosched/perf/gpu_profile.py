@@ -15,7 +15,8 @@ fitted to the points: a ``profile:`` for scenarios). ``--render`` rebuilds the t
 project's H100 measurements) captured in one CUDA graph per shape (eager on CPU), adds mixed chunked-prefill
 steps, and writes ``DIR/stack_fit.json``: the ``vllm-v1`` stack refitted to the points (constants to paste into
 ``stacks.CALIBRATION``); ``python -m slosched.perf.calibrate --measured DIR/gpu_profile.json [--refit]`` checks
-the shipped (or refitted) stack against every point. ``--model NAME`` builds any ``hardware.json`` model.
+the shipped (or refitted) stack against every point. ``--model NAME`` builds any ``hardware.json`` model;
+``--fused`` (graph engine) compiles each layer with torch.compile: how far fused kernels take the same forward.
 torch (and transformers, for the default engine) is imported lazily: the rest of slosched does not need them.
 """
 
@@ -220,7 +221,9 @@ def measure_grid(
     return points
 
 
-def _graph_points(dims: dict[str, Any], grid: Grid, device: str, dtype: Any, kv: int, budget: int, quick: bool) -> Any:
+def _graph_points(
+    dims: dict[str, Any], grid: Grid, device: str, dtype: Any, kv: int, budget: int, quick: bool, fused: bool = False
+) -> Any:
     """``(weight bytes, points)`` of the plain forward, one CUDA graph per shape (eager on CPU)."""
     torch = _lib("torch")
     tiny = dims["name"] == "tiny-llama"
@@ -233,7 +236,7 @@ def _graph_points(dims: dict[str, Any], grid: Grid, device: str, dtype: Any, kv:
         *(c + 1 for _, c in long_decodes),
     )
     with torch.inference_mode():
-        model = gpu_graph.PlainModel(torch, dims, device, dtype, positions)
+        model = gpu_graph.PlainModel(torch, dims, device, dtype, positions, fused)
         plan = plan_decode(grid, kv, dims["layers"], budget)
         for batch, context in long_decodes:  # each long decode is planned against the same memory budget
             plan += plan_decode(Grid((1,), (batch,), (context,), 0, 1), kv, dims["layers"], budget)
@@ -250,6 +253,7 @@ def run_profile(
     budget_gib: float | None,
     engine: str = "transformers",
     model_name: str = MODEL,
+    fused: bool = False,
 ) -> ProfileResult:
     """Build the model and measure the grid (with a KV capacity estimate on CUDA)."""
     torch = _lib("torch")
@@ -260,8 +264,10 @@ def run_profile(
     kv_per_token = 2 * dims["layers"] * dims["kv_heads"] * (dims["hidden"] // dims["heads"]) * torch_dtype.itemsize
     budget = int(budget_gib * 2**30) if budget_gib else memory_budget_bytes(device, 0.85)
     if engine == "graph":
-        weight_bytes, points = _graph_points(dims, grid, device, torch_dtype, kv_per_token, budget, quick)
+        weight_bytes, points = _graph_points(dims, grid, device, torch_dtype, kv_per_token, budget, quick, fused)
         version = f"none: plain PyTorch forward, {'CUDA graph per shape' if cuda else 'eager on CPU'}"
+        if fused:
+            version += ", each layer compiled by torch.compile (inductor)"
     else:
         model = build_model(dims, grid.max_positions, device, torch_dtype)
         sync: Callable[[], None] = torch.cuda.synchronize if cuda else (lambda: None)
@@ -329,12 +335,18 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--engine", default="transformers", choices=("transformers", "graph"), help="graph: plain forward, CUDA graphs"
     )
+    parser.add_argument(
+        "--fused", action="store_true", help="graph engine: each layer compiled by torch.compile (fused kernels)"
+    )
     parser.add_argument("--model", default=MODEL, help=f"hardware.json model to build (default {MODEL})")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.fused and args.engine != "graph":
+        print("error: --fused: needs --engine graph", file=sys.stderr)
+        return 2
     try:
         if args.render is not None:
             result = ProfileResult.from_json_dict(json.loads(args.render.read_text()))
@@ -348,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.memory_budget_gib,
                 args.engine,
                 args.model,
+                args.fused,
             )
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)

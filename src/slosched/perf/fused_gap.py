@@ -1,0 +1,84 @@
+"""Where ``vllm-v1`` sits between the unfused floor and a fused forward, measured.
+
+The measured steps the stack is checked against are an unfused floor: a plain PyTorch forward in one CUDA graph
+per shape, elementwise ops unfused. ``gpu_profile --engine graph --fused`` measures the same forward with each
+layer compiled by torch.compile (inductor fuses the norms, rotary, SiLU-mul and residual adds; attention stays
+SDPA), on the same GPU in the same call. Its GPU time is a lower bound neither: vLLM fuses further (paged
+FlashAttention/FlashInfer, fused QKV-RoPE) but adds its scheduler's CPU time per step. The two files of a
+model (``perf/data/fused-h100-*-floor.json``, ``...-fused.json``, H100, 2026-11-27) say how far fusion alone
+takes each step, and where the truth lies between them (``python -m slosched.perf.calibrate`` prints it).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from importlib import resources
+
+from slosched.perf.measured_steps import GROUPS, MeasuredStep, parse_measured
+from slosched.perf.stack_fit import check_steps
+from slosched.perf.stacks import CURRENT_ENGINE_STACK
+
+FUSED_FILES = {
+    "Llama-3-8B": ("fused-h100-llama-3-8b-floor.json", "fused-h100-llama-3-8b-fused.json"),
+    "Qwen2.5-Coder-1.5B": ("fused-h100-qwen2.5-coder-1.5b-floor.json", "fused-h100-qwen2.5-coder-1.5b-fused.json"),
+}
+
+
+@dataclass(slots=True, frozen=True)
+class GroupGap:
+    """One step group of one model: floor / fused (how much fusion alone saves) and each over the truth."""
+
+    group: str
+    floor_over_fused: tuple[float, float, float]  # min, median, max over the group's steps
+    floor_over_truth: tuple[float, float]  # min, max
+    fused_over_truth: tuple[float, float]
+
+
+def fused_pairs() -> dict[str, tuple[list[MeasuredStep], list[MeasuredStep]]]:
+    """(floor steps, fused steps) per model, step for step the same shapes."""
+    folder = resources.files("slosched.perf").joinpath("data")
+
+    def steps(name: str) -> list[MeasuredStep]:
+        return parse_measured(json.loads(folder.joinpath(name).read_text()))
+
+    return {model: (steps(floor), steps(fused)) for model, (floor, fused) in FUSED_FILES.items()}
+
+
+def gaps(floor: list[MeasuredStep], fused: list[MeasuredStep]) -> list[GroupGap]:
+    """Per group: floor / fused and both over ``vllm-v1``; the steps must be the same shapes in the same order."""
+    if [s.step_args() for s in floor] != [s.step_args() for s in fused]:
+        raise ValueError("the floor and fused files measured different steps")
+    floor_rows, fused_rows = check_steps(floor), check_steps(fused)
+    found = []
+    for group in GROUPS:
+        index = [i for i, step in enumerate(floor) if step.group == group]
+        if not index:
+            continue
+        saved = [floor[i].measured_s / fused[i].measured_s for i in index]
+        over_floor = [floor_rows[i].ratio for i in index]
+        over_fused = [fused_rows[i].ratio for i in index]
+        found.append(
+            GroupGap(
+                group,
+                (min(saved), statistics.median(saved), max(saved)),
+                (min(over_floor), max(over_floor)),
+                (min(over_fused), max(over_fused)),
+            )
+        )
+    return found
+
+
+def report_lines() -> list[str]:
+    """The table ``calibrate`` prints: per model and group, floor / fused and each over the truth."""
+    lines = [f"\nwhere {CURRENT_ENGINE_STACK} sits (H100; floor = the unfused forward, fused = torch.compile'd layers)"]
+    for model, (floor, fused) in fused_pairs().items():
+        for gap in gaps(floor, fused):
+            low, mid, high = gap.floor_over_fused
+            lines.append(
+                f"  {model:20} {gap.group:8} floor/fused {low:.2f}-{high:.2f} (median {mid:.2f})  "
+                f"floor/{CURRENT_ENGINE_STACK} {gap.floor_over_truth[0]:.2f}-{gap.floor_over_truth[1]:.2f}  "
+                f"fused/{CURRENT_ENGINE_STACK} {gap.fused_over_truth[0]:.2f}-{gap.fused_over_truth[1]:.2f}"
+            )
+    return lines
