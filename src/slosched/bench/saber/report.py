@@ -113,8 +113,10 @@ def _markdown(figures: dict[str, Any], results: list[MixResult], profile: SpeedP
 def _setup(figures: dict[str, Any]) -> list[str]:
     sla = {mix: entry["sla_s"] for mix, entry in figures["mixes"].items()}
     return [
-        f"Setup: one engine, {figures['instance']} (simulated, roofline truth, 5% noise): about 70 (W1) to "
-        "100 (W3) requests fit at once, so large caps and an uncapped engine preempt, as on the paper's GPU. "
+        f"Setup: one engine, {figures['instance']} (simulated, roofline truth on the "
+        f"`{'`, `'.join(figures['truth'])}` stack, the 2023 vLLM-era engine the paper measured; 5% noise): about "
+        "70 (W1) to 100 (W3) requests fit at once, so large caps and an uncapped engine preempt, as on the "
+        "paper's GPU. "
         f"Chunked prefill, max_running 256. Each run: {figures['num_jobs']} measured Poisson requests after a "
         f"discarded warm-up prefix of {figures['num_warmup_jobs']} (same rate, another seed); seeds "
         f"{figures['seeds']}. Per-task max_tokens (the {setup.MAX_TOKENS_QUANTILE} quantile of each task's "
@@ -126,9 +128,22 @@ def _setup(figures: dict[str, Any]) -> list[str]:
         "static token budget and `static-concurrency` with each static cap (10..100 and 256, the engine's own "
         "limit), behind `least-tokens` (one engine: every router makes the same choice). The **strongest "
         "baseline** is the best of them, chosen after the fact; the **paper's baseline** is the best static "
-        "cap in 10..100, also chosen after the fact.",
+        "cap in 10..100, also chosen after the fact. Steady state ([scoreboard.md](../scoreboard.md)): runs "
+        f"of at least {figures['num_jobs']} measured requests, longer where 20x the p90 no-contention latency "
+        "needs it, a rate passing only where all requests and those of the second half of the window meet the "
+        "target; baselines screened on the first seed. At 4x the run length (same seeds, "
+        f"{figures['headline_mix']}): {_long_runs(figures)}.",
         "",
     ]
+
+
+def _long_runs(figures: dict[str, Any]) -> str:
+    """The convergence figures of the headline mix: each capacity at 4x the run length, steady or not."""
+    parts = [
+        f"`{label}` {long:.3g} jobs/s ({'steady' if figures['steady_state_by_policy'][label] else 'not steady'})"
+        for label, long in figures["capacity_4x"].items()
+    ]
+    return "; ".join(parts) or "none measured"
 
 
 def _ratio_table(figures: dict[str, Any], results: list[MixResult]) -> list[str]:
