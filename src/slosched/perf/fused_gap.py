@@ -11,12 +11,10 @@ takes each step, and where the truth lies between them (``python -m slosched.per
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
-from importlib import resources
 
-from slosched.perf.measured_steps import GROUPS, MeasuredStep, parse_measured
+from slosched.perf.measured_steps import GROUPS, MeasuredStep, bundled_file_steps
 from slosched.perf.stack_fit import check_steps
 from slosched.perf.stacks import CURRENT_ENGINE_STACK
 
@@ -38,12 +36,9 @@ class GroupGap:
 
 def fused_pairs() -> dict[str, tuple[list[MeasuredStep], list[MeasuredStep]]]:
     """(floor steps, fused steps) per model, step for step the same shapes."""
-    folder = resources.files("slosched.perf").joinpath("data")
-
-    def steps(name: str) -> list[MeasuredStep]:
-        return parse_measured(json.loads(folder.joinpath(name).read_text()))
-
-    return {model: (steps(floor), steps(fused)) for model, (floor, fused) in FUSED_FILES.items()}
+    return {
+        model: (bundled_file_steps(floor), bundled_file_steps(fused)) for model, (floor, fused) in FUSED_FILES.items()
+    }
 
 
 def gaps(floor: list[MeasuredStep], fused: list[MeasuredStep]) -> list[GroupGap]:

@@ -122,20 +122,20 @@ def heldout_measured_steps() -> dict[str, list[MeasuredStep]]:
     generalises across model sizes (and, on H200, that its two fitted scales do)."""
     folder = resources.files("slosched.perf").joinpath("data")
     names = sorted(e.name for e in folder.iterdir() if e.name.startswith(HELDOUT_PREFIXES) and e.name.endswith(".json"))
-    return {name: parse_measured(json.loads(folder.joinpath(name).read_text())) for name in names}
+    return {name: bundled_file_steps(name) for name in names}
 
 
 def gpu_fitted_measured_steps() -> dict[str, list[MeasuredStep]]:
     """The steps each further GPU's scales were fitted to, by file: Llama-3-8B on an H200 (2026-11-26,
     ``gpu_profile --engine graph --gpu H200``)."""
-    folder = resources.files("slosched.perf").joinpath("data")
-    return {name: parse_measured(json.loads(folder.joinpath(name).read_text())) for name in GPU_FITTED}
+    return {name: bundled_file_steps(name) for name in GPU_FITTED}
+
+
+def bundled_file_steps(name: str) -> list[MeasuredStep]:
+    """The steps of one file shipped in ``slosched/perf/data``."""
+    return parse_measured(json.loads(resources.files("slosched.perf").joinpath("data", name).read_text()))
 
 
 def bundled_measured_steps() -> list[MeasuredStep]:
     """The project's H100 Llama-3-8B steps (CUDA graph per shape): 24 prefill/decode, 18 mixed, 10 long."""
-    steps = []
-    for name in BUNDLED:
-        text = resources.files("slosched.perf").joinpath("data", name).read_text()
-        steps.extend(parse_measured(json.loads(text)))
-    return steps
+    return [step for name in BUNDLED for step in bundled_file_steps(name)]
