@@ -13,7 +13,7 @@ from slosched.core.errors import ConfigError
 from slosched.core.job import JobKind
 from slosched.core.records import JobRecord, RequestRecord, RunResult
 from slosched.core.request import Outcome
-from slosched.fidelity.compare import Case, compare_runs, error_table, run_metrics, summarize_cases
+from slosched.fidelity.compare import Case, compare_replays, compare_runs, error_table, run_metrics, summarize_cases
 from slosched.fidelity.records_io import load_run, save_run
 from slosched.fidelity.traces import make_trace
 
@@ -87,6 +87,24 @@ def test_errors_and_headline_figures() -> None:
     assert summary["all_abs_error_pct"] == pytest.approx((20 + 10 + 200) / 3, abs=0.01)
     rows = error_table(mixed, ["request_latency_mean_s", "job_latency_mean_s"])
     assert rows == [["t", "l", "1 / 1.2 (+20.0%)", "-"]]
+
+
+def test_replays_are_compared_by_their_mean_and_keep_their_spread() -> None:
+    sim = _run([1.0, 2.0, 3.0])
+    replays = [_run([1.0, 2.0, 3.0], scale=0.8), _run([1.0, 2.0, 3.0], scale=1.2)]
+    by_metric = {case.metric: case for case in compare_replays("chat", "heavy", replays, sim, job_metrics=True)}
+    mean = by_metric["request_latency_mean_s"]
+    assert mean.real == pytest.approx(2.0) and mean.error_pct == pytest.approx(0.0)
+    assert mean.real_replays == pytest.approx((1.6, 2.4)) and mean.real_spread_pct == pytest.approx(40.0)
+    assert mean.to_json_dict()["real_spread_pct"] == pytest.approx(40.0)
+    # One replay: the same cases compare_runs gives, and no spread.
+    single = compare_replays("chat", "heavy", replays[:1], sim, job_metrics=True)
+    assert single == compare_runs("chat", "heavy", replays[0], sim, job_metrics=True)
+    assert math.isnan(single[0].real_spread_pct) and "real_spread_pct" not in single[0].to_json_dict()
+    # A metric one replay lacks (it completed nothing) is not compared.
+    assert compare_replays("chat", "heavy", [replays[0], RunResult("x", 0, 0.0, [], [])], sim, True) == []
+    with pytest.raises(ValueError, match="at least one replay"):
+        compare_replays("chat", "heavy", [], sim, job_metrics=True)
 
 
 def test_a_saved_case_round_trips(tmp_path: Path) -> None:

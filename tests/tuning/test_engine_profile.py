@@ -8,9 +8,17 @@ from pathlib import Path
 import pytest
 
 from slosched.core.errors import ConfigError
+from slosched.core.views import StepObservation
 from slosched.devtools.stub import StubBackend, StubBehaviour, serve_app
 from slosched.perf.profile_fit import MeasuredProfile, fit_profile
-from slosched.tuning.engine_profile import ADMISSION_WIDTHS, SweepDesign, fit_request_overhead_s, run_sweep
+from slosched.tuning.engine_profile import (
+    ADMISSION_WIDTHS,
+    SweepDesign,
+    SweepResult,
+    fit_request_overhead_s,
+    fit_sweeps,
+    run_sweep,
+)
 from slosched.tuning.frontend_probe import (
     BACKGROUND_CALL,
     BACKGROUND_STREAMS,
@@ -84,3 +92,29 @@ def test_token_cost_from_the_stretch_of_a_loaded_burst() -> None:
     assert token_cost_s(0.08, 0.07, 2000.0) == 0.0  # faster when loaded: no measurable cost
     assert token_cost_s(0.08, 100.0, 10.0) == pytest.approx(0.95 / 10.0)  # capped below saturation
     assert tokens_between([0.1, 0.2, 0.3, 0.4], [1, 3, 4, 6], 0.15, 0.35) == 3
+
+
+def _synthetic_sweep(step_scale: float, overhead_s: float, capacity: tuple[int | None, int | None]) -> SweepResult:
+    """Observations of an engine whose steps cost ``step_scale`` x (5 ms + 20 us per prefill token, or
+    0.2 ms per sequence and 0.1 us per cached token of a decode step)."""
+    prefill = [(tokens, 0.005 + 2e-5 * tokens) for tokens in (16, 128, 512, 1024)]
+    decode = [(k, k * per_seq, 0.005 + 2e-4 * k + 1e-7 * k * per_seq) for k, per_seq in ((1, 100), (4, 900), (16, 300))]
+    observations = [StepObservation(tokens, 0, 0, 0, (step_scale * cost,)) for tokens, cost in prefill]
+    observations += [StepObservation(0, 0, k, context, (step_scale * cost,)) for k, context, cost in decode]
+    return SweepResult(observations, capacity, overhead_s, token_overhead_s=overhead_s / 10)
+
+
+def test_sweeps_taken_at_different_speeds_fit_one_profile_between_them() -> None:
+    slow, fast = _synthetic_sweep(1.3, 0.004, (None, None)), _synthetic_sweep(1.0, 0.002, (900, 128))
+    client, design = OpenAIClient("http://engine", "tiny"), SweepDesign()
+    both = fit_sweeps([slow, fast, fast], client, design)
+    alone = fit_sweeps([fast], client, design)
+    assert both.num_steps == 3 * alone.num_steps and both.source["sweeps"] == 3
+    step = (0, 0, 16, 3200)
+    assert alone.step_model().step_time_s(*step) < both.step_model().step_time_s(*step)
+    assert both.step_model().step_time_s(*step) < fit_sweeps([slow], client, design).step_model().step_time_s(*step)
+    # The front end's costs are the sweeps' median; the KV capacity is the one sweep that read it.
+    assert (both.request_overhead_s, both.token_overhead_s) == pytest.approx((0.002, 0.0002))
+    assert (both.num_gpu_blocks, both.block_size) == (900, 128)
+    with pytest.raises(ConfigError, match="sweeps"):
+        fit_sweeps([], client, design)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -138,3 +139,19 @@ def test_fair_share_configures_the_plugin_s_slots_by_tenant_weight(tmp_path: Pat
         config_from_mapping({"fair_share": {"tenants": {"batch": {"weight": 0}}}})
     with pytest.raises(ConfigError, match=r"slosched engine config\.fair_share: unknown \['weights'\]"):
         config_from_mapping({"fair_share": {"weights": {}}})
+
+
+def test_bypass_with_a_step_timing_file_measures_every_completed_step(tmp_path: Path) -> None:
+    timings = tmp_path / "timings.jsonl"
+    sched = FakeScheduler()
+    running = sched.add(FakeRequest("d1", 50, 60), running=True)
+    engine = _engine(sched, bypass=True, step_timing_file=str(timings))
+    context = engine.before_schedule(sched)
+    assert context is None  # bypass: vLLM schedules as it would alone
+    output = _output({running.request_id: 1})
+    engine.after_schedule(sched, context, output, 0.0, 0.0)
+    engine.after_update(sched, output, time.perf_counter())
+    engine.close()
+    (line,) = [json.loads(text) for text in timings.read_text().splitlines()]
+    assert (line["decode_seqs"], line["prefill_tokens"], line["pending"]) == (1, 0, 1)
+    assert line["decode_context"] == running.num_computed_tokens - 1 and line["model_s"] >= 0

@@ -6,6 +6,10 @@ request latency) and throughput (output tokens per second from the first arrival
 ``error_pct = 100 * (sim - real) / real``. Headline figures (what the issue's 5% goal is about):
 ``mean_abs_error_pct`` is the mean of ``|error_pct|`` over the *mean latency* metrics (request and job),
 ``p90_abs_error_pct`` the same over the *P90 latency* metrics; ``all_abs_error_pct`` covers every metric.
+
+A case replayed several times (``compare_replays``) compares the simulation with the mean of each metric
+over the replays, and keeps every replay's figure: one short replay on a shared machine runs at whatever
+speed the host gives its core in those seconds (``docs/results/fidelity.md`` shows how much that moves).
 """
 
 from __future__ import annotations
@@ -54,20 +58,46 @@ class Case:
     metric: str
     real: float
     sim: float
+    real_replays: tuple[float, ...] = ()  # each replay's figure when ``real`` is their mean
+
+    @property
+    def real_spread_pct(self) -> float:
+        """The replays' range as a share of their mean (nan with fewer than two replays)."""
+        if len(self.real_replays) < 2 or not self.real:
+            return math.nan
+        return 100.0 * (max(self.real_replays) - min(self.real_replays)) / self.real
 
     @property
     def error_pct(self) -> float:
         return 100.0 * (self.sim - self.real) / self.real if self.real else math.nan
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "error_pct": round(self.error_pct, 2)}
+        figures = {**asdict(self), "error_pct": round(self.error_pct, 2)}
+        figures["real_replays"] = list(self.real_replays)
+        if len(self.real_replays) >= 2:
+            figures["real_spread_pct"] = round(self.real_spread_pct, 2)
+        return figures
 
 
 def compare_runs(trace: str, load: str, real: RunResult, sim: RunResult, job_metrics: bool) -> list[Case]:
     """Cases for every metric both runs have (a run that completed nothing has none)."""
-    real_metrics, sim_metrics = run_metrics(real, job_metrics), run_metrics(sim, job_metrics)
-    shared = [name for name in real_metrics if name in sim_metrics]
-    return [Case(trace, load, name, real_metrics[name], sim_metrics[name]) for name in shared]
+    return compare_replays(trace, load, [real], sim, job_metrics)
+
+
+def compare_replays(
+    trace: str, load: str, replays: Sequence[RunResult], sim: RunResult, job_metrics: bool
+) -> list[Case]:
+    """Cases for every metric the simulation and every replay have, each real figure the replays' mean."""
+    if not replays:
+        raise ValueError("compare_replays needs at least one replay")
+    real_metrics = [run_metrics(real, job_metrics) for real in replays]
+    sim_metrics = run_metrics(sim, job_metrics)
+    shared = [name for name in sim_metrics if all(name in metrics for metrics in real_metrics)]
+    cases = []
+    for name in shared:
+        figures = tuple(metrics[name] for metrics in real_metrics)
+        cases.append(Case(trace, load, name, float(np.mean(figures)), sim_metrics[name], figures))
+    return cases
 
 
 def _mean_abs(cases: Iterable[Case]) -> float:

@@ -281,6 +281,38 @@ def fit_profile(
     )
 
 
+def fit_mean_profile(
+    observations: Sequence[StepObservation],
+    confidence: float = 0.95,
+    num_gpu_blocks: int | None = None,
+    block_size: int | None = None,
+) -> MeasuredProfile:
+    """Non-negative least squares on the step durations themselves: the coefficients whose predictions
+    add up to the measured time. For thousands of steps an engine timed itself (no client in between),
+    where the slow tail is real cost a simulation has to charge: the robust log fit tracks the typical step
+    and, on the tiny CPU model's engine steps, predicted 11% less time than they took."""
+    x, y = _rows(observations)
+    if len(y) <= len(PARAMS):
+        raise ConfigError("observations", f"need more than {len(PARAMS)} measured steps, got {len(y)}")
+    if not np.all(np.isfinite(y)) or np.any(y <= 0):
+        raise ConfigError("observations", "step durations must be finite and > 0")
+    _check_identifiable(x / y[:, None], PARAMS)
+    beta, _ = optimize.nnls(x, y)
+    residuals = y - x @ beta
+    half = _ci_half_widths(x, residuals, confidence)
+    return MeasuredProfile(
+        estimates=tuple(float(v) for v in beta),
+        ci_low=tuple(float(v) for v in beta - half),
+        ci_high=tuple(float(v) for v in beta + half),
+        num_steps=len(y),
+        residual_rel_std=float(np.sqrt(np.mean((residuals / y) ** 2))),
+        confidence=confidence,
+        num_gpu_blocks=num_gpu_blocks,
+        block_size=block_size,
+        clamped=tuple(name for name, value in zip(PARAMS, beta, strict=True) if value <= 0),
+    )
+
+
 def _fit_pruning_pairs(
     x: np.ndarray, y: np.ndarray, confidence: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[float, float] | None]:

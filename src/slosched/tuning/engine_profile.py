@@ -309,8 +309,16 @@ def profile_endpoint(
     on_point: Callable[[int, int, int], None] | None = None,
 ) -> MeasuredProfile:
     """Sweep the endpoint and fit a :class:`MeasuredProfile` (the engine must be otherwise idle)."""
-    sweep = asyncio.run(run_sweep(client, design, on_point))
-    blocks, block_size = sweep.capacity
+    return fit_sweeps([asyncio.run(run_sweep(client, design, on_point))], client, design)
+
+
+def fit_sweeps(sweeps: Sequence[SweepResult], client: OpenAIClient, design: SweepDesign) -> MeasuredProfile:
+    """One :class:`MeasuredProfile` from every step observation of ``sweeps`` (several sweeps of the same
+    engine, e.g. taken at different moments so that the fit averages over the machine's speed), with the
+    front end's costs their median over the sweeps."""
+    if not sweeps:
+        raise ConfigError("sweeps", "need at least one sweep to fit")
+    blocks, block_size = next((sweep.capacity for sweep in sweeps if sweep.capacity[0] is not None), (None, None))
     source = {
         "base_url": client.base_url,
         "model": client.model,
@@ -318,10 +326,12 @@ def profile_endpoint(
         "concurrencies": list(design.concurrencies),
         "output_lengths": list(design.output_lengths),
         "repeats": design.repeats,
+        "sweeps": len(sweeps),
     }
+    observations = [observation for sweep in sweeps for observation in sweep.observations]
     profile = fit_profile(
-        sweep.observations, num_gpu_blocks=blocks, block_size=block_size, source=source, prefill_rows_are_ttfts=True
+        observations, num_gpu_blocks=blocks, block_size=block_size, source=source, prefill_rows_are_ttfts=True
     )
-    profile.request_overhead_s = sweep.request_overhead_s
-    profile.token_overhead_s = sweep.token_overhead_s
+    profile.request_overhead_s = statistics.median(sweep.request_overhead_s for sweep in sweeps)
+    profile.token_overhead_s = statistics.median(sweep.token_overhead_s for sweep in sweeps)
     return profile

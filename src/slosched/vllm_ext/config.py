@@ -18,6 +18,8 @@ overrides any of these keys at run time. Keys (all optional):
 - ``state_file`` (none) and ``export_interval_s`` (0.5): where and how often the state JSON is written.
 - ``control_file`` (none) and ``control_poll_s`` (0.25): the runtime control file and its poll period.
 - ``step_log_file`` (none): a JSON line per step (plan applied, tokens scheduled) for debugging and tests.
+- ``step_timing_file`` (none): a JSON line per completed step, its shape and when the model step ended and
+  how long it ran (``perf_counter`` seconds), from which ``fidelity.step_log`` builds measured steps.
 - ``observe_interval_s`` (2.0): how often measured steps are handed to the policy's step observers.
 - ``seed`` (0): the policies' RNG seed.
 - ``fair_share`` (none): fair sharing of the engine's slots across tenants, the simulator's and the gateway's
@@ -60,6 +62,7 @@ _KEYS = {
     "control_file",
     "control_poll_s",
     "step_log_file",
+    "step_timing_file",
     "observe_interval_s",
     "seed",
     "version",
@@ -82,6 +85,7 @@ class PluginConfig:
     control_file: Path | None = None
     control_poll_s: float = 0.25
     step_log_file: Path | None = None
+    step_timing_file: Path | None = None
     observe_interval_s: float = 2.0
     seed: int = 0
     fair_share: FairShareSpec | None = None
@@ -153,6 +157,7 @@ def config_from_mapping(data: Mapping[str, Any], base: PluginConfig | None = Non
         control_file=_path(data, "control_file", base.control_file),
         control_poll_s=_number(data, "control_poll_s", base.control_poll_s),
         step_log_file=_path(data, "step_log_file", base.step_log_file),
+        step_timing_file=_path(data, "step_timing_file", base.step_timing_file),
         observe_interval_s=_number(data, "observe_interval_s", base.observe_interval_s),
         seed=int(data.get("seed", base.seed)),
         fair_share=_fair_share(data, base.fair_share),

@@ -32,7 +32,7 @@ from slosched.policies.engine.queue import PolicyQueue
 from slosched.vllm_ext import plan as planning
 from slosched.vllm_ext.config import PluginConfig, build_policy, config_from_env
 from slosched.vllm_ext.control import ControlFile, ControlUpdate
-from slosched.vllm_ext.observe import StepClock, StepStats, step_shape
+from slosched.vllm_ext.observe import StepClock, StepStats, step_shape, step_timing_line
 from slosched.vllm_ext.saber_speed import (
     DEFAULT_CONTEXT_TOKENS,
     SaberCalibration,
@@ -103,6 +103,7 @@ class SloschedEngine:
         self.control_error = ""
         self.writer = StateWriter(state_file, self.config.export_interval_s) if state_file else None
         self._step_log: IO[str] | None = None
+        self._step_timing: IO[str] | None = None
         self._open_step_log()
         self._stalled = False
         self._last_export_s = float("-inf")
@@ -127,7 +128,10 @@ class SloschedEngine:
         if self.writer is not None:
             self.writer.interval_s = new.export_interval_s
         self.control_error = ""
-        step_log_changed = new.step_log_file != self.config.step_log_file
+        step_log_changed = (new.step_log_file, new.step_timing_file) != (
+            self.config.step_log_file,
+            self.config.step_timing_file,
+        )
         self.config = new
         if step_log_changed:
             self._open_step_log()
@@ -150,11 +154,17 @@ class SloschedEngine:
         self._calibrated_s = now
 
     def _open_step_log(self) -> None:
-        if self._step_log is not None:
-            self._step_log.close()
-            self._step_log = None
+        self._close_logs()
         if self.config.step_log_file is not None:
             self._step_log = self.config.step_log_file.open("a", buffering=1)
+        if self.config.step_timing_file is not None:
+            self._step_timing = self.config.step_timing_file.open("a", buffering=1)
+
+    def _close_logs(self) -> None:
+        for log in (self._step_log, self._step_timing):
+            if log is not None:
+                log.close()
+        self._step_log = self._step_timing = None
 
     # ---- per step -----------------------------------------------------------------------------------
     def _refresh(self, sched: Any, now: float) -> None:
@@ -252,6 +262,9 @@ class SloschedEngine:
         if observation is not None:
             self.stats.num_timed_steps += 1
             self.stats.step_s += observation.durations_s[0]
+            if self._step_timing is not None:
+                pending = len(sched.running) + len(sched.waiting)
+                self._step_timing.write(step_timing_line(observation, started, pending))
         now = time.time()
         self.clock.flush(now)
         if self.calibration is not None and now - self._calibrated_s >= self.config.observe_interval_s:
@@ -338,6 +351,4 @@ class SloschedEngine:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-        if self._step_log is not None:
-            self._step_log.close()
-            self._step_log = None
+        self._close_logs()

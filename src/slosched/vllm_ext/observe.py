@@ -11,6 +11,7 @@ may be expensive; the simulator feeds them at the same kind of refit tick).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -79,6 +80,22 @@ def step_shape(scheduled: dict[str, int], computed_after: Callable[[str], int | 
             prefill += tokens
             prefill_ctx += before
     return StepShape(prefill, prefill_ctx, decodes, decode_ctx)
+
+
+def step_timing_line(observation: StepObservation, done_s: float, pending: int) -> str:
+    """One completed step as a JSON line (the plugin's ``step_timing_file``): its shape, when its model
+    step ended and how long it ran (``perf_counter`` seconds of the engine process), and how many requests
+    were left running or waiting after it (more than 0: the engine went straight on to the next step)."""
+    record = {
+        "pending": pending,
+        "done_s": round(done_s, 6),
+        "model_s": round(observation.durations_s[0], 6),
+        "prefill_tokens": observation.num_prefill_tokens,
+        "prefill_context": observation.prefill_context_tokens,
+        "decode_seqs": observation.num_decode_seqs,
+        "decode_context": observation.decode_context_tokens,
+    }
+    return json.dumps(record) + "\n"
 
 
 class StepClock:

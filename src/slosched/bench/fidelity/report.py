@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -20,21 +22,27 @@ _COLUMNS = (
 
 
 def _cases(figures: dict[str, Any]) -> list[Case]:
-    return [Case(c["trace"], c["load"], c["metric"], c["real"], c["sim"]) for c in figures["cases"]]
+    return [
+        Case(c["trace"], c["load"], c["metric"], c["real"], c["sim"], tuple(c.get("real_replays", ())))
+        for c in figures["cases"]
+    ]
 
 
 def write_report(figures: dict[str, Any], path: Path = REPORT) -> Path:
     cases = _cases(figures)
     header = "| trace | load | " + " | ".join(title for _, title in _COLUMNS) + " |"
+    rounds = figures.get("rounds", 1)
     lines = [
         "# Simulator fidelity against a real vLLM engine (`slosched bench fidelity`)",
         "",
         "One vLLM 0.32.0 CPU server (tiny random-weight 4-layer model, vLLM's default scheduler, eager mode)",
-        "profiled by `slosched profile`'s sweep, then every trace replayed against it and simulated with the measured",
-        "profile as truth (`chunked-fcfs`, the server's limits, no noise). Cells: real / simulated (error).",
-        "Every engine process is pinned to one core, the API server and the replay client to the others",
-        "(`devtools/affinity.py` says why).",
+        f"swept by `slosched profile`'s sweep and every trace replayed against it, in {rounds} interleaved rounds",
+        "(a sweep, then one replay of every case); each case simulated once on the profile fitted to every",
+        "round's sweep (`chunked-fcfs`, the server's limits, no noise) and compared with the mean of its replays.",
+        "Cells: real / simulated (error). Every engine process is pinned to one core, the API server and the",
+        "replay client to the others (`devtools/affinity.py` says why).",
         "",
+        *_machine_lines(figures.get("machine")),
         f"- mean absolute error of the mean latencies: **{figures['mean_abs_error_pct']:.1f}%**",
         f"- mean absolute error of the P90 latencies: **{figures['p90_abs_error_pct']:.1f}%**",
         f"- mean absolute error over every compared metric: {figures['all_abs_error_pct']:.1f}%",
@@ -44,6 +52,7 @@ def write_report(figures: dict[str, Any], path: Path = REPORT) -> Path:
     ]
     for row in error_table(cases, [name for name, _ in _COLUMNS]):
         lines.append("| " + " | ".join(row) + " |")
+    lines += ["", *_spread_lines(cases)]
     profile = figures["profile"]
     lines += [
         "",
@@ -58,3 +67,36 @@ def write_report(figures: dict[str, Any], path: Path = REPORT) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
     return path
+
+
+def _machine_lines(machine: dict[str, Any] | None) -> list[str]:
+    """Why rounds: the machine's own speed over the run (``devtools.core_speed``), when it was measured."""
+    if not machine:
+        return []
+    cores = ", ".join(
+        f"core {core}: slowest window {figures['slowest_over_fastest']:.2f} of the fastest, "
+        f"10th percentile {figures['p10_over_p90']:.2f} of the 90th"
+        for core, figures in machine["cores"].items()
+    )
+    correlation = machine.get("cross_core_correlation")
+    between = "" if correlation is None else f"; correlation between the cores' windows {correlation:.2f}"
+    return [
+        f"The machine itself (`devtools/core_speed.py`, {machine['window_s']} s windows of a fixed matrix product on",
+        f"every core at once, after the run): {cores}{between}. A 10-second replay sees whichever speed its",
+        "core has in those seconds; the rounds spread every case, and the sweeps, over the same stretch of time.",
+        "",
+    ]
+
+
+def _spread_lines(cases: list[Case]) -> list[str]:
+    """How far one case's replays were apart: the real side's own spread, beside the simulation's error."""
+    spreads = [case.real_spread_pct for case in cases if case.metric == "request_latency_mean_s"]
+    spreads = [spread for spread in spreads if math.isfinite(spread)]  # nan: a single replay
+    if not spreads:
+        return []
+    return [
+        f"Between the replays of one case the real mean request latency spread over {min(spreads):.0f}-"
+        f"{max(spreads):.0f}% of its mean (median {statistics.median(spreads):.0f}%): what one replay"
+        " alone would have been off by, with a perfect simulator.",
+        "",
+    ]

@@ -1,33 +1,52 @@
 """``slosched bench fidelity``: how closely the simulator predicts a real vLLM engine.
 
 One vLLM CPU server (tiny random-weight model, eager mode, vLLM's default scheduler: FCFS with chunked
-prefill, ``max_num_batched_tokens`` 2048, 128 sequences, prefix caching, 128-token blocks) is profiled with
-``slosched profile``'s sweep; then each trace (chat, code mix, Text-to-SQL workflows, relQueries) at a
-light, medium and heavy load (fractions of the capacity estimated from the profile) is replayed directly
-against it (``fidelity.replay``) and simulated with the profile as the instance's truth and the matching
-engine policy (``chunked-fcfs``, same limits, no noise). ``fidelity.compare`` turns both runs into the
-cases of the JSON. The full run writes ``docs/results/fidelity.md`` and keeps the measured profile and
-the real runs in ``docs/results/fidelity/`` (the comparison can be recomputed from them).
+prefill, ``max_num_batched_tokens`` 2048, 128 sequences, prefix caching, 128-token blocks; slosched's
+plugin loaded in ``bypass`` mode, which changes no decision and only writes every step's shape and time)
+is profiled: ``slosched profile``'s sweep measures the front end, and the step costs are fitted to the
+steps the engine itself ran during the sweeps and calibration replays (``bench.fidelity.calibration``
+says why). Then each trace (chat, code mix, Text-to-SQL workflows, relQueries) at a light, medium and
+heavy load (fractions of the capacity estimated from the first sweep) is replayed directly against it
+(``fidelity.replay``) and simulated with the profile as the instance's truth and the matching engine
+policy (``chunked-fcfs``, same limits, no noise). ``fidelity.compare`` turns both runs into the cases of
+the JSON.
+
+Profile and replays are interleaved and repeated (``ROUNDS``): each round sweeps the engine, replays the
+calibration mix, then replays every case once; the simulation runs on one profile fitted to every round
+and is compared with the mean of the case's replays. On this shared machine a core's speed moves by a
+third between states that last seconds, independently on each core (``devtools.core_speed``, measured
+after every run), so one 10-second replay, or one sweep, sees whichever states it happened to hit; rounds
+spread both over the same stretch of time. The full run writes ``docs/results/fidelity.md`` and keeps the
+measured profile and the real runs in ``docs/results/fidelity/`` (the comparison can be recomputed from
+them).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slosched.bench.fidelity.calibration import StepTimings, calibration_traces, engine_profile
 from slosched.bench.fidelity.report import write_report
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobKind, JobSpec
 from slosched.core.records import RunResult
+from slosched.core.views import StepObservation
+from slosched.devtools import core_speed
 from slosched.devtools.affinity import isolate_engine
-from slosched.devtools.up import start_servers, stop_servers, wait_ready
+from slosched.devtools.up import wait_ready
+from slosched.devtools.vllm_launch import start_plugin_servers, stop_plugin_servers
 from slosched.evaluation.formatting import fixed, print_figures
 from slosched.evaluation.rows import row_finished
-from slosched.fidelity.compare import Case, compare_runs, summarize_cases
+from slosched.evaluation.runners import progress_bar
+from slosched.fidelity.compare import Case, compare_replays, summarize_cases
 from slosched.fidelity.records_io import save_run
 from slosched.fidelity.replay import replay
 from slosched.fidelity.traces import TRACES, capacity_jobs_per_s, make_trace
@@ -35,7 +54,7 @@ from slosched.metrics.summary import serving_of
 from slosched.perf.profile_fit import MeasuredProfile
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, simulate
-from slosched.tuning.engine_profile import SweepDesign, profile_endpoint
+from slosched.tuning.engine_profile import SweepDesign, SweepResult, fit_sweeps, run_sweep
 from slosched.tuning.openai_client import OpenAIClient
 
 LAYERS = 4
@@ -43,6 +62,8 @@ LAYERS = 4
 # shapes stalls for seconds now and then, which no step model can predict.
 ENGINE_ARGS = ("--enforce-eager",)
 LOADS = {"light": 0.25, "medium": 0.5, "heavy": 0.75}
+ROUNDS = 3  # sweeps and replays of every case, interleaved (module docstring)
+MACHINE_PROBE_S = 20.0  # the machine's own speed, measured after the run (``devtools.core_speed``)
 RESULTS_DIR = Path("docs/results/fidelity")
 SEED = 11
 # The server's scheduler limits (vLLM 0.32 CPU defaults for the OpenAI server) and KV block size.
@@ -51,7 +72,7 @@ DESIGN = SweepDesign(
     prompt_lengths=(16, 64, 256, 512, 1024, 1536),  # single-request waves of each give the prefill rows
     concurrencies=(1, 4, 16, 48),
     output_lengths=(96,),  # long enough that even a 48-wide wave, admitted over ~0.5 s, decodes together
-    repeats=2,
+    repeats=1,  # per round: ROUNDS sweeps give each point ROUNDS waves
     max_batched_tokens=MAX_BATCHED_TOKENS,
 )
 
@@ -93,20 +114,23 @@ def run(quick: bool) -> dict[str, Any]:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="slosched-fidelity-") as tmp:
         work = Path(tmp)
-        servers = start_servers([LAYERS], work, priority=False, extra_args=ENGINE_ARGS)
+        timings = StepTimings(work / "engine-step-timings.jsonl")
+        plugin = {"bypass": True, "step_timing_file": str(timings.path)}  # stock vLLM scheduling, measured
+        servers = start_plugin_servers([LAYERS], work, extra_config=plugin, server_args=ENGINE_ARGS)
         try:
-            wait_ready(servers, timeout_s=900)
+            wait_ready([server.server for server in servers], timeout_s=900)
             startup_s = time.monotonic() - started
             # The server was started on core 0 (start_servers' first core): keep the whole engine there
             # and the HTTP side (API server, this client) off it (devtools.affinity says why).
-            previous = isolate_engine(servers[0].process.pid, engine_cpu=0)
+            previous = isolate_engine(servers[0].server.process.pid, engine_cpu=0)
             try:
-                figures = _measure(servers[0].url, work, quick)
+                figures = _measure(servers[0].url, timings, work, quick)
             finally:
                 if previous is not None:
                     os.sched_setaffinity(0, previous)
         finally:
-            stop_servers(servers)
+            stop_plugin_servers(servers)
+    figures["machine"] = core_speed.measure(MACHINE_PROBE_S).to_json_dict()
     figures["server_start_s"] = round(startup_s, 1)
     figures["wall_s"] = round(time.monotonic() - started, 1)
     _print(figures)
@@ -115,25 +139,30 @@ def run(quick: bool) -> dict[str, Any]:
     return figures
 
 
-def _measure(url: str, work: Path, quick: bool) -> dict[str, Any]:
-    profile = profile_endpoint(OpenAIClient(url, "tiny"), DESIGN)
+def _measure(url: str, timings: StepTimings, work: Path, quick: bool) -> dict[str, Any]:
+    client = OpenAIClient(url, "tiny")
+    rounds = _interleaved_rounds(client, timings, quick)
     keep = RESULTS_DIR if not quick else work
     keep.mkdir(parents=True, exist_ok=True)
+    plan, replays = rounds.plan, rounds.replays
+    profile = engine_profile(rounds.sweeps, rounds.steps, client, DESIGN)
     profile_path = profile.save(keep / "profile.json")
     cases: list[Case] = []
     serving: list[dict[str, Any]] = []
-    for trace, load, jobs in plan_cases(profile, quick):
-        real = replay(url, jobs)
+    for trace, load, jobs in plan:
+        reals = replays[(trace, load)]
         sim = simulate_trace(jobs, profile_path)
         multi_call = any(job.kind is not JobKind.SINGLE for job in jobs)
-        compared = compare_runs(trace, load, real, sim, job_metrics=multi_call)
+        compared = compare_replays(trace, load, reals, sim, job_metrics=multi_call)
         cases += compared
-        serving.append(serving_pair(trace, load, real, sim))
+        serving.append(serving_pair(trace, load, reals, sim))
         row_finished(f"{trace}/{load}", {"cases": [case.to_json_dict() for case in compared], "serving": serving[-1]})
         if not quick:
-            save_run(keep / f"{trace}-{load}.json", jobs, real, sim)
+            for index, real in enumerate(reals):
+                save_run(keep / f"{trace}-{load}-{index + 1}.json", jobs, real, sim)
     summary = summarize_cases(cases)
     summary["serving"] = serving
+    summary["rounds"] = ROUNDS
     summary["profile"] = {
         "params": profile.to_json_dict()["params"],
         "residual_rel_std": profile.residual_rel_std,
@@ -142,11 +171,60 @@ def _measure(url: str, work: Path, quick: bool) -> dict[str, Any]:
     return summary
 
 
-def serving_pair(trace: str, load: str, real: RunResult, sim: RunResult) -> dict[str, Any]:
-    """One case in vLLM's serving terms, the real run (its streamed first tokens) and the simulated one
-    through the same function (``metrics.summary.serving_of``, what ``compare`` reports)."""
-    real_figures, sim_figures = serving_of(real).to_json_dict(), serving_of(sim).to_json_dict()
-    return {"trace": trace, "load": load, "real": real_figures, "sim": sim_figures}
+@dataclass(slots=True)
+class Rounds:
+    """What the interleaved rounds measured: the compared cases, their replays, the sweeps and the engine
+    steps of the sweeps and calibration replays."""
+
+    plan: list[tuple[str, str, list[JobSpec]]] = field(default_factory=list)
+    replays: dict[tuple[str, str], list[RunResult]] = field(default_factory=dict)
+    sweeps: list[SweepResult] = field(default_factory=list)
+    steps: list[StepObservation] = field(default_factory=list)
+
+
+def _interleaved_rounds(client: OpenAIClient, timings: StepTimings, quick: bool) -> Rounds:
+    """``ROUNDS`` rounds of a sweep, the calibration replays (``bench.fidelity.calibration``), then one
+    replay of every compared case."""
+    rounds = Rounds()
+    per_round = 2 + len(TRACES) * len(LOADS)
+    with progress_bar() as progress:
+        bar = progress.add_task("fidelity", total=ROUNDS * per_round)
+        for index in range(ROUNDS):
+            progress.update(bar, description=f"round {index + 1}/{ROUNDS}: sweep")
+            timings.skip()  # the previous round's compared replays: never fitted
+            rounds.sweeps.append(asyncio.run(run_sweep(client, DESIGN)))
+            rounds.steps += timings.measured()
+            progress.advance(bar)
+            first_fit = fit_sweeps(rounds.sweeps[:1], client, DESIGN)  # the rates only shape the traces
+            if not rounds.plan:
+                rounds.plan = plan_cases(first_fit, quick)
+            progress.update(bar, description=f"round {index + 1}/{ROUNDS}: calibration mix")
+            for jobs in calibration_traces(first_fit, case_duration_s(quick) / 2, index):
+                replay(client.base_url, jobs)
+            rounds.steps += timings.measured()
+            progress.advance(bar)
+            for trace, load, jobs in rounds.plan:
+                progress.update(bar, description=f"round {index + 1}/{ROUNDS}: {trace}/{load}")
+                rounds.replays.setdefault((trace, load), []).append(replay(client.base_url, jobs))
+                progress.advance(bar)
+    return rounds
+
+
+def serving_pair(trace: str, load: str, reals: Sequence[RunResult], sim: RunResult) -> dict[str, Any]:
+    """One case in vLLM's serving terms, the real runs (their streamed first tokens; each figure the mean
+    over the replays) and the simulated one through the same function (``metrics.summary.serving_of``,
+    what ``compare`` reports)."""
+    replayed = [serving_of(real).to_json_dict() for real in reals]
+    real_figures = {key: _mean_figure([figures[key] for figures in replayed]) for key in replayed[0]}
+    return {"trace": trace, "load": load, "real": real_figures, "sim": serving_of(sim).to_json_dict()}
+
+
+def _mean_figure(values: list[Any]) -> Any:
+    """The mean of numbers (an int stays an int when every replay agrees), else the first value."""
+    if all(isinstance(value, int | float) and not isinstance(value, bool) for value in values):
+        mean = sum(values) / len(values)
+        return values[0] if all(value == values[0] for value in values) else mean
+    return values[0]
 
 
 def serving_text(pair: dict[str, Any]) -> str:

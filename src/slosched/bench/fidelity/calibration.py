@@ -1,0 +1,80 @@
+"""The simulated engine of ``bench fidelity``: step costs from the real engine's own measured steps.
+
+The server runs vLLM's stock scheduler with slosched's plugin in ``bypass`` mode, which only measures: every
+completed step goes to a step timing file (``fidelity.step_log`` turns it into steps, each lasting the
+engine's whole period). The profiling sweep measures the front end (per-request and per-token costs, the
+constant latency of a request) from the client, as ``slosched profile`` does, and its waves run steps of
+every prefill length and decode width alone. Real traffic also runs steps no sweep wave does: long prefill
+chunks beside dozens of decodes, new requests taken in between steps. Measured against the client-side
+sweep, the code trace's engine really stepped every 43 ms where the sweep's fit predicted 10 ms (heavy
+load, ``vllm:inter_token_latency_seconds``), while chat matched (6.9 vs 6.8 ms). So each round also
+replays a calibration mix, every trace at ``CALIBRATION_LOAD`` of the estimated capacity on its own seed
+(other jobs than any compared case), and the step costs are fitted to every step the engine ran in the
+rounds' sweeps and calibration replays. The compared replays never feed the fit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from slosched.core.job import JobSpec
+from slosched.core.views import StepObservation
+from slosched.fidelity.step_log import read_lines, step_observations
+from slosched.fidelity.traces import TRACES, capacity_jobs_per_s, make_trace
+from slosched.perf.profile_fit import MeasuredProfile, fit_mean_profile
+from slosched.tuning.engine_profile import SweepDesign, SweepResult, fit_sweeps
+from slosched.tuning.openai_client import OpenAIClient
+
+CALIBRATION_LOAD = 0.6  # between the compared medium and heavy loads
+CALIBRATION_SEED = 1_000  # far from the compared cases' seeds
+
+
+@dataclass(slots=True)
+class StepTimings:
+    """The plugin's step timing file, read in segments: ``measured()`` returns the steps written since the
+    last call (or ``skip()`` drops them)."""
+
+    path: Path
+    offset: int = 0
+
+    def measured(self) -> list[StepObservation]:
+        if not self.path.exists():
+            return []
+        records, self.offset = read_lines(self.path, self.offset)
+        return step_observations(records)
+
+    def skip(self) -> None:
+        self.measured()
+
+
+def calibration_traces(profile: MeasuredProfile, duration_s: float, round_index: int) -> list[list[JobSpec]]:
+    """One trace per shape at ``CALIBRATION_LOAD`` of its estimated capacity, about ``duration_s`` of
+    arrivals, on seeds of their own (another set each round)."""
+    model = profile.step_model()
+    traces = []
+    for index, name in enumerate(TRACES):
+        seed = CALIBRATION_SEED + 10 * round_index + index
+        rate = CALIBRATION_LOAD * capacity_jobs_per_s(make_trace(name, 200, 1.0, seed), model)
+        traces.append(make_trace(name, max(4, math.ceil(rate * duration_s)), rate, seed))
+    return traces
+
+
+def engine_profile(
+    sweeps: Sequence[SweepResult], steps: Sequence[StepObservation], client: OpenAIClient, design: SweepDesign
+) -> MeasuredProfile:
+    """Step costs fitted to the engine's measured ``steps`` (``fit_mean_profile``: their predictions add up
+    to the time the steps took); the front end (request and token costs, the
+    request's constant latency, the KV capacity) from the client-side fit of ``sweeps``."""
+    front = fit_sweeps(sweeps, client, design)
+    fitted = fit_mean_profile(steps, num_gpu_blocks=front.num_gpu_blocks, block_size=front.block_size)
+    source = {**front.source, "steps": "engine step timings (plugin, bypass)", "engine_steps": len(steps)}
+    return replace(
+        fitted,
+        source=source,
+        request_overhead_s=front.request_overhead_s,
+        request_latency_s=front.request_latency_s,
+        token_overhead_s=front.token_overhead_s,
+    )
