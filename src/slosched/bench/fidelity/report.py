@@ -35,11 +35,15 @@ def write_report(figures: dict[str, Any], path: Path = REPORT) -> Path:
     lines = [
         "# Simulator fidelity against a real vLLM engine (`slosched bench fidelity`)",
         "",
-        "One vLLM 0.32.0 CPU server (tiny random-weight 4-layer model, vLLM's default scheduler, eager mode)",
-        f"swept by `slosched profile`'s sweep and every trace replayed against it, in {rounds} interleaved rounds",
-        "(a sweep, then one replay of every case); each case simulated once on the profile fitted to every",
-        "round's sweep (`chunked-fcfs`, the server's limits, no noise) and compared with the mean of its replays.",
-        "Cells: real / simulated (error). Every engine process is pinned to one core, the API server and the",
+        "One vLLM 0.32.0 CPU server (tiny random-weight 4-layer model, vLLM's default scheduler, eager mode,",
+        "slosched's plugin loaded in `bypass` mode: it changes no decision and writes every step's shape and time).",
+        f"In each of {rounds} interleaved rounds: `slosched profile`'s sweep, a calibration mix (every trace on",
+        "seeds of its own), then one replay of every compared case. Each case is simulated once on one profile",
+        "(`chunked-fcfs`, the server's limits, no noise) whose step costs are fitted to every step the engine ran",
+        "in the rounds' sweeps and calibration mixes (least squares on the step times,",
+        "`perf.profile_fit.fit_mean_profile`) and whose front end (per-request and per-token costs, constant",
+        "latency) comes from the sweeps; it is compared with the mean of the case's replays, which never feed the",
+        "fit. Cells: real / simulated (error). Every engine process is pinned to one core, the API server and the",
         "replay client to the others (`devtools/affinity.py` says why).",
         "",
         *_machine_lines(figures.get("machine")),
@@ -96,7 +100,7 @@ def _spread_lines(cases: list[Case]) -> list[str]:
         return []
     return [
         f"Between the replays of one case the real mean request latency spread over {min(spreads):.0f}-"
-        f"{max(spreads):.0f}% of its mean (median {statistics.median(spreads):.0f}%): what one replay"
-        " alone would have been off by, with a perfect simulator.",
+        f"{max(spreads):.0f}% of its mean (median {statistics.median(spreads):.0f}%; slowest replay less the"
+        " fastest): how far apart the same jobs on the same server landed on this machine.",
         "",
     ]
