@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,6 +15,7 @@ from typing import Any
 import httpx
 
 from slosched.contract import HEADER_REQUEST_ID, sign_xargs, xargs_key
+from slosched.fidelity.step_log import read_lines
 from slosched.vllm_ext.control import write_control
 from slosched.vllm_ext.state_export import read_state
 
@@ -67,12 +67,7 @@ def set_control(url: str, control: Path, state: Path, document: dict[str, Any], 
 
 def steps_since(log: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     """Step-log records written after byte ``offset``, and the new offset."""
-    with log.open("rb") as handle:
-        handle.seek(offset)
-        data = handle.read()
-    complete_part = data[: data.rfind(b"\n") + 1]
-    records = [json.loads(line) for line in complete_part.splitlines() if line.strip()]
-    return records, offset + len(complete_part)
+    return read_lines(log, offset)
 
 
 def run(coroutine: Any) -> Any:

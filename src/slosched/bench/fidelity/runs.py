@@ -195,8 +195,8 @@ def _interleaved_rounds(client: OpenAIClient, timings: StepTimings, quick: bool)
             rounds.sweeps.append(asyncio.run(run_sweep(client, DESIGN)))
             rounds.steps += timings.measured()
             progress.advance(bar)
-            first_fit = fit_sweeps(rounds.sweeps[:1], client, DESIGN)  # the rates only shape the traces
-            if not rounds.plan:
+            if index == 0:  # the rates only shape the traces: the first sweep sets them for every round
+                first_fit = fit_sweeps(rounds.sweeps, client, DESIGN)
                 rounds.plan = plan_cases(first_fit, quick)
             progress.update(bar, description=f"round {index + 1}/{ROUNDS}: calibration mix")
             for jobs in calibration_traces(first_fit, case_duration_s(quick) / 2, index):
