@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slosched.bench.fidelity.calibration import StepTimings, calibration_traces, engine_profile
+from slosched.bench.fidelity.calibration import Segment, StepTimings, calibration_traces, engine_profile
 from slosched.bench.fidelity.runs import DESIGN, plan_cases
 from slosched.core.views import StepObservation
 from slosched.fidelity.traces import TRACES
@@ -35,7 +35,10 @@ def test_step_costs_come_from_the_engine_and_the_front_end_from_the_sweeps() -> 
     sweep_steps = _engine_steps(0.5)  # a client-side sweep that saw steps twice as fast
     sweep = SweepResult(sweep_steps, (700, 128), request_overhead_s=0.006, token_overhead_s=0.0001)
     engine = _engine_steps(1.0)
-    profile = engine_profile([sweep, sweep], engine, OpenAIClient("http://engine", "tiny"), DESIGN)
+    measured = Segment([(float(index), step) for index, step in enumerate(engine)], [])
+    calibrated = engine_profile([sweep, sweep], measured, OpenAIClient("http://engine", "tiny"), DESIGN)
+    profile = calibrated.profile
+    assert calibrated.speed.slope == 0.0  # no probes: no speed correction
     step = (1024, 0, 4, 2000)
     assert profile.step_model().step_time_s(*step) == pytest.approx(
         fit_mean_profile(engine).step_model().step_time_s(*step)
@@ -60,12 +63,14 @@ def test_calibration_traces_are_other_jobs_than_the_compared_cases() -> None:
 
 def test_step_timings_are_read_once_each(tmp_path: Path) -> None:
     timings = StepTimings(tmp_path / "timings.jsonl")
-    assert timings.measured() == []  # no file yet: the engine has run no step
+    assert timings.segment() == Segment()  # no file yet: the engine has run no step
     line = {"pending": 0, "done_s": 1.0, "model_s": 0.01, "prefill_tokens": 8, "prefill_context": 0}
     line |= {"decode_seqs": 0, "decode_context": 0}
-    timings.path.write_text(json.dumps(line) + "\n")
-    assert len(timings.measured()) == 1 and timings.measured() == []
+    timings.path.write_text(json.dumps(line) + "\n" + json.dumps({"probe_s": 0.0004, "done_s": 1.001}) + "\n")
+    first = timings.segment()
+    assert [done for done, _ in first.steps] == [1.0] and first.probes == [(1.001, 0.0004)]
+    assert timings.segment() == Segment()
     with timings.path.open("a") as handle:
         handle.write(json.dumps(line | {"done_s": 2.0}) + "\n")
     timings.skip()
-    assert timings.measured() == []
+    assert timings.segment() == Segment()

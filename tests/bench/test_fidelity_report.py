@@ -67,3 +67,17 @@ def test_report_says_how_the_rounds_and_the_machine_went(tmp_path: Path) -> None
     assert "spread over 20-20% of its mean (median 20%; slowest replay less the fastest)" in text
     plain = write_report(make_figures(), tmp_path / "plain.md").read_text()
     assert "The machine itself" not in plain and "Between the replays" not in plain
+
+
+def test_report_gives_the_speed_model_and_the_errors_without_it(tmp_path: Path) -> None:
+    figures = make_figures()
+    figures["speed"] = {"reference_probe_ms": 0.41, "slope": 0.55, "windows": 120, "correlation": 0.86}
+    figures["uncorrected"] = {"mean_abs_error_pct": 11.4, "p90_abs_error_pct": 13.9, "all_abs_error_pct": 15.0}
+    figures["serving"] = [{"speed_factors": [0.93, 1.21]}, {"speed_factors": [1.02]}]
+    text = write_report(figures, tmp_path / "fidelity.md").read_text()
+    assert (
+        "step time ~ (probe / 0.41 ms) ^ 0.55" in text
+        and "correlation 0.86); the replays' factors ran 0.93-1.21" in text
+    )
+    assert "the errors are\n11.4% (mean latencies) and 13.9% (P90)" in text
+    assert "Speed model" not in write_report(make_figures(), tmp_path / "plain.md").read_text()

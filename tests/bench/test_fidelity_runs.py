@@ -16,7 +16,7 @@ from tests.fidelity.test_recorded import CASE
 
 def test_a_case_carries_the_real_and_the_simulated_run_in_vllm_terms() -> None:
     _, real, sim = load_run(CASE)
-    pair = serving_pair("workflow", "light", [real], sim)
+    pair = serving_pair("workflow", "light", [real], [sim])
     assert pair["real"] == summarize(real).serving.to_json_dict()
     assert pair["sim"] == summarize(sim).serving.to_json_dict()
     for side in ("real", "sim"):
@@ -35,8 +35,10 @@ def test_a_case_carries_the_real_and_the_simulated_run_in_vllm_terms() -> None:
 def test_replays_serving_figures_are_their_mean() -> None:
     _, real, sim = load_run(CASE)
     slower = replace(real, requests=[replace(r, finish_s=r.finish_s + 0.1) for r in real.requests])
-    one, other = serving_pair("w", "l", [real], sim)["real"], serving_pair("w", "l", [slower], sim)["real"]
-    both = serving_pair("w", "l", [real, slower], sim)["real"]
+    one, other = serving_pair("w", "l", [real], [sim])["real"], serving_pair("w", "l", [slower], [sim])["real"]
+    both = serving_pair("w", "l", [real, slower], [sim])["real"]
     assert both["completed"] == one["completed"]  # a count every replay agrees on stays as it is
     assert both["mean_e2el_ms"] == pytest.approx((one["mean_e2el_ms"] + other["mean_e2el_ms"]) / 2)
     assert other["mean_e2el_ms"] > one["mean_e2el_ms"]
+    # One simulation per replay: the simulated side is their mean the same way.
+    assert serving_pair("w", "l", [real], [real, slower])["sim"] == both

@@ -92,19 +92,31 @@ def test_errors_and_headline_figures() -> None:
 def test_replays_are_compared_by_their_mean_and_keep_their_spread() -> None:
     sim = _run([1.0, 2.0, 3.0])
     replays = [_run([1.0, 2.0, 3.0], scale=0.8), _run([1.0, 2.0, 3.0], scale=1.2)]
-    by_metric = {case.metric: case for case in compare_replays("chat", "heavy", replays, sim, job_metrics=True)}
+    by_metric = {case.metric: case for case in compare_replays("chat", "heavy", replays, [sim], job_metrics=True)}
     mean = by_metric["request_latency_mean_s"]
     assert mean.real == pytest.approx(2.0) and mean.error_pct == pytest.approx(0.0)
     assert mean.real_replays == pytest.approx((1.6, 2.4)) and mean.real_spread_pct == pytest.approx(40.0)
     assert mean.to_json_dict()["real_spread_pct"] == pytest.approx(40.0)
     # One replay: the same cases compare_runs gives, and no spread.
-    single = compare_replays("chat", "heavy", replays[:1], sim, job_metrics=True)
+    single = compare_replays("chat", "heavy", replays[:1], [sim], job_metrics=True)
     assert single == compare_runs("chat", "heavy", replays[0], sim, job_metrics=True)
     assert math.isnan(single[0].real_spread_pct) and "real_spread_pct" not in single[0].to_json_dict()
     # A metric one replay lacks (it completed nothing) is not compared.
-    assert compare_replays("chat", "heavy", [replays[0], RunResult("x", 0, 0.0, [], [])], sim, True) == []
+    assert compare_replays("chat", "heavy", [replays[0], RunResult("x", 0, 0.0, [], [])], [sim], True) == []
     with pytest.raises(ValueError, match="at least one replay"):
-        compare_replays("chat", "heavy", [], sim, job_metrics=True)
+        compare_replays("chat", "heavy", [], [sim], job_metrics=True)
+    with pytest.raises(ValueError, match="one simulation"):
+        compare_replays("chat", "heavy", replays, [], job_metrics=True)
+
+
+def test_one_simulation_per_replay_is_compared_by_their_mean() -> None:
+    replays = [_run([1.0, 2.0, 3.0], scale=0.8), _run([1.0, 2.0, 3.0], scale=1.2)]
+    sims = [_run([1.0, 2.0, 3.0], scale=0.9), _run([1.0, 2.0, 3.0], scale=1.5)]
+    by_metric = {case.metric: case for case in compare_replays("chat", "heavy", replays, sims, job_metrics=True)}
+    mean = by_metric["request_latency_mean_s"]
+    assert mean.sim == pytest.approx(2.4) and mean.sim_runs == pytest.approx((1.8, 3.0))
+    assert mean.error_pct == pytest.approx(20.0)
+    assert mean.to_json_dict()["sim_runs"] == pytest.approx([1.8, 3.0])
 
 
 def test_a_saved_case_round_trips(tmp_path: Path) -> None:

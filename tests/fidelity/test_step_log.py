@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slosched.core.errors import ConfigError
-from slosched.fidelity.step_log import read_lines, step_observations
+from slosched.fidelity.step_log import read_lines, speed_probes, step_observations, timed_steps
 
 
 def _line(done: float, model: float, pending: int, prefill: int = 0, decodes: int = 1) -> dict[str, float | int]:
@@ -36,6 +36,18 @@ def test_a_step_followed_at_once_lasts_until_the_next_starts_and_an_idle_one_get
     assert periods == pytest.approx([0.011, 0.008, 0.007, 0.007])  # idle ones: model + median(1, 3) ms
     first = step_observations(records)[0]
     assert (first.num_prefill_tokens, first.num_decode_seqs) == (300, 0)
+
+
+def test_a_speed_probe_between_two_steps_is_not_charged_to_the_engine() -> None:
+    records = [
+        _line(1.010, 0.010, pending=1),  # the next step starts at 1.0125: 2.5 ms after, 2 ms of it a probe
+        {"probe_s": 0.002, "done_s": 1.012},
+        _line(1.0175, 0.005, pending=0),
+    ]
+    periods = [obs.durations_s[0] for obs in step_observations(records)]
+    assert periods == pytest.approx([0.0105, 0.0055])
+    assert speed_probes(records) == [(1.012, 0.002)]
+    assert [done for done, _ in timed_steps(records)] == [1.010, 1.0175]
 
 
 def test_an_engine_that_never_went_straight_on_costs_its_model_steps_alone() -> None:

@@ -155,3 +155,22 @@ def test_bypass_with_a_step_timing_file_measures_every_completed_step(tmp_path: 
     (line,) = [json.loads(text) for text in timings.read_text().splitlines()]
     assert (line["decode_seqs"], line["prefill_tokens"], line["pending"]) == (1, 0, 1)
     assert line["decode_context"] == running.num_computed_tokens - 1 and line["model_s"] >= 0
+
+
+def test_a_speed_probe_is_timed_between_steps_at_its_interval(tmp_path: Path) -> None:
+    timings = tmp_path / "timings.jsonl"
+    sched = FakeScheduler()
+    running = sched.add(FakeRequest("d1", 50, 60), running=True)
+    engine = _engine(sched, bypass=True, step_timing_file=str(timings), speed_probe_interval_s=3600.0)
+    for _ in range(3):  # one probe after the first step, then none within the hour
+        output = _output({running.request_id: 1})
+        engine.after_schedule(sched, engine.before_schedule(sched), output, 0.0, 0.0)
+        engine.after_update(sched, output, time.perf_counter())
+    engine.close()
+    lines = [json.loads(text) for text in timings.read_text().splitlines()]
+    probes = [line for line in lines if "probe_s" in line]
+    assert len(lines) == 4 and len(probes) == 1 and probes[0]["probe_s"] > 0
+    assert lines.index(probes[0]) == 1 and probes[0]["done_s"] >= lines[0]["done_s"]
+    with pytest.raises(ConfigError, match=r"config\.speed_probe_interval_s: expected a number >= 0"):
+        config_from_mapping({"speed_probe_interval_s": -1})
+    assert config_from_mapping({}).speed_probe_interval_s == 0.0  # off unless asked for

@@ -10,6 +10,8 @@ request latency) and throughput (output tokens per second from the first arrival
 A case replayed several times (``compare_replays``) compares the simulation with the mean of each metric
 over the replays, and keeps every replay's figure: one short replay on a shared machine runs at whatever
 speed the host gives its core in those seconds (``docs/results/fidelity.md`` shows how much that moves).
+Each replay may have a simulation of its own (run at the speed its engine's core had, ``fidelity.speed``):
+then the simulated figure is the mean over those simulations too.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class Case:
     real: float
     sim: float
     real_replays: tuple[float, ...] = ()  # each replay's figure when ``real`` is their mean
+    sim_runs: tuple[float, ...] = ()  # each simulation's figure when ``sim`` is their mean
 
     @property
     def real_spread_pct(self) -> float:
@@ -74,6 +77,7 @@ class Case:
     def to_json_dict(self) -> dict[str, Any]:
         figures = {**asdict(self), "error_pct": round(self.error_pct, 2)}
         figures["real_replays"] = list(self.real_replays)
+        figures["sim_runs"] = list(self.sim_runs)
         if len(self.real_replays) >= 2:
             figures["real_spread_pct"] = round(self.real_spread_pct, 2)
         return figures
@@ -81,22 +85,25 @@ class Case:
 
 def compare_runs(trace: str, load: str, real: RunResult, sim: RunResult, job_metrics: bool) -> list[Case]:
     """Cases for every metric both runs have (a run that completed nothing has none)."""
-    return compare_replays(trace, load, [real], sim, job_metrics)
+    return compare_replays(trace, load, [real], [sim], job_metrics)
 
 
 def compare_replays(
-    trace: str, load: str, replays: Sequence[RunResult], sim: RunResult, job_metrics: bool
+    trace: str, load: str, replays: Sequence[RunResult], sims: Sequence[RunResult], job_metrics: bool
 ) -> list[Case]:
-    """Cases for every metric the simulation and every replay have, each real figure the replays' mean."""
-    if not replays:
-        raise ValueError("compare_replays needs at least one replay")
+    """Cases for every metric every simulation and every replay have, each real figure the replays' mean and
+    each simulated one the simulations' mean (one simulation, or one per replay)."""
+    if not replays or not sims:
+        raise ValueError("compare_replays needs at least one replay and one simulation")
     real_metrics = [run_metrics(real, job_metrics) for real in replays]
-    sim_metrics = run_metrics(sim, job_metrics)
-    shared = [name for name in sim_metrics if all(name in metrics for metrics in real_metrics)]
+    sim_metrics = [run_metrics(sim, job_metrics) for sim in sims]
+    every = real_metrics + sim_metrics
+    shared = [name for name in sim_metrics[0] if all(name in metrics for metrics in every)]
     cases = []
     for name in shared:
-        figures = tuple(metrics[name] for metrics in real_metrics)
-        cases.append(Case(trace, load, name, float(np.mean(figures)), sim_metrics[name], figures))
+        real = tuple(metrics[name] for metrics in real_metrics)
+        sim = tuple(metrics[name] for metrics in sim_metrics)
+        cases.append(Case(trace, load, name, float(np.mean(real)), float(np.mean(sim)), real, sim))
     return cases
 
 

@@ -20,6 +20,9 @@ overrides any of these keys at run time. Keys (all optional):
 - ``step_log_file`` (none): a JSON line per step (plan applied, tokens scheduled) for debugging and tests.
 - ``step_timing_file`` (none): a JSON line per completed step, its shape and when the model step ended and
   how long it ran (``perf_counter`` seconds), from which ``fidelity.step_log`` builds measured steps.
+- ``speed_probe_interval_s`` (0: off): with ``step_timing_file``, every this many seconds (between steps)
+  the engine times a fixed CPU workload (``perf.speed_probe``) and writes it to the timing file: how fast
+  the host runs the engine's core then (``bench fidelity`` simulates each replay at that speed).
 - ``observe_interval_s`` (2.0): how often measured steps are handed to the policy's step observers.
 - ``seed`` (0): the policies' RNG seed.
 - ``fair_share`` (none): fair sharing of the engine's slots across tenants, the simulator's and the gateway's
@@ -63,6 +66,7 @@ _KEYS = {
     "control_poll_s",
     "step_log_file",
     "step_timing_file",
+    "speed_probe_interval_s",
     "observe_interval_s",
     "seed",
     "version",
@@ -86,6 +90,7 @@ class PluginConfig:
     control_poll_s: float = 0.25
     step_log_file: Path | None = None
     step_timing_file: Path | None = None
+    speed_probe_interval_s: float = 0.0
     observe_interval_s: float = 2.0
     seed: int = 0
     fair_share: FairShareSpec | None = None
@@ -95,6 +100,13 @@ def _number(data: Mapping[str, Any], key: str, default: float) -> float:
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
         raise ConfigError(f"slosched engine config.{key}", f"expected a number > 0, got {value!r}")
+    return float(value)
+
+
+def _non_negative(data: Mapping[str, Any], key: str, default: float) -> float:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"slosched engine config.{key}", f"expected a number >= 0 (0: off), got {value!r}")
     return float(value)
 
 
@@ -158,6 +170,7 @@ def config_from_mapping(data: Mapping[str, Any], base: PluginConfig | None = Non
         control_poll_s=_number(data, "control_poll_s", base.control_poll_s),
         step_log_file=_path(data, "step_log_file", base.step_log_file),
         step_timing_file=_path(data, "step_timing_file", base.step_timing_file),
+        speed_probe_interval_s=_non_negative(data, "speed_probe_interval_s", base.speed_probe_interval_s),
         observe_interval_s=_number(data, "observe_interval_s", base.observe_interval_s),
         seed=int(data.get("seed", base.seed)),
         fair_share=_fair_share(data, base.fair_share),

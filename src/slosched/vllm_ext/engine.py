@@ -27,6 +27,7 @@ from slosched.core.errors import ConfigError
 from slosched.core.instance import InstanceSpec
 from slosched.core.views import StepMode, StepPlan
 from slosched.perf.linear import LinearStepPredictor
+from slosched.perf.speed_probe import SpeedProbe, probe_line
 from slosched.policies.engine.base import EnginePolicy
 from slosched.policies.engine.queue import PolicyQueue
 from slosched.vllm_ext import plan as planning
@@ -105,6 +106,8 @@ class SloschedEngine:
         self._step_log: IO[str] | None = None
         self._step_timing: IO[str] | None = None
         self._open_step_log()
+        self.speed_probe = SpeedProbe()
+        self._probed_s = float("-inf")
         self._stalled = False
         self._last_export_s = float("-inf")
 
@@ -265,12 +268,23 @@ class SloschedEngine:
             if self._step_timing is not None:
                 pending = len(sched.running) + len(sched.waiting)
                 self._step_timing.write(step_timing_line(observation, started, pending))
+                self._maybe_probe_speed(self._step_timing)
         now = time.time()
         self.clock.flush(now)
         if self.calibration is not None and now - self._calibrated_s >= self.config.observe_interval_s:
             self._calibrate(now)
         self._maybe_export(sched, force=not sched.running and not sched.waiting)
         self.stats.plugin_s += time.perf_counter() - start
+
+    def _maybe_probe_speed(self, timing: IO[str]) -> None:
+        """Time the speed probe when ``speed_probe_interval_s`` has passed since the last one (between steps,
+        so the step log can take it out of the engine's period)."""
+        interval = self.config.speed_probe_interval_s
+        now = time.perf_counter()
+        if interval > 0 and now - self._probed_s >= interval:
+            probe_s = self.speed_probe.time_s()
+            self._probed_s = now + probe_s
+            timing.write(probe_line(probe_s, self._probed_s))
 
     def _idle_sleep_s(self) -> float:
         """Until the policy's decision can change (its queue's ``next_wake_s``), at most ``_MAX_IDLE_SLEEP_S``:

@@ -38,15 +38,18 @@ def write_report(figures: dict[str, Any], path: Path = REPORT) -> Path:
         "One vLLM 0.32.0 CPU server (tiny random-weight 4-layer model, vLLM's default scheduler, eager mode,",
         "slosched's plugin loaded in `bypass` mode: it changes no decision and writes every step's shape and time).",
         f"In each of {rounds} interleaved rounds: `slosched profile`'s sweep, a calibration mix (every trace on",
-        "seeds of its own), then one replay of every compared case. Each case is simulated once on one profile",
-        "(`chunked-fcfs`, the server's limits, no noise) whose step costs are fitted to every step the engine ran",
-        "in the rounds' sweeps and calibration mixes (least squares on the step times,",
+        "seeds of its own), then one replay of every compared case. The simulation (`chunked-fcfs`, the server's",
+        "limits, no noise) runs on a profile whose step costs are fitted to every step the engine ran in the",
+        "rounds' sweeps and calibration mixes (least squares on the step times,",
         "`perf.profile_fit.fit_mean_profile`) and whose front end (per-request and per-token costs, constant",
-        "latency) comes from the sweeps; it is compared with the mean of the case's replays, which never feed the",
-        "fit. Cells: real / simulated (error). Every engine process is pinned to one core, the API server and the",
-        "replay client to the others (`devtools/affinity.py` says why).",
+        "latency) comes from the sweeps. The engine also timed a fixed CPU workload every",
+        "0.1 s between steps (`perf.speed_probe`): each replay is simulated with the step costs at the speed",
+        "its own probes saw (`fidelity.speed`), and the case's replays are compared with the mean of those",
+        "simulations. Compared replays never feed the fit. Cells: real / simulated (error). Every engine process",
+        "is pinned to one core, the API server and the replay client to the others (`devtools/affinity.py`).",
         "",
         *_machine_lines(figures.get("machine")),
+        *_speed_lines(figures),
         f"- mean absolute error of the mean latencies: **{figures['mean_abs_error_pct']:.1f}%**",
         f"- mean absolute error of the P90 latencies: **{figures['p90_abs_error_pct']:.1f}%**",
         f"- mean absolute error over every compared metric: {figures['all_abs_error_pct']:.1f}%",
@@ -71,6 +74,23 @@ def write_report(figures: dict[str, Any], path: Path = REPORT) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
     return path
+
+
+def _speed_lines(figures: dict[str, Any]) -> list[str]:
+    """The speed model and what the correction changed (``uncorrected``: one simulation per case at the
+    calibration's median speed)."""
+    speed, uncorrected = figures.get("speed"), figures.get("uncorrected")
+    if not speed or not uncorrected:
+        return []
+    factors = [factor for pair in figures.get("serving", []) for factor in pair.get("speed_factors", [])]
+    span = f"; the replays' factors ran {min(factors):.2f}-{max(factors):.2f}" if factors else ""
+    return [
+        f"Speed model: step time ~ (probe / {speed['reference_probe_ms']} ms) ^ {speed['slope']} (fitted over",
+        f"{speed['windows']} two-second windows of calibration steps, correlation {speed['correlation']}){span}.",
+        "Without it (one simulation per case at the calibration's median speed) the errors are",
+        f"{uncorrected['mean_abs_error_pct']:.1f}% (mean latencies) and {uncorrected['p90_abs_error_pct']:.1f}% (P90).",
+        "",
+    ]
 
 
 def _machine_lines(machine: dict[str, Any] | None) -> list[str]:

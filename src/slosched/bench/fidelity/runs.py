@@ -16,7 +16,10 @@ calibration mix, then replays every case once; the simulation runs on one profil
 and is compared with the mean of the case's replays. On this shared machine a core's speed moves by a
 third between states that last seconds, independently on each core (``devtools.core_speed``, measured
 after every run), so one 10-second replay, or one sweep, sees whichever states it happened to hit; rounds
-spread both over the same stretch of time. The full run writes ``docs/results/fidelity.md`` and keeps the
+spread both over the same stretch of time. And the plugin times a speed probe between steps, so each
+replay is also simulated at the speed its engine's core had (``fidelity.speed``): the headline errors
+compare each case's replays with those simulations; ``uncorrected`` gives them for one simulation at the
+calibration's median speed. The full run writes ``docs/results/fidelity.md`` and keeps the
 measured profile and the real runs in ``docs/results/fidelity/`` (the comparison can be recomputed from
 them).
 """
@@ -33,12 +36,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slosched.bench.fidelity.calibration import StepTimings, calibration_traces, engine_profile
+from slosched.bench.fidelity.calibration import (
+    CalibratedEngine,
+    Segment,
+    StepTimings,
+    calibration_traces,
+    engine_profile,
+)
 from slosched.bench.fidelity.report import write_report
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobKind, JobSpec
 from slosched.core.records import RunResult
-from slosched.core.views import StepObservation
 from slosched.devtools import core_speed
 from slosched.devtools.affinity import isolate_engine
 from slosched.devtools.up import wait_ready
@@ -49,6 +57,7 @@ from slosched.evaluation.runners import progress_bar
 from slosched.fidelity.compare import Case, compare_replays, summarize_cases
 from slosched.fidelity.records_io import save_run
 from slosched.fidelity.replay import replay
+from slosched.fidelity.speed import Probe, scaled
 from slosched.fidelity.traces import TRACES, capacity_jobs_per_s, make_trace
 from slosched.metrics.summary import serving_of
 from slosched.perf.profile_fit import MeasuredProfile
@@ -63,6 +72,7 @@ LAYERS = 4
 ENGINE_ARGS = ("--enforce-eager",)
 LOADS = {"light": 0.25, "medium": 0.5, "heavy": 0.75}
 ROUNDS = 3  # sweeps and replays of every case, interleaved (module docstring)
+SPEED_PROBE_INTERVAL_S = 0.1  # the plugin's speed probe (``perf.speed_probe``: ~0.4 ms each)
 MACHINE_PROBE_S = 20.0  # the machine's own speed, measured after the run (``devtools.core_speed``)
 RESULTS_DIR = Path("docs/results/fidelity")
 SEED = 11
@@ -115,7 +125,11 @@ def run(quick: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="slosched-fidelity-") as tmp:
         work = Path(tmp)
         timings = StepTimings(work / "engine-step-timings.jsonl")
-        plugin = {"bypass": True, "step_timing_file": str(timings.path)}  # stock vLLM scheduling, measured
+        plugin = {  # stock vLLM scheduling, measured
+            "bypass": True,
+            "step_timing_file": str(timings.path),
+            "speed_probe_interval_s": SPEED_PROBE_INTERVAL_S,
+        }
         servers = start_plugin_servers([LAYERS], work, extra_config=plugin, server_args=ENGINE_ARGS)
         try:
             wait_ready([server.server for server in servers], timeout_s=900)
@@ -144,42 +158,53 @@ def _measure(url: str, timings: StepTimings, work: Path, quick: bool) -> dict[st
     rounds = _interleaved_rounds(client, timings, quick)
     keep = RESULTS_DIR if not quick else work
     keep.mkdir(parents=True, exist_ok=True)
-    plan, replays = rounds.plan, rounds.replays
-    profile = engine_profile(rounds.sweeps, rounds.steps, client, DESIGN)
-    profile_path = profile.save(keep / "profile.json")
+    engine = engine_profile(rounds.sweeps, rounds.calibration, client, DESIGN)
+    profile_path = engine.profile.save(keep / "profile.json")
     cases: list[Case] = []
+    uncorrected: list[Case] = []
     serving: list[dict[str, Any]] = []
-    for trace, load, jobs in plan:
-        reals = replays[(trace, load)]
-        sim = simulate_trace(jobs, profile_path)
+    for trace, load, jobs in rounds.plan:
+        reals = rounds.replays[(trace, load)]
+        factors = [engine.speed.factor(probes) for probes in rounds.replay_probes[(trace, load)]]
+        sims = [simulate_trace(jobs, _speed_profile(engine, factor, work)) for factor in factors]
+        at_reference = simulate_trace(jobs, profile_path)
         multi_call = any(job.kind is not JobKind.SINGLE for job in jobs)
-        compared = compare_replays(trace, load, reals, sim, job_metrics=multi_call)
+        compared = compare_replays(trace, load, reals, sims, job_metrics=multi_call)
         cases += compared
-        serving.append(serving_pair(trace, load, reals, sim))
+        uncorrected += compare_replays(trace, load, reals, [at_reference], job_metrics=multi_call)
+        serving.append(serving_pair(trace, load, reals, sims) | {"speed_factors": [round(f, 4) for f in factors]})
         row_finished(f"{trace}/{load}", {"cases": [case.to_json_dict() for case in compared], "serving": serving[-1]})
         if not quick:
-            for index, real in enumerate(reals):
+            for index, (real, sim) in enumerate(zip(reals, sims, strict=True)):
                 save_run(keep / f"{trace}-{load}-{index + 1}.json", jobs, real, sim)
     summary = summarize_cases(cases)
+    summary["uncorrected"] = {key: value for key, value in summarize_cases(uncorrected).items() if key != "cases"}
+    summary["speed"] = engine.speed.to_json_dict()
     summary["serving"] = serving
     summary["rounds"] = ROUNDS
     summary["profile"] = {
-        "params": profile.to_json_dict()["params"],
-        "residual_rel_std": profile.residual_rel_std,
-        "num_steps": profile.num_steps,
+        "params": engine.profile.to_json_dict()["params"],
+        "residual_rel_std": engine.profile.residual_rel_std,
+        "num_steps": engine.profile.num_steps,
     }
     return summary
 
 
+def _speed_profile(engine: CalibratedEngine, factor: float, work: Path) -> Path:
+    """The profile's file with its step costs at ``factor`` (``fidelity.speed``)."""
+    return scaled(engine.profile, factor).save(work / f"profile-x{factor:.4f}.json")
+
+
 @dataclass(slots=True)
 class Rounds:
-    """What the interleaved rounds measured: the compared cases, their replays, the sweeps and the engine
-    steps of the sweeps and calibration replays."""
+    """What the interleaved rounds measured: the compared cases, their replays and each replay's speed probes,
+    the sweeps, and the engine's steps and probes during the sweeps and calibration replays."""
 
     plan: list[tuple[str, str, list[JobSpec]]] = field(default_factory=list)
     replays: dict[tuple[str, str], list[RunResult]] = field(default_factory=dict)
+    replay_probes: dict[tuple[str, str], list[list[Probe]]] = field(default_factory=dict)
     sweeps: list[SweepResult] = field(default_factory=list)
-    steps: list[StepObservation] = field(default_factory=list)
+    calibration: Segment = field(default_factory=Segment)
 
 
 def _interleaved_rounds(client: OpenAIClient, timings: StepTimings, quick: bool) -> Rounds:
@@ -191,9 +216,9 @@ def _interleaved_rounds(client: OpenAIClient, timings: StepTimings, quick: bool)
         bar = progress.add_task("fidelity", total=ROUNDS * per_round)
         for index in range(ROUNDS):
             progress.update(bar, description=f"round {index + 1}/{ROUNDS}: sweep")
-            timings.skip()  # the previous round's compared replays: never fitted
+            timings.skip()  # anything since the last read (start-up, warm-up): never fitted
             rounds.sweeps.append(asyncio.run(run_sweep(client, DESIGN)))
-            rounds.steps += timings.measured()
+            rounds.calibration.extend(timings.segment())
             progress.advance(bar)
             if index == 0:  # the rates only shape the traces: the first sweep sets them for every round
                 first_fit = fit_sweeps(rounds.sweeps, client, DESIGN)
@@ -201,22 +226,26 @@ def _interleaved_rounds(client: OpenAIClient, timings: StepTimings, quick: bool)
             progress.update(bar, description=f"round {index + 1}/{ROUNDS}: calibration mix")
             for jobs in calibration_traces(first_fit, case_duration_s(quick) / 2, index):
                 replay(client.base_url, jobs)
-            rounds.steps += timings.measured()
+            rounds.calibration.extend(timings.segment())
             progress.advance(bar)
             for trace, load, jobs in rounds.plan:
                 progress.update(bar, description=f"round {index + 1}/{ROUNDS}: {trace}/{load}")
                 rounds.replays.setdefault((trace, load), []).append(replay(client.base_url, jobs))
+                rounds.replay_probes.setdefault((trace, load), []).append(timings.segment().probes)
                 progress.advance(bar)
     return rounds
 
 
-def serving_pair(trace: str, load: str, reals: Sequence[RunResult], sim: RunResult) -> dict[str, Any]:
-    """One case in vLLM's serving terms, the real runs (their streamed first tokens; each figure the mean
-    over the replays) and the simulated one through the same function (``metrics.summary.serving_of``,
-    what ``compare`` reports)."""
-    replayed = [serving_of(real).to_json_dict() for real in reals]
-    real_figures = {key: _mean_figure([figures[key] for figures in replayed]) for key in replayed[0]}
-    return {"trace": trace, "load": load, "real": real_figures, "sim": serving_of(sim).to_json_dict()}
+def serving_pair(trace: str, load: str, reals: Sequence[RunResult], sims: Sequence[RunResult]) -> dict[str, Any]:
+    """One case in vLLM's serving terms, the real runs (their streamed first tokens) and the simulated ones
+    through the same function (``metrics.summary.serving_of``, what ``compare`` reports); each figure the
+    mean over the runs."""
+    return {"trace": trace, "load": load, "real": _mean_serving(reals), "sim": _mean_serving(sims)}
+
+
+def _mean_serving(runs: Sequence[RunResult]) -> dict[str, Any]:
+    figures = [serving_of(run).to_json_dict() for run in runs]
+    return {key: _mean_figure([each[key] for each in figures]) for key in figures[0]}
 
 
 def _mean_figure(values: list[Any]) -> Any:
@@ -243,6 +272,10 @@ def _print(figures: dict[str, Any]) -> None:
             )
     for pair in figures.get("serving", []):
         flat[f"{pair['trace']}/{pair['load']}/serving"] = serving_text(pair)
-    for key in ("mean_abs_error_pct", "p90_abs_error_pct", "all_abs_error_pct", "server_start_s", "wall_s"):
+    for key in ("mean_abs_error_pct", "p90_abs_error_pct", "all_abs_error_pct"):
+        flat[key] = figures[key]
+        flat[f"uncorrected {key}"] = figures["uncorrected"][key]
+    flat["speed model"] = figures["speed"]
+    for key in ("server_start_s", "wall_s"):
         flat[key] = figures[key]
     print_figures("fidelity: simulator vs a real vLLM CPU server", flat)

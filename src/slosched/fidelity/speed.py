@@ -1,0 +1,129 @@
+"""Simulate each replay of real traffic at the speed the engine's core ran during it.
+
+On this virtual machine the host slows a core for seconds at a time, each core on its own
+(``devtools.core_speed``: the slowest half-second runs at about half the fastest's speed). A 10-second replay
+of real traffic therefore runs on a machine of its own speed, and one simulation at the average speed
+misses it both ways. The vLLM plugin times a fixed CPU workload between steps (``perf.speed_probe``), so the
+engine's core speed is known during every replay without reading anything the simulation predicts.
+
+The probe is not the engine: a product of small matrices slows down more than an engine step (its time
+swings about twice as far), so a fitted slope maps one onto the other. Over the calibration traffic (sweeps
+and calibration mixes, never a compared replay) the steps are grouped in ``WINDOW_S`` windows; each window's
+measured over predicted step time is regressed on its probes' time relative to the calibration's median
+probe, in logs: ``step time ~ (probe / reference) ** slope``. The step costs are then fitted again to the
+calibration steps brought to the reference speed (``at_reference_speed``), and a replay is simulated with
+them scaled by its own factor (``SpeedModel.factor``: its probes' median, through the slope).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from slosched.core.views import StepObservation
+from slosched.perf.profile_fit import MeasuredProfile, step_features
+
+WINDOW_S = 2.0
+MIN_WINDOW_STEPS = 10
+MIN_WINDOW_PROBES = 3
+SLOPE_RANGE = (0.0, 1.5)  # 0: the probe says nothing about the steps; above 1.5 only noise could put it
+LOCAL_PROBES_S = 1.0  # a step's local speed: the probes within this many seconds of it
+
+Probe = tuple[float, float]  # (done_s, probe_s), the plugin's clock
+TimedStep = tuple[float, StepObservation]  # (done_s, the step)
+
+
+@dataclass(slots=True, frozen=True)
+class SpeedModel:
+    """How an engine step's time follows the probe: ``(probe / reference_probe_s) ** slope``."""
+
+    reference_probe_s: float
+    slope: float
+    windows: int
+    correlation: float
+
+    def factor(self, probes: Sequence[Probe]) -> float:
+        """The step-time factor of a stretch whose probes are ``probes`` (1.0 when there are none)."""
+        if not probes or self.reference_probe_s <= 0:
+            return 1.0
+        return (statistics.median(probe_s for _, probe_s in probes) / self.reference_probe_s) ** self.slope
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "reference_probe_ms": round(1e3 * self.reference_probe_s, 4),
+            "slope": round(self.slope, 3),
+            "windows": self.windows,
+            "correlation": round(self.correlation, 3) if math.isfinite(self.correlation) else None,
+        }
+
+
+NO_CORRECTION = SpeedModel(reference_probe_s=0.0, slope=0.0, windows=0, correlation=math.nan)
+
+
+def predicted_s(profile: MeasuredProfile, observation: StepObservation) -> float:
+    """The profile's time for one step (its first duration's shape)."""
+    features = step_features(
+        observation.num_prefill_tokens,
+        observation.prefill_context_tokens,
+        observation.num_decode_seqs,
+        observation.decode_context_tokens,
+    )
+    return sum(max(0.0, estimate) * feature for estimate, feature in zip(profile.estimates, features, strict=True))
+
+
+def fit_speed_model(steps: Sequence[TimedStep], probes: Sequence[Probe], profile: MeasuredProfile) -> SpeedModel:
+    """The slope of measured-over-predicted step time on the probe's relative time, over ``WINDOW_S`` windows
+    of ``steps`` (the module docstring); ``NO_CORRECTION`` when fewer than three windows have enough of both."""
+    if not probes:
+        return NO_CORRECTION
+    reference = statistics.median(probe_s for _, probe_s in probes)
+    windows: dict[int, list[float]] = {}
+    for done_s, observation in steps:
+        sums = windows.setdefault(int(done_s // WINDOW_S), [0.0, 0.0, 0])
+        sums[0] += observation.durations_s[0]
+        sums[1] += predicted_s(profile, observation)
+        sums[2] += 1
+    window_probes: dict[int, list[float]] = {}
+    for done_s, probe_s in probes:
+        window_probes.setdefault(int(done_s // WINDOW_S), []).append(probe_s)
+    log_probe, log_ratio = [], []
+    for key, (measured, predicted, count) in windows.items():
+        seen = window_probes.get(key, [])
+        if count >= MIN_WINDOW_STEPS and len(seen) >= MIN_WINDOW_PROBES and measured > 0 and predicted > 0:
+            log_probe.append(math.log(statistics.median(seen) / reference))
+            log_ratio.append(math.log(measured / predicted))
+    if len(log_probe) < 3 or float(np.std(log_probe)) == 0.0:
+        return replace(NO_CORRECTION, reference_probe_s=reference, windows=len(log_probe))
+    slope = float(np.polyfit(log_probe, log_ratio, 1)[0])
+    correlation = float(np.corrcoef(log_probe, log_ratio)[0, 1])
+    return SpeedModel(reference, min(max(slope, SLOPE_RANGE[0]), SLOPE_RANGE[1]), len(log_probe), correlation)
+
+
+def at_reference_speed(steps: Sequence[TimedStep], probes: Sequence[Probe], model: SpeedModel) -> list[StepObservation]:
+    """Every step's time divided by its local factor (the probes within ``LOCAL_PROBES_S`` of it)."""
+    ends = [done_s for done_s, _ in probes]
+    normalized = []
+    for done_s, observation in steps:
+        nearby = probes[
+            bisect.bisect_left(ends, done_s - LOCAL_PROBES_S) : bisect.bisect_right(ends, done_s + LOCAL_PROBES_S)
+        ]
+        factor = model.factor(nearby)
+        normalized.append(replace(observation, durations_s=tuple(d / factor for d in observation.durations_s)))
+    return normalized
+
+
+def scaled(profile: MeasuredProfile, factor: float) -> MeasuredProfile:
+    """The profile with every step cost times ``factor`` (the front end, on other cores, unchanged)."""
+    return replace(
+        profile,
+        estimates=tuple(value * factor for value in profile.estimates),
+        ci_low=tuple(value * factor for value in profile.ci_low),
+        ci_high=tuple(value * factor for value in profile.ci_high),
+        source={**profile.source, "speed_factor": round(factor, 4)},
+    )

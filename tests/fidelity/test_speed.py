@@ -1,0 +1,89 @@
+"""``fidelity.speed``: a replay simulated at the speed its engine's core had, through a slope fitted on the
+calibration steps against the speed probe."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slosched.core.views import StepObservation
+from slosched.fidelity.speed import (
+    NO_CORRECTION,
+    SpeedModel,
+    at_reference_speed,
+    fit_speed_model,
+    predicted_s,
+    scaled,
+)
+from slosched.perf.profile_fit import MeasuredProfile, fit_mean_profile
+from slosched.perf.speed_probe import SpeedProbe, probe_line
+
+PROFILE = Path(__file__).parent / "data" / "profile.json"
+SHAPES = [(256, 0, 0, 0), (0, 0, 8, 4000), (64, 0, 16, 6000), (1024, 0, 4, 2000), (0, 0, 32, 9000)]
+
+
+def _machine(slope: float, seconds: int = 60) -> tuple[list[tuple[float, StepObservation]], list[tuple[float, float]]]:
+    """Steps of one engine on a core whose speed changes every 2 s window (probe 0.4 ms x 0.6..1.8), each step
+    costing its profile time x (probe / 0.4 ms) ** ``slope``; ten probes per window."""
+    profile = MeasuredProfile.load(PROFILE)
+    rng = np.random.default_rng(3)
+    steps, probes = [], []
+    for window in range(seconds // 2):
+        relative = float(rng.uniform(0.6, 1.8))
+        for index in range(40):
+            prefill, context, decodes, decode_context = SHAPES[index % len(SHAPES)]
+            shape = StepObservation(prefill, context, decodes, decode_context, (0.0,))
+            cost = predicted_s(profile, shape) * relative**slope
+            steps.append(
+                (2.0 * window + 0.05 * index, StepObservation(prefill, context, decodes, decode_context, (cost,)))
+            )
+        probes += [(2.0 * window + 0.2 * index + 0.01, 0.0004 * relative) for index in range(10)]
+    return steps, probes
+
+
+def test_the_slope_of_step_time_on_the_probe_is_recovered() -> None:
+    steps, probes = _machine(slope=0.5)
+    model = fit_speed_model(steps, probes, MeasuredProfile.load(PROFILE))
+    assert model.slope == pytest.approx(0.5, abs=0.02) and model.correlation > 0.99
+    assert model.windows == 30 and 0.0004 * 0.6 <= model.reference_probe_s <= 0.0004 * 1.8
+    # Brought to the reference speed, the steps refit to one profile: the probe explained the swing.
+    refit = fit_mean_profile(at_reference_speed(steps, probes, model))
+    raw = fit_mean_profile([step for _, step in steps])
+    assert refit.residual_rel_std < 0.05 < raw.residual_rel_std
+    # A replay on a core at 1.44x the reference probe time runs its steps 1.2x slower.
+    slow = [(0.0, model.reference_probe_s * 1.44)] * 3
+    assert model.factor(slow) == pytest.approx(1.44**model.slope)
+
+
+def test_without_probes_or_spread_nothing_is_corrected() -> None:
+    steps, _ = _machine(slope=0.5)
+    profile = MeasuredProfile.load(PROFILE)
+    assert fit_speed_model(steps, [], profile) == NO_CORRECTION
+    steady = [(float(t), 0.0004) for t in range(60)]
+    model = fit_speed_model(steps, steady, profile)
+    assert model.slope == 0.0 and model.factor(steady) == 1.0 and NO_CORRECTION.factor([(0.0, 1.0)]) == 1.0
+    assert math.isnan(NO_CORRECTION.correlation) and NO_CORRECTION.to_json_dict()["correlation"] is None
+
+
+@given(st.floats(0.2, 5.0), st.floats(0.0, 1.5))
+def test_a_scaled_profile_charges_every_step_the_factor_and_keeps_the_front_end(factor: float, slope: float) -> None:
+    profile = MeasuredProfile.load(PROFILE)
+    faster = scaled(profile, factor)
+    for shape in SHAPES:
+        step = StepObservation(*shape, (0.0,))
+        assert predicted_s(faster, step) == pytest.approx(factor * predicted_s(profile, step))
+    assert faster.request_overhead_s == profile.request_overhead_s
+    assert faster.source["speed_factor"] == round(factor, 4)
+    model = SpeedModel(0.0004, slope, 10, 0.9)
+    assert model.factor([(0.0, 0.0004 * factor)]) == pytest.approx(factor**slope)
+
+
+def test_the_probe_times_a_fixed_workload_and_writes_a_line() -> None:
+    probe = SpeedProbe()
+    assert 0 < probe.time_s() < 1.0
+    assert probe_line(0.00041234567, 12.5) == '{"probe_s": 0.0004123, "done_s": 12.5}\n'
