@@ -27,9 +27,12 @@ PROFILE = Path(__file__).parent / "data" / "profile.json"
 SHAPES = [(256, 0, 0, 0), (0, 0, 8, 4000), (64, 0, 16, 6000), (1024, 0, 4, 2000), (0, 0, 32, 9000)]
 
 
-def _machine(slope: float, seconds: int = 60) -> tuple[list[tuple[float, StepObservation]], list[tuple[float, float]]]:
+def _machine(
+    slope: float, seconds: int = 60, probe_noise: float = 0.0
+) -> tuple[list[tuple[float, StepObservation]], list[tuple[float, float]]]:
     """Steps of one engine on a core whose speed changes every 2 s window (probe 0.4 ms x 0.6..1.8), each step
-    costing its profile time x (probe / 0.4 ms) ** ``slope``; ten probes per window."""
+    costing its profile time x (probe / 0.4 ms) ** ``slope``; ten probes per window, each off by a lognormal
+    factor of sigma ``probe_noise``."""
     profile = MeasuredProfile.load(PROFILE)
     rng = np.random.default_rng(3)
     steps, probes = [], []
@@ -42,7 +45,8 @@ def _machine(slope: float, seconds: int = 60) -> tuple[list[tuple[float, StepObs
             steps.append(
                 (2.0 * window + 0.05 * index, StepObservation(prefill, context, decodes, decode_context, (cost,)))
             )
-        probes += [(2.0 * window + 0.2 * index + 0.01, 0.0004 * relative) for index in range(10)]
+        noise = rng.lognormal(0.0, probe_noise, 10) if probe_noise else np.ones(10)
+        probes += [(2.0 * window + 0.2 * index + 0.01, 0.0004 * relative * noise[index]) for index in range(10)]
     return steps, probes
 
 
@@ -58,6 +62,21 @@ def test_the_slope_of_step_time_on_the_probe_is_recovered() -> None:
     # A replay on a core at 1.44x the reference probe time runs its steps 1.2x slower.
     slow = [(0.0, model.reference_probe_s * 1.44)] * 3
     assert model.factor(slow) == pytest.approx(1.44**model.slope)
+
+
+def test_noisy_probes_do_not_flatten_the_slope() -> None:
+    steps, probes = _machine(slope=0.9, seconds=240, probe_noise=0.6)
+    profile = MeasuredProfile.load(PROFILE)
+    model = fit_speed_model(steps, probes, profile)
+    assert model.slope == pytest.approx(0.9, abs=0.1)
+    # Least squares on the windows' probe medians flattens it (regression dilution), what the fit avoids.
+    probe_medians, ratios = [], []
+    for window in range(120):
+        seen = [probe_s for done_s, probe_s in probes if int(done_s // 2) == window]
+        inside = [step for done_s, step in steps if int(done_s // 2) == window]
+        probe_medians.append(np.log(np.median(seen) / model.reference_probe_s))
+        ratios.append(np.log(sum(s.durations_s[0] for s in inside) / sum(predicted_s(profile, s) for s in inside)))
+    assert float(np.polyfit(probe_medians, ratios, 1)[0]) < 0.75
 
 
 def test_without_probes_or_spread_nothing_is_corrected() -> None:

@@ -10,7 +10,8 @@ The probe is not the engine: a product of small matrices slows down more than an
 swings about twice as far), so a fitted slope maps one onto the other. Over the calibration traffic (sweeps
 and calibration mixes, never a compared replay) the steps are grouped in ``WINDOW_S`` windows; each window's
 measured over predicted step time is regressed on its probes' time relative to the calibration's median
-probe, in logs: ``step time ~ (probe / reference) ** slope``. The step costs are then fitted again to the
+probe, in logs (``step time ~ (probe / reference) ** slope``; half the window's probes instrument the
+other half, so the probe's own noise does not flatten the slope). The step costs are then fitted again to the
 calibration steps brought to the reference speed (``at_reference_speed``), and a replay is simulated with
 them scaled by its own factor (``SpeedModel.factor``: its probes' median, through the slope).
 """
@@ -31,7 +32,7 @@ from slosched.perf.profile_fit import MeasuredProfile, step_features
 
 WINDOW_S = 2.0
 MIN_WINDOW_STEPS = 10
-MIN_WINDOW_PROBES = 3
+MIN_WINDOW_PROBES = 4  # two per half (``fit_speed_model``)
 SLOPE_RANGE = (0.0, 1.5)  # 0: the probe says nothing about the steps; above 1.5 only noise could put it
 LOCAL_PROBES_S = 1.0  # a step's local speed: the probes within this many seconds of it
 
@@ -79,30 +80,58 @@ def predicted_s(profile: MeasuredProfile, observation: StepObservation) -> float
 
 def fit_speed_model(steps: Sequence[TimedStep], probes: Sequence[Probe], profile: MeasuredProfile) -> SpeedModel:
     """The slope of measured-over-predicted step time on the probe's relative time, over ``WINDOW_S`` windows
-    of ``steps`` (the module docstring); ``NO_CORRECTION`` when fewer than three windows have enough of both."""
+    of ``steps`` (the module docstring); ``NO_CORRECTION`` when fewer than three windows have enough of both.
+
+    A window's probe median is itself noisy, and least squares on a noisy regressor flattens the slope
+    toward 0 (regression dilution: one quick run fitted 0.62 at correlation 0.76, and the replays it then
+    corrected ran 17% slower than simulated in the slow round). So the slope is an instrumental-variable
+    estimate: the window's odd probes are the instrument for its even ones (two measures of one speed,
+    with their own noise), averaged over both assignments."""
     if not probes:
         return NO_CORRECTION
     reference = statistics.median(probe_s for _, probe_s in probes)
-    windows: dict[int, list[float]] = {}
+    windows = _windows(steps, probes, profile)
+    if len(windows) < 3:
+        return replace(NO_CORRECTION, reference_probe_s=reference, windows=len(windows))
+    log_ratio = np.log([measured / predicted for measured, predicted, _ in windows])
+    even = np.log([statistics.median(seen[0::2]) / reference for _, _, seen in windows])
+    odd = np.log([statistics.median(seen[1::2]) / reference for _, _, seen in windows])
+    both = np.log([statistics.median(seen) / reference for _, _, seen in windows])
+    slopes = [_iv_slope(log_ratio, regressor, instrument) for regressor, instrument in ((even, odd), (odd, even))]
+    if any(slope is None for slope in slopes) or float(np.std(both)) == 0.0:
+        return replace(NO_CORRECTION, reference_probe_s=reference, windows=len(windows))
+    slope = float(np.mean([value for value in slopes if value is not None]))
+    correlation = float(np.corrcoef(both, log_ratio)[0, 1])
+    return SpeedModel(reference, min(max(slope, SLOPE_RANGE[0]), SLOPE_RANGE[1]), len(windows), correlation)
+
+
+def _windows(
+    steps: Sequence[TimedStep], probes: Sequence[Probe], profile: MeasuredProfile
+) -> list[tuple[float, float, list[float]]]:
+    """``(measured s, predicted s, probe times)`` of every ``WINDOW_S`` window with enough steps and probes."""
+    sums: dict[int, list[float]] = {}
     for done_s, observation in steps:
-        sums = windows.setdefault(int(done_s // WINDOW_S), [0.0, 0.0, 0])
-        sums[0] += observation.durations_s[0]
-        sums[1] += predicted_s(profile, observation)
-        sums[2] += 1
-    window_probes: dict[int, list[float]] = {}
+        window = sums.setdefault(int(done_s // WINDOW_S), [0.0, 0.0, 0])
+        window[0] += observation.durations_s[0]
+        window[1] += predicted_s(profile, observation)
+        window[2] += 1
+    seen: dict[int, list[float]] = {}
     for done_s, probe_s in probes:
-        window_probes.setdefault(int(done_s // WINDOW_S), []).append(probe_s)
-    log_probe, log_ratio = [], []
-    for key, (measured, predicted, count) in windows.items():
-        seen = window_probes.get(key, [])
-        if count >= MIN_WINDOW_STEPS and len(seen) >= MIN_WINDOW_PROBES and measured > 0 and predicted > 0:
-            log_probe.append(math.log(statistics.median(seen) / reference))
-            log_ratio.append(math.log(measured / predicted))
-    if len(log_probe) < 3 or float(np.std(log_probe)) == 0.0:
-        return replace(NO_CORRECTION, reference_probe_s=reference, windows=len(log_probe))
-    slope = float(np.polyfit(log_probe, log_ratio, 1)[0])
-    correlation = float(np.corrcoef(log_probe, log_ratio)[0, 1])
-    return SpeedModel(reference, min(max(slope, SLOPE_RANGE[0]), SLOPE_RANGE[1]), len(log_probe), correlation)
+        seen.setdefault(int(done_s // WINDOW_S), []).append(probe_s)
+    return [
+        (measured, predicted, seen[key])
+        for key, (measured, predicted, count) in sums.items()
+        if count >= MIN_WINDOW_STEPS and len(seen.get(key, ())) >= MIN_WINDOW_PROBES and measured > 0 < predicted
+    ]
+
+
+def _iv_slope(response: np.ndarray, regressor: np.ndarray, instrument: np.ndarray) -> float | None:
+    """``cov(instrument, response) / cov(instrument, regressor)``; None when the instrument does not move
+    with the regressor (no common speed signal to measure against)."""
+    spread = float(np.cov(instrument, regressor)[0, 1])
+    if spread <= 0:
+        return None
+    return float(np.cov(instrument, response)[0, 1]) / spread
 
 
 def at_reference_speed(steps: Sequence[TimedStep], probes: Sequence[Probe], model: SpeedModel) -> list[StepObservation]:
