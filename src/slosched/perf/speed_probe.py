@@ -7,9 +7,12 @@ the core's speed during it as much as the engine's step costs. The vLLM plugin t
 steps (its ``speed_probe_interval_s`` key) and writes it beside the steps; ``bench fidelity`` runs each
 replay's simulation at the speed its probes saw (``fidelity.speed``).
 
-The workload is small (20 products of 96 x 96 float32 matrices, single-threaded BLAS at this size: about
-0.4 ms on this machine's cores), so a probe every 100 ms costs the engine under half a percent; the step
-log subtracts each probe from the engine's period it fell into.
+The workload is small (80 products of 56 x 56 float32 matrices, about 0.3 ms on this machine's cores), so
+a probe every 100 ms costs the engine under half a percent; the step log subtracts each probe from the
+engine's period it fell into. The matrices stay below the size at which OpenBLAS splits a product over
+threads (m n k < 262,144): the engine process is pinned to one core, and 96 x 96 products (the first
+probe) ran on two BLAS threads fighting for it, which slowed the probe twofold for a whole 10-second
+replay while the engine's own steps slowed far less.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ import time
 
 import numpy as np
 
-_MATRIX = 96
-_PRODUCTS = 20
+_MATRIX = 56  # 56**3 = 175,616: one BLAS thread
+_PRODUCTS = 80
 
 
 class SpeedProbe:
