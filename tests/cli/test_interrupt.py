@@ -72,8 +72,10 @@ def test_sigint_stops_compare_at_once_and_exits_130(tmp_path: Path) -> None:
 
 
 def test_sigint_stops_a_sweep_and_its_workers(tmp_path: Path) -> None:
-    path = _scenario(tmp_path, SMALL, 400)
-    argv = ["sweep", str(path), "--seeds", "4", "--jobs", "400", "--workers", "2", "--out", str(tmp_path / "out")]
+    # About a minute of work on 2 cores here: 4 seeds of 400 jobs (8 s) finished before the signal on a faster
+    # CI machine, which then caught Ctrl-C while writing the complete document.
+    path = _scenario(tmp_path, SMALL, 3000)
+    argv = ["sweep", str(path), "--seeds", "8", "--jobs", "3000", "--workers", "2", "--out", str(tmp_path / "out")]
     stopped_s, _, err, code = _interrupted(argv, tmp_path)
     assert code == 130 and "Traceback" not in err, err
     assert stopped_s < 2.0, stopped_s
