@@ -73,11 +73,15 @@ def test_report_gives_the_speed_model_and_the_errors_without_it(tmp_path: Path) 
     figures = make_figures()
     figures["speed"] = {"reference_probe_ms": 0.41, "slope": 0.55, "windows": 120, "correlation": 0.86}
     figures["uncorrected"] = {"mean_abs_error_pct": 11.4, "p90_abs_error_pct": 13.9, "all_abs_error_pct": 15.0}
-    figures["serving"] = [{"speed_factors": [0.93, 1.21]}, {"speed_factors": [1.02]}]
+    figures["serving"] = [
+        {"speed_factors": [0.93, 1.21], "step_model_ratios": [1.04, 0.97]},
+        {"speed_factors": [1.02], "step_model_ratios": [float("nan"), 1.18]},
+    ]
     text = write_report(figures, tmp_path / "fidelity.md").read_text()
     assert (
         "step time ~ (probe / 0.41 ms) ^ 0.55" in text
         and "correlation 0.86); the replays' factors ran 0.93-1.21" in text
     )
     assert "the errors are\n11.4% (mean latencies) and 13.9% (P90)" in text
+    assert "charges for the steps it ran: 0.97-1.18" in text  # a replay without steps is left out
     assert "Speed model" not in write_report(make_figures(), tmp_path / "plain.md").read_text()

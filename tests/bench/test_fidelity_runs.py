@@ -27,6 +27,8 @@ def test_a_case_carries_the_real_and_the_simulated_run_in_vllm_terms() -> None:
     assert pair["real"]["total_output_tokens"] == pair["sim"]["total_output_tokens"]
     text = serving_text(pair)
     assert f"p99 TTFT ms real {pair['real']['p99_ttft_ms']:.1f} sim {pair['sim']['p99_ttft_ms']:.1f}" in text
+    assert "engine time" not in text
+    assert serving_text(pair | {"step_model_ratios": [1.1, 1.3, math.nan]}).endswith("engine time / model 1.20")
     assert pair["real"]["output_throughput"] == pytest.approx(
         pair["real"]["total_output_tokens"] / pair["real"]["duration"]
     )

@@ -19,6 +19,7 @@ from slosched.fidelity.speed import (
     fit_speed_model,
     predicted_s,
     scaled,
+    step_model_ratio,
 )
 from slosched.perf.profile_fit import MeasuredProfile, fit_mean_profile
 from slosched.perf.speed_probe import SpeedProbe, probe_line
@@ -100,6 +101,21 @@ def test_a_scaled_profile_charges_every_step_the_factor_and_keeps_the_front_end(
     assert faster.source["speed_factor"] == round(factor, 4)
     model = SpeedModel(0.0004, slope, 10, 0.9)
     assert model.factor([(0.0, 0.0004 * factor)]) == pytest.approx(factor**slope)
+
+
+def test_the_step_model_ratio_is_engine_time_over_the_charged_time() -> None:
+    profile = MeasuredProfile.load(PROFILE)
+    steps, _ = _machine(slope=1.0)  # every step at its window's speed, 0.6..1.8x the profile
+    speeds = [step.durations_s[0] / predicted_s(profile, step) for _, step in steps]
+    assert min(speeds) < 0.9 and max(speeds) > 1.1
+    engine_s = sum(step.durations_s[0] for _, step in steps)
+    charged_s = sum(predicted_s(profile, step) for _, step in steps)
+    assert step_model_ratio(steps, profile, 1.0) == pytest.approx(engine_s / charged_s)
+    assert step_model_ratio(steps, profile, engine_s / charged_s) == pytest.approx(1.0)
+    # An observation holding two steps of its shape is charged twice.
+    twice = [(0.0, StepObservation(256, 0, 0, 0, (0.01, 0.03)))]
+    assert step_model_ratio(twice, profile, 1.0) == pytest.approx(0.04 / (2 * predicted_s(profile, twice[0][1])))
+    assert math.isnan(step_model_ratio([], profile, 1.0))
 
 
 def test_the_probe_times_a_fixed_workload_and_writes_a_line() -> None:

@@ -156,3 +156,15 @@ def scaled(profile: MeasuredProfile, factor: float) -> MeasuredProfile:
         ci_high=tuple(value * factor for value in profile.ci_high),
         source={**profile.source, "speed_factor": round(factor, 4)},
     )
+
+
+def step_model_ratio(steps: Sequence[TimedStep], profile: MeasuredProfile, factor: float) -> float:
+    """The engine's measured busy time over the profile's prediction at ``factor``, over the steps a replay ran
+    (nan without steps). Near 1 while the replay's own steps cost what the simulation charges: a case's
+    latency error then comes from elsewhere (which steps formed, the front end); away from 1, from step
+    costs the calibration traffic did not teach."""
+    # An observation may hold several steps of one shape (one duration each).
+    predicted = factor * sum(predicted_s(profile, step) * len(step.durations_s) for _, step in steps)
+    if predicted <= 0:
+        return math.nan
+    return sum(sum(observation.durations_s) for _, observation in steps) / predicted

@@ -84,11 +84,20 @@ def _speed_lines(figures: dict[str, Any]) -> list[str]:
         return []
     factors = [factor for pair in figures.get("serving", []) for factor in pair.get("speed_factors", [])]
     span = f"; the replays' factors ran {min(factors):.2f}-{max(factors):.2f}" if factors else ""
+    ratios = [ratio for pair in figures.get("serving", []) for ratio in pair.get("step_model_ratios", [])]
+    ratios = [ratio for ratio in ratios if math.isfinite(ratio)]
+    model = (
+        f"Each replay's engine time over what the corrected profile charges for the steps it ran: "
+        f"{min(ratios):.2f}-{max(ratios):.2f} (per case: the JSON's `step_model_ratios`)."
+        if ratios
+        else ""
+    )
     return [
         f"Speed model: step time ~ (probe / {speed['reference_probe_ms']} ms) ^ {speed['slope']} (fitted over",
         f"{speed['windows']} two-second windows of calibration steps, correlation {speed['correlation']}){span}.",
         "Without it (one simulation per case at the calibration's median speed) the errors are",
         f"{uncorrected['mean_abs_error_pct']:.1f}% (mean latencies) and {uncorrected['p90_abs_error_pct']:.1f}% (P90).",
+        *([model] if model else []),
         "",
     ]
 

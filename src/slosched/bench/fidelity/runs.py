@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import statistics
 import tempfile
 import time
 from collections.abc import Sequence
@@ -57,7 +58,7 @@ from slosched.evaluation.runners import progress_bar
 from slosched.fidelity.compare import Case, compare_replays, summarize_cases
 from slosched.fidelity.records_io import save_run
 from slosched.fidelity.replay import replay
-from slosched.fidelity.speed import Probe, scaled
+from slosched.fidelity.speed import scaled, step_model_ratio
 from slosched.fidelity.traces import TRACES, capacity_jobs_per_s, make_trace
 from slosched.metrics.summary import serving_of
 from slosched.perf.profile_fit import MeasuredProfile
@@ -165,14 +166,21 @@ def _measure(url: str, timings: StepTimings, work: Path, quick: bool) -> dict[st
     serving: list[dict[str, Any]] = []
     for trace, load, jobs in rounds.plan:
         reals = rounds.replays[(trace, load)]
-        factors = [engine.speed.factor(probes) for probes in rounds.replay_probes[(trace, load)]]
+        factors = [engine.speed.factor(segment.probes) for segment in rounds.replay_segments[(trace, load)]]
+        step_ratios = [
+            step_model_ratio(segment.steps, engine.profile, factor)
+            for segment, factor in zip(rounds.replay_segments[(trace, load)], factors, strict=True)
+        ]
         sims = [simulate_trace(jobs, _speed_profile(engine, factor, work)) for factor in factors]
         at_reference = simulate_trace(jobs, profile_path)
         multi_call = any(job.kind is not JobKind.SINGLE for job in jobs)
         compared = compare_replays(trace, load, reals, sims, job_metrics=multi_call)
         cases += compared
         uncorrected += compare_replays(trace, load, reals, [at_reference], job_metrics=multi_call)
-        serving.append(serving_pair(trace, load, reals, sims) | {"speed_factors": [round(f, 4) for f in factors]})
+        serving.append(
+            serving_pair(trace, load, reals, sims)
+            | {"speed_factors": [round(f, 4) for f in factors], "step_model_ratios": [round(r, 4) for r in step_ratios]}
+        )
         row_finished(f"{trace}/{load}", {"cases": [case.to_json_dict() for case in compared], "serving": serving[-1]})
         if not quick:
             for index, (real, sim) in enumerate(zip(reals, sims, strict=True)):
@@ -197,12 +205,13 @@ def _speed_profile(engine: CalibratedEngine, factor: float, work: Path) -> Path:
 
 @dataclass(slots=True)
 class Rounds:
-    """What the interleaved rounds measured: the compared cases, their replays and each replay's speed probes,
-    the sweeps, and the engine's steps and probes during the sweeps and calibration replays."""
+    """What the interleaved rounds measured: the compared cases, their replays and what the engine wrote during
+    each (its steps and speed probes), the sweeps, and the engine's steps and probes during the sweeps and
+    calibration replays."""
 
     plan: list[tuple[str, str, list[JobSpec]]] = field(default_factory=list)
     replays: dict[tuple[str, str], list[RunResult]] = field(default_factory=dict)
-    replay_probes: dict[tuple[str, str], list[list[Probe]]] = field(default_factory=dict)
+    replay_segments: dict[tuple[str, str], list[Segment]] = field(default_factory=dict)
     sweeps: list[SweepResult] = field(default_factory=list)
     calibration: Segment = field(default_factory=Segment)
 
@@ -231,7 +240,7 @@ def _interleaved_rounds(client: OpenAIClient, timings: StepTimings, quick: bool)
             for trace, load, jobs in rounds.plan:
                 progress.update(bar, description=f"round {index + 1}/{ROUNDS}: {trace}/{load}")
                 rounds.replays.setdefault((trace, load), []).append(replay(client.base_url, jobs))
-                rounds.replay_probes.setdefault((trace, load), []).append(timings.segment().probes)
+                rounds.replay_segments.setdefault((trace, load), []).append(timings.segment())
                 progress.advance(bar)
     return rounds
 
@@ -260,7 +269,9 @@ def serving_text(pair: dict[str, Any]) -> str:
     """The compact view: output tokens/s and p99 TTFT / TPOT in ms, real and simulated."""
     real, sim = pair["real"], pair["sim"]
     shown = (("tok/s", "output_throughput"), ("p99 TTFT ms", "p99_ttft_ms"), ("p99 TPOT ms", "p99_tpot_ms"))
-    return "  ".join(f"{name} real {fixed(real[key], 1)} sim {fixed(sim[key], 1)}" for name, key in shown)
+    text = "  ".join(f"{name} real {fixed(real[key], 1)} sim {fixed(sim[key], 1)}" for name, key in shown)
+    ratios = [ratio for ratio in pair.get("step_model_ratios", []) if math.isfinite(ratio)]
+    return text + (f"  engine time / model {statistics.mean(ratios):.2f}" if ratios else "")
 
 
 def _print(figures: dict[str, Any]) -> None:
