@@ -18,6 +18,7 @@ from slosched.fidelity.speed import (
     at_reference_speed,
     fit_speed_model,
     predicted_s,
+    replay_factor,
     scaled,
     step_model_ratio,
 )
@@ -101,6 +102,26 @@ def test_a_scaled_profile_charges_every_step_the_factor_and_keeps_the_front_end(
     assert faster.source["speed_factor"] == round(factor, 4)
     model = SpeedModel(0.0004, slope, 10, 0.9)
     assert model.factor([(0.0, 0.0004 * factor)]) == pytest.approx(factor**slope)
+
+
+def test_a_replay_is_charged_the_mean_of_its_local_factors_not_its_median_probe() -> None:
+    model = SpeedModel(0.0004, 1.0, 10, 0.9)
+    # Six seconds at the reference speed, then four at half speed (probe time doubled), ten probes a second:
+    # the engine's time adds up to 0.6 x 1 + 0.4 x 2 = 1.4x; the median probe says 1.0x.
+    probes = [(0.1 * index, 0.0004 if index < 60 else 0.0008) for index in range(100)]
+    assert model.factor(probes) == pytest.approx(1.0)
+    assert replay_factor(probes, model) == pytest.approx(1.4, abs=0.03)
+    assert replay_factor([], model) == 1.0
+    steady = [(0.1 * index, 0.0005) for index in range(30)]
+    assert replay_factor(steady, model) == pytest.approx(model.factor(steady)) == pytest.approx(1.25)
+
+
+@given(st.lists(st.floats(0.0002, 0.002), min_size=1, max_size=40), st.floats(0.0, 1.5))
+def test_a_replay_factor_lies_within_its_probes_factors(probe_times: list[float], slope: float) -> None:
+    model = SpeedModel(0.0004, slope, 10, 0.9)
+    probes = [(0.3 * index, probe_s) for index, probe_s in enumerate(probe_times)]
+    each = [model.factor([probe]) for probe in probes]
+    assert min(each) * (1 - 1e-9) <= replay_factor(probes, model) <= max(each) * (1 + 1e-9)
 
 
 def test_the_step_model_ratio_is_engine_time_over_the_charged_time() -> None:

@@ -58,7 +58,7 @@ from slosched.evaluation.runners import progress_bar
 from slosched.fidelity.compare import Case, compare_replays, summarize_cases
 from slosched.fidelity.records_io import save_run
 from slosched.fidelity.replay import replay
-from slosched.fidelity.speed import scaled, step_model_ratio
+from slosched.fidelity.speed import replay_factor, scaled, step_model_ratio
 from slosched.fidelity.traces import TRACES, capacity_jobs_per_s, make_trace
 from slosched.metrics.summary import serving_of
 from slosched.perf.profile_fit import MeasuredProfile
@@ -156,7 +156,12 @@ def run(quick: bool) -> dict[str, Any]:
 
 def _measure(url: str, timings: StepTimings, work: Path, quick: bool) -> dict[str, Any]:
     client = OpenAIClient(url, "tiny")
-    rounds = _interleaved_rounds(client, timings, quick)
+    return judge(_interleaved_rounds(client, timings, quick), client, work, quick)
+
+
+def judge(rounds: Rounds, client: OpenAIClient, work: Path, quick: bool) -> dict[str, Any]:
+    """The figures from what the rounds measured: the engine's profile and speed model, then every case
+    simulated and compared (no server needed: ``client`` only names the engine in the profile)."""
     keep = RESULTS_DIR if not quick else work
     keep.mkdir(parents=True, exist_ok=True)
     engine = engine_profile(rounds.sweeps, rounds.calibration, client, DESIGN)
@@ -166,7 +171,7 @@ def _measure(url: str, timings: StepTimings, work: Path, quick: bool) -> dict[st
     serving: list[dict[str, Any]] = []
     for trace, load, jobs in rounds.plan:
         reals = rounds.replays[(trace, load)]
-        factors = [engine.speed.factor(segment.probes) for segment in rounds.replay_segments[(trace, load)]]
+        factors = [replay_factor(segment.probes, engine.speed) for segment in rounds.replay_segments[(trace, load)]]
         step_ratios = [
             step_model_ratio(segment.steps, engine.profile, factor)
             for segment, factor in zip(rounds.replay_segments[(trace, load)], factors, strict=True)
