@@ -10,9 +10,11 @@ from slosched.evaluation.scoreboard import Scoreboard
 
 @dataclass(slots=True)
 class WorkloadRun:
-    """One workload's scoreboard and what it cost."""
+    """One workload's scoreboard and what it cost (wall and CPU seconds, its worker processes included)."""
 
     workload: StackWorkload
     sizes: Sizes
     board: Scoreboard
     wall_s: float
+    cpu_s: float = float("nan")
+    loaded: bool = False  # read from a saved part (``parts.py``), not measured by this process

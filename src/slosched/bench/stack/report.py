@@ -62,6 +62,16 @@ def _header(figures: dict[str, Any]) -> list[str]:
             f"- **{name}**: {row['description']}; {row['num_jobs']} measured jobs per run after a discarded "
             f"warm-up prefix of {row['num_warmup_jobs']} (another seed's jobs, same rate)."
         )
+    if figures.get("loaded_parts"):
+        lines.append(
+            f"- Assembled from saved parts: {', '.join(figures['loaded_parts'])} were measured by earlier runs of "
+            "the same command (`SLOSCHED_STACK_PARTS`), their time included above."
+        )
+    if figures.get("left_out"):
+        lines.append(
+            f"- Not in this run: {', '.join(figures['left_out'])} (the run measured the workloads "
+            "`SLOSCHED_STACK_WORKLOADS` named)."
+        )
     loads = ", ".join(f"{load:g}x" for load in figures["loads"])
     lines += ["", f"Loads: {loads} the strongest baseline's median SLO capacity.", ""]
     return lines

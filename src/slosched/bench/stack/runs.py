@@ -21,7 +21,9 @@ checked from the run's own figures.
 JSON (last line with ``--json``): ``{"workloads": {NAME: {"capacity_rps": {POLICY: x}, "strongest_baseline",
 "ratio_vs_strongest", "goodput_ratio_2x", "oracle_ratio", ...}}, "min_ratio_vs_strongest", "seeds", ...}``.
 The full run writes ``docs/results/stack.md``; ``SLOSCHED_STACK_REPORT=DIR`` writes the page to ``DIR`` in
-any run (e.g. to look at a quick run's page without touching the committed one).
+any run (e.g. to look at a quick run's page without touching the committed one). ``parts.py``: a run
+limited to some workloads (``SLOSCHED_STACK_WORKLOADS``) and saved per workload (``SLOSCHED_STACK_PARTS``),
+so the hours of a full run can be split and assembled.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import slosched.bench.stack.parts as parts
 import slosched.bench.stack.setup as setup
 from slosched.bench.stack.figures import WorkloadRun
 from slosched.bench.stack.setup import Sizes, StackWorkload
@@ -58,13 +61,13 @@ def capacity_target(name: str) -> float:
 
 
 def score(workload: StackWorkload, quick: bool, seeds: Sequence[int], sizes: Sizes | None = None) -> WorkloadRun:
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), cpu_seconds()
     chosen = sizes or (workload.quick if quick else workload.full)
     bench = workload.workbench(quick, chosen)
     board = evaluate(
         bench, seeds, setup.stack_candidates(), setup.baseline_plan(quick), workload.guess, LOADS, presized=quick
     )
-    return WorkloadRun(workload, chosen, board, time.perf_counter() - start)
+    return WorkloadRun(workload, chosen, board, time.perf_counter() - start, cpu_seconds() - cpu_start)
 
 
 def _per_load_goodput(board: Scoreboard, label: str) -> dict[float, float]:
@@ -166,13 +169,32 @@ def figures_of(runs: Sequence[WorkloadRun], seeds: Sequence[int], quick: bool) -
     }
 
 
+def measured_or_saved(workload: StackWorkload, quick: bool, seeds: Sequence[int]) -> WorkloadRun:
+    """The workload's run: loaded from ``SLOSCHED_STACK_PARTS`` when saved there, else measured (and saved)."""
+    directory = parts.parts_directory()
+    if directory is None:
+        return score(workload, quick, seeds)
+    saved = parts.load_part(directory, workload, quick, seeds)
+    if saved is not None:
+        print(f"{workload.name}: loaded from {parts.part_path(directory, workload.name, quick)}", flush=True)
+        return saved
+    measured = score(workload, quick, seeds)
+    print(f"{workload.name}: saved to {parts.save_part(directory, measured, quick)}", flush=True)
+    return measured
+
+
 def run(quick: bool) -> dict[str, Any]:
     start = time.perf_counter()
     seeds = QUICK_SEEDS if quick else FULL_SEEDS
-    runs = [score(workload, quick, seeds) for workload in setup.WORKLOADS]
+    chosen = parts.chosen_workloads(setup.WORKLOADS)
+    runs = [measured_or_saved(workload, quick, seeds) for workload in chosen]
     figures = figures_of(runs, seeds, quick)
-    figures["wall_s"] = time.perf_counter() - start
-    figures["cpu_s"] = cpu_seconds()
+    figures["left_out"] = [workload.name for workload in setup.WORKLOADS if workload not in chosen]
+    # Loaded parts count with the time they took when measured, so an assembled run states its whole cost.
+    loaded = [run for run in runs if run.loaded]
+    figures["wall_s"] = time.perf_counter() - start + sum(run.wall_s for run in loaded)
+    figures["cpu_s"] = cpu_seconds() + sum(run.cpu_s for run in loaded)
+    figures["loaded_parts"] = [run.workload.name for run in loaded]
     print_serving([run.board for run in runs])
     _print_summary(figures)
     directory = os.environ.get(REPORT_ENV)

@@ -1,0 +1,96 @@
+"""``bench stack`` in parts (``bench/stack/parts.py``): a subset of workloads, saved parts, and a run assembled
+from them giving the figures the one run gave."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import slosched.bench.stack.parts as parts
+import slosched.bench.stack.runs as stack
+import slosched.bench.stack.setup as stack_setup
+from slosched.bench.stack.figures import WorkloadRun
+from slosched.bench.stack.setup import WORKLOADS, Sizes
+from slosched.core.errors import ConfigError
+from slosched.evaluation import steady
+from slosched.evaluation.board import Scoreboard
+from slosched.evaluation.scoreboard import BaselinePlan
+
+STAND_IN = ("prism+urgency", "stage-budget")
+
+
+def _empty_run(name: str = "code", seeds: tuple[int, ...] = (1, 2)) -> WorkloadRun:
+    workload = next(item for item in WORKLOADS if item.name == name)
+    return WorkloadRun(workload, workload.quick, Scoreboard(name, workload.quick.num_jobs, seeds), 12.0, 20.0)
+
+
+def test_the_chosen_workloads_keep_the_bench_order_and_unknown_names_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(parts.WORKLOADS_ENV, raising=False)
+    assert parts.chosen_workloads(WORKLOADS) == WORKLOADS
+    monkeypatch.setenv(parts.WORKLOADS_ENV, " mixed, text2sql ")
+    assert [item.name for item in parts.chosen_workloads(WORKLOADS)] == ["text2sql", "mixed"]
+    monkeypatch.setenv(parts.WORKLOADS_ENV, "chat,sql")
+    with pytest.raises(ConfigError, match=r"SLOSCHED_STACK_WORKLOADS.*unknown workload\(s\) sql; allowed: text2sql"):
+        parts.chosen_workloads(WORKLOADS)
+
+
+def test_a_saved_part_loads_only_for_its_mode_seeds_and_sizes(tmp_path: Path) -> None:
+    run = _empty_run()
+    path = parts.save_part(tmp_path, run, quick=True)
+    assert path.name == "quick-code.pkl" and not list(tmp_path.glob("*.tmp"))
+    loaded = parts.load_part(tmp_path, run.workload, quick=True, seeds=(1, 2))
+    assert loaded is not None and loaded.loaded and not run.loaded
+    assert (loaded.board, loaded.sizes, loaded.wall_s, loaded.cpu_s) == (run.board, run.sizes, 12.0, 20.0)
+    assert parts.load_part(tmp_path, run.workload, quick=False, seeds=(1, 2)) is None  # no full part
+    assert parts.load_part(tmp_path, run.workload, quick=True, seeds=(1, 2, 3)) is None
+    bigger = replace(run.workload, quick=Sizes(run.sizes.num_jobs + 1, run.sizes.num_warmup_jobs))
+    assert parts.load_part(tmp_path, bigger, quick=True, seeds=(1, 2)) is None
+
+
+def test_an_unreadable_part_fails_naming_the_file(tmp_path: Path) -> None:
+    run = _empty_run()
+    parts.part_path(tmp_path, "code", quick=True).write_bytes(b"not a pickle")
+    with pytest.raises(ConfigError, match=r"SLOSCHED_STACK_PARTS.*quick-code\.pkl.*delete it to rerun"):
+        parts.load_part(tmp_path, run.workload, quick=True, seeds=(1, 2))
+
+
+def test_a_run_assembled_from_parts_gives_the_figures_of_the_one_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(stack_setup, "STACK_POLICY", STAND_IN[0])
+    monkeypatch.setattr(stack_setup, "STACK_JOB_POLICY", STAND_IN[1])
+    plan = BaselinePlan(token_budgets=(512,), caps=(64,), routers=("least-tokens",))
+    monkeypatch.setattr(stack_setup, "baseline_plan", lambda quick: plan)
+    monkeypatch.setattr(stack, "QUICK_SEEDS", (1,))
+    monkeypatch.setattr(steady, "WINDOW_FACTOR", 2.0)  # a tiny run: the rule itself is tested in evaluation
+    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
+    tiny_code = replace(stack_setup.CODE, quick=Sizes(16, 4))
+    tiny_chat = replace(stack_setup.CHAT, quick=Sizes(16, 4))
+    monkeypatch.setattr(stack_setup, "WORKLOADS", (tiny_code, tiny_chat))
+    monkeypatch.setenv(parts.PARTS_ENV, str(tmp_path / "parts"))
+    monkeypatch.setenv(stack.REPORT_ENV, str(tmp_path / "page"))
+
+    monkeypatch.setenv(parts.WORKLOADS_ENV, "code")  # one part now ...
+    first = stack.run(quick=True)
+    assert list(first["workloads"]) == ["code"] and first["left_out"] == ["chat"] and not first["loaded_parts"]
+    assert "Not in this run: chat" in (tmp_path / "page" / "stack.md").read_text(encoding="utf-8")
+    monkeypatch.setenv(parts.WORKLOADS_ENV, "code,chat")  # ... the other later, the first read back
+    whole = stack.run(quick=True)
+    assert list(whole["workloads"]) == ["code", "chat"] and whole["loaded_parts"] == ["code"]
+    assert whole["workloads"]["code"] == first["workloads"]["code"]
+    assert whole["wall_s"] >= first["workloads"]["code"]["wall_s"] and not whole["left_out"]
+    page = (tmp_path / "page" / "stack.md").read_text(encoding="utf-8")
+    assert "Assembled from saved parts: code" in page and "Not in this run" not in page
+
+    monkeypatch.setattr(stack, "score", _must_not_measure)  # both saved now: nothing is measured again
+    again = stack.run(quick=True)
+    assert again["loaded_parts"] == ["code", "chat"]
+    assert again["workloads"] == whole["workloads"]
+    assert math.isfinite(again["min_ratio_vs_strongest"])
+
+
+def _must_not_measure(*args: object, **kwargs: object) -> WorkloadRun:
+    raise AssertionError("a saved part was measured again")
