@@ -31,7 +31,7 @@ from typing import Any
 
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
-from slosched.core.records import RunResult
+from slosched.core.records import JobRecord, RunResult
 from slosched.evaluation.oracle import OracleOutputPredictor
 from slosched.metrics.serving import ServingStats
 from slosched.metrics.summary import serving_of, token_slo_missed_jobs
@@ -105,6 +105,8 @@ class RunFigures:
     attainment_second_half: float = float("nan")
     # The measured requests in vLLM's serving-benchmark terms (None: figures made without the records).
     serving: ServingStats | None = None
+    # Attainment of each tenant's measured jobs, by tenant name (one entry for a one-tenant workload).
+    attainment_by_tenant: tuple[tuple[str, float], ...] = ()
 
     @property
     def judged(self) -> float:
@@ -188,7 +190,18 @@ def measure(result: RunResult, rate: float, seed: int) -> RunFigures:
         num_preemptions=sum(stats.num_preemptions for stats in result.instances),
         attainment_second_half=second_half_attainment(met, first + window / 2),
         serving=serving_of(measured_only(result)),
+        attainment_by_tenant=tenant_attainment(measured, [ok for _, ok in met]),
     )
+
+
+def tenant_attainment(jobs: Sequence[JobRecord], met: Sequence[bool]) -> tuple[tuple[str, float], ...]:
+    """Each tenant's share of its jobs that met their SLO (``met`` in the order of ``jobs``), by tenant name."""
+    counts: dict[str, list[int]] = {}
+    for job, ok in zip(jobs, met, strict=True):
+        tally = counts.setdefault(job.tenant, [0, 0])
+        tally[0] += ok
+        tally[1] += 1
+    return tuple((tenant, hits / total) for tenant, (hits, total) in sorted(counts.items()))
 
 
 def second_half_attainment(met: Sequence[tuple[float, bool]], middle: float) -> float:

@@ -25,6 +25,7 @@ from slosched.policies.engine.base import ENGINE_PRESETS, EnginePolicy
 from slosched.policies.engine.spec import EngineSpec
 from slosched.policies.fairness.share import FairShare
 from slosched.policies.fairness.spec import FairShareSpec
+from slosched.policies.job.bands import BandAware, bands_of
 from slosched.policies.job.base import JOB_POLICIES, JobPolicy
 from slosched.policies.registry import PolicyContext
 from slosched.policies.stacks.base import STACKS, stack_names
@@ -171,6 +172,8 @@ class PolicySpec:
         router = ROUTERS.build(self.router, self.router_params, context) if self.router is not None else None
         job = JOB_POLICIES.build(self.job, self.job_params, context) if self.job is not None else None
         engine, fair = self.engine, self.fair_share
+        if isinstance(job, BandAware):  # admission judges a job by the work its tenant's band meets
+            job.use_bands(bands_of(fair))
 
         def new_engine() -> EnginePolicy:
             policy = engine.build(context)

@@ -10,6 +10,7 @@ from slosched.core.request import Request
 from slosched.gateway.dispatch.dispatcher import Dispatcher
 from slosched.gateway.dispatch.retired import RetiredBackend
 from slosched.gateway.ops.config import GatewayConfig, parse_config
+from slosched.policies.job.critical_path import CriticalPathBudget
 from tests.gateway.helpers import make_request
 
 
@@ -85,5 +86,33 @@ def test_a_reload_with_the_same_backends_applies_tenant_weights_and_bands_to_the
         assert dispatcher.tenant_room("b") == dispatcher.capacity() // 2 - 1  # new weights, same queue
         await dispatcher.reconfigure(_config(["a"], backend_overrides={"max_concurrency": 1}))
         assert queue.places is None and queue.engine.fair_share is None and dispatcher.tenant_room("b") is None
+
+    asyncio.run(scenario())
+
+
+def test_tenant_priorities_reach_the_stacks_job_admission_at_start_and_on_reload() -> None:
+    """A tenant's ``priority`` is its band for the engines and, through the shared builder, for the stack's
+    job-level admission (``policies/job/bands.py``); a reload that drops the bands drops them there too."""
+
+    def config(tenants: dict[str, Any] | None) -> GatewayConfig:
+        extra = {"tenants": tenants} if tenants else {}
+        backends = [{"name": "a", "url": "http://127.0.0.1:9", "max_concurrency": 2, "model": "Llama-3-8B"}]
+        return parse_config({"backends": backends, "policies": {"stack": "slosched"}, **extra})
+
+    # Fair sharing is on once a tenant has a weight; its priority is then its band.
+    tenants = {
+        "gold": {"api_keys": ["kg"], "weight": 1, "priority": 0},
+        "bronze": {"api_keys": ["kb"], "weight": 1, "priority": 2},
+    }
+
+    async def scenario() -> None:
+        dispatcher = Dispatcher(config(tenants))
+        job_policy = dispatcher._slots.job_policy
+        assert isinstance(job_policy, CriticalPathBudget) and job_policy.band_of is not None
+        assert job_policy.band_of("bronze") == 2.0 and job_policy.band_of("gold") == 0.0
+        await dispatcher.reconfigure(config(None))
+        assert dispatcher._slots.job_policy is job_policy and job_policy.band_of is None
+        await dispatcher.reconfigure(config(tenants))
+        assert job_policy.band_of is not None and job_policy.band_of("bronze") == 2.0
 
     asyncio.run(scenario())

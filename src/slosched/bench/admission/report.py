@@ -9,7 +9,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from slosched.bench.admission.setup import PLAIN, VARIANTS
+from slosched.bench.admission.setup import PLAIN
 from slosched.evaluation.formatting import fixed
 
 COMMAND = "slosched bench admission --json"
@@ -58,8 +58,7 @@ def _workload(name: str, row: dict[str, Any]) -> list[str]:
         + " | holds |",
         "|---|" + "---:|" * (len(loads) + 1) + "---|",
     ]
-    for variant in VARIANTS:
-        label = variant.label
+    for label in row["goodput"]:  # the variants that ran on this workload
         cells = [
             f"{fixed(row['goodput'][label][load], 3)} ({fixed(row['goodput_vs_capacity'][label][load], 2)})"
             for load in loads
@@ -68,6 +67,26 @@ def _workload(name: str, row: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {label} | " + " | ".join(cells) + f" | {attainment} | {'yes' if row['holds'][label] else 'no'} |"
         )
+    return [*lines, "", *_tenants(row)]
+
+
+def _tenants(row: dict[str, Any]) -> list[str]:
+    """Each tenant's attainment per variant and load, where the workload has several tenants."""
+    per_variant = row.get("attainment_by_tenant", {})
+    tenants = sorted({tenant for loads in per_variant.values() for medians in loads.values() for tenant in medians})
+    if len(tenants) < 2:
+        return []
+    loads = list(row["goodput"][PLAIN.label])
+    header = " | ".join(f"{tenant} {load}" for tenant in tenants for load in loads)
+    lines = [
+        "Attainment per tenant (median over seeds):",
+        "",
+        f"| variant | {header} |",
+        "|---|" + "---:|" * (len(tenants) * len(loads)),
+    ]
+    for label, per_load in per_variant.items():
+        cells = [fixed(per_load[load].get(tenant, float("nan")), 3) for tenant in tenants for load in loads]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
 
@@ -78,10 +97,10 @@ def plot_goodput(figures: dict[str, Any], path: Path) -> None:
     FigureCanvasAgg(figure)
     for index, (name, row) in enumerate(rows.items()):
         axes = figure.add_subplot(1, len(rows), index + 1)
-        for variant, marker in zip(VARIANTS, "osD^", strict=True):
-            goodput = row["goodput"][variant.label]
+        for label, marker in zip(row["goodput"], "osD^vP", strict=False):
+            goodput = row["goodput"][label]
             loads = [float(load.rstrip("x")) for load in goodput]
-            axes.plot(loads, list(goodput.values()), marker=marker, label=variant.label)
+            axes.plot(loads, list(goodput.values()), marker=marker, label=label)
         axes.set_title(name)
         axes.set_xlabel("load (x the plain stack's capacity)")
         axes.set_ylabel("goodput (jobs/s on time)")

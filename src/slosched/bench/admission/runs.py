@@ -1,11 +1,11 @@
 """``slosched bench admission``: does the stack turn overload into work done on time? (``setup.py``)
 
-Per workload: the plain stack's steady-state SLO capacity @90% (``evaluation/steady.py``, per seed; the
-median sets the loads), then every variant at ``LOADS`` x that capacity, each run as long as the
-steady-state rule asks at its rate (``steady_jobs``: 20x the p90 no-contention latency, so a 3x run is
-3x as many jobs). Figures per workload: ``capacity_rps``, ``goodput`` and ``attainment`` per variant and
-load (medians over seeds), ``goodput_vs_capacity`` (goodput over the plain stack's goodput at 1x) and
-``holds`` per variant (that ratio >= 1 at every load above 1x: no collapse). ``--quick``: one seed,
+Per workload: the plain stack's steady-state SLO capacity @90% (``evaluation/steady.py``, per seed; the median
+sets the loads), then every variant at ``LOADS`` x that capacity, each run as long as the steady-state rule
+asks at its rate (``steady_jobs``: 20x the p90 no-contention latency, so a 3x run is 3x as many jobs). Figures
+per workload: ``capacity_rps``, ``goodput`` and ``attainment`` per variant and load (medians over seeds;
+``attainment_by_tenant`` per tenant), ``goodput_vs_capacity`` (goodput over the plain stack's goodput at 1x)
+and ``holds`` per variant (that ratio >= 1 at every load above 1x: no collapse). ``--quick``: one seed,
 Text-to-SQL only. The full run writes ``docs/results/admission.md`` (``SLOSCHED_ADMISSION_REPORT=DIR``: any
 run, to ``DIR``).
 """
@@ -62,18 +62,32 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def _tenant_medians(figures: list[RunFigures]) -> dict[str, float]:
+    """Each tenant's attainment, median over the runs (seeds)."""
+    tenants = sorted({tenant for run in figures for tenant, _ in run.attainment_by_tenant})
+    return {
+        tenant: _median([value for run in figures for name, value in run.attainment_by_tenant if name == tenant])
+        for tenant in tenants
+    }
+
+
 def _workload_figures(
     chosen: StackWorkload, capacity: float, runs: dict[tuple[str, float], list[RunFigures]]
 ) -> dict[str, Any]:
+    variants = [variant for variant in VARIANTS if variant.applies_to(chosen)]
     goodput = {
         variant.label: {
             f"{load:g}x": _median([r.goodput_jobs_per_s for r in runs[variant.label, load]]) for load in LOADS
         }
-        for variant in VARIANTS
+        for variant in variants
     }
     attainment = {
         variant.label: {f"{load:g}x": _median([r.attainment for r in runs[variant.label, load]]) for load in LOADS}
-        for variant in VARIANTS
+        for variant in variants
+    }
+    by_tenant = {
+        variant.label: {f"{load:g}x": _tenant_medians(runs[variant.label, load]) for load in LOADS}
+        for variant in variants
     }
     at_capacity = goodput[PLAIN.label]["1x"]
     versus = {
@@ -88,6 +102,8 @@ def _workload_figures(
         "capacity_rps": capacity,
         "goodput": goodput,
         "attainment": attainment,
+        # Tenant classes: each tenant's attainment per variant and load (one tenant: one entry).
+        "attainment_by_tenant": by_tenant,
         "goodput_vs_capacity": versus,
         "holds": holds,
         "num_jobs": {f"{load:g}x": _median([r.num_jobs for r in runs[PLAIN.label, load]]) for load in LOADS},
@@ -107,6 +123,7 @@ def run(quick: bool) -> dict[str, Any]:
         (chosen.name, variant.label, load * capacity[chosen.name], seed, quick)
         for chosen in workloads
         for variant in VARIANTS
+        if variant.applies_to(chosen)
         for load in LOADS
         for seed in seeds
     ]

@@ -36,6 +36,7 @@ from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.policies.cluster.base import CompletionObserver, Router
 from slosched.policies.engine.queue import fits_model_len
 from slosched.policies.fairness.places import fair_room
+from slosched.policies.job.bands import BandAware, bands_of
 from slosched.policies.job.base import JobPolicy, StageDecider, stage_decider
 from slosched.policies.registry import PolicyContext
 
@@ -94,6 +95,8 @@ class SlotSet:
         fair = fair_share_spec(config)
         for queue in self.queues:
             queue.share_fairly(fair)
+        if isinstance(self.job_policy, BandAware):  # and the job layer judges admission by the new bands
+            self.job_policy.use_bands(bands_of(fair))
         return dataclasses.replace(self, config=config)
 
     def rebuilt(self, config: GatewayConfig, clock: Callable[[], float]) -> tuple[SlotSet, list[RetiredBackend]]:

@@ -26,11 +26,19 @@ from slosched.core.request import Request
 from slosched.core.views import InstanceView
 from slosched.policies.cluster.routers.deadline_completion import DECODE_REF_CONTEXT
 from slosched.policies.cluster.routers.prism import PrismModel
+from slosched.policies.job.bands import BandOf
 
 
-def feasible_waiting_tokens(view: InstanceView) -> int:
-    """Prompt tokens waiting on ``view`` whose calls can still count (not relegated to best effort)."""
-    return sum(request.prompt_tokens for request in view.waiting_requests if not request.best_effort)
+def feasible_waiting_tokens(view: InstanceView, band_of: BandOf | None = None, band: float = 0.0) -> int:
+    """Prompt tokens waiting on ``view`` whose calls can still count (not relegated to best effort) and, with
+    tenant bands (``bands.py``), are of band ``band`` or below (a higher band waits behind the call)."""
+    if band_of is None:
+        return sum(request.prompt_tokens for request in view.waiting_requests if not request.best_effort)
+    return sum(
+        request.prompt_tokens
+        for request in view.waiting_requests
+        if not request.best_effort and band_of(request.tenant) <= band
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +55,16 @@ class QueueAhead:
         return prefill_s + max(request.predicted_output_tokens, 1.0) * self.decode_step_s
 
 
-def queues_ahead(views: Sequence[InstanceView], model: PrismModel) -> list[QueueAhead]:
-    """Each instance's ``QueueAhead`` now (PRISM's states for the peaks, computed once per release)."""
+def queues_ahead(
+    views: Sequence[InstanceView], model: PrismModel, band_of: BandOf | None = None, band: float = 0.0
+) -> list[QueueAhead]:
+    """Each instance's ``QueueAhead`` now for a call of tenant band ``band`` (PRISM's states for the peaks,
+    computed once per release)."""
     ahead = []
     for view, state in zip(views, model.states(views), strict=True):
         batch = view.num_running + 1
         decode_step = view.step_predictor.predict_s(0, 0, batch, batch * DECODE_REF_CONTEXT)
-        ahead.append(QueueAhead(feasible_waiting_tokens(view), state[4], decode_step))
+        ahead.append(QueueAhead(feasible_waiting_tokens(view, band_of, band), state[4], decode_step))
     return ahead
 
 

@@ -20,7 +20,9 @@ relegated at once rather than missing late, and a runtime whose client asked for
 deadline" instead of serving it (``on_infeasible``: the simulator's option, the gateway's header). The same
 setting adds EDF's demand test (``demand.py``): the job must also fit, at the cluster's throughput, behind
 the work of every admitted job due before it, including those jobs' stages not released yet, which the
-policy books (``CommittedWork``) at each release it keeps feasible.
+policy books (``CommittedWork``) at each release it keeps feasible. With tenant bands (fair sharing's, handed
+over by the shared policy builder: ``bands.py``) both tests count only the work a job's band really meets,
+so under overload a higher band is relegated before a lower one.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from slosched.core.views import InstanceView, JobView, StageDecision
 from slosched.policies.cluster.routers.prism import PrismModel
 from slosched.policies.cost import t_comp_s
 from slosched.policies.job.backlog import least_latency_s, queues_ahead
+from slosched.policies.job.bands import BandOf, job_band
 from slosched.policies.job.base import JOB_POLICIES
 from slosched.policies.job.demand import CommittedWork, Work, calls_work, demand_s, queued_work
 from slosched.policies.job.stage_budget import StageBudget, profiled_predictors
@@ -49,6 +52,7 @@ class CriticalPathParams:
         1.0, "demote a job when its time left < this x the least time it needs (1: only the hopeless; >= 0)"
     )
     backlog: bool = setting(False, "cost the released stage through the work queued on each instance, not alone")
+    tenant_bands: bool = setting(True, "with fair sharing's tenant bands, judge a job by the work its band meets")
 
     def __post_init__(self) -> None:
         if not self.triage_factor >= 0:
@@ -59,12 +63,25 @@ class CriticalPathBudget(StageBudget):
     """``StageBudget`` plus job-level triage (module doc); ``triage_factor`` scales the least time needed
     (1: demote only what is hopeless even alone; more: also what queueing will make late)."""
 
-    def __init__(self, predictors: Sequence[StepPredictor], triage_factor: float = 1.0, backlog: bool = False) -> None:
+    def __init__(
+        self,
+        predictors: Sequence[StepPredictor],
+        triage_factor: float = 1.0,
+        backlog: bool = False,
+        tenant_bands: bool = True,
+    ) -> None:
         super().__init__(predictors)
         self.triage_factor = triage_factor
         self.backlog = backlog
+        self.tenant_bands = tenant_bands
         self.queue_model = PrismModel()
         self.committed = CommittedWork()
+        self.band_of: BandOf | None = None
+
+    def use_bands(self, band_of: BandOf | None) -> None:
+        """Judge each job against the work its tenant's band really meets (``bands.py``); None: one band.
+        With ``tenant_bands`` off (the ablation) every job stays in one band whatever the engines do."""
+        self.band_of = band_of if self.tenant_bands else None
 
     @property
     def reads_backlog(self) -> bool:
@@ -98,18 +115,21 @@ class CriticalPathBudget(StageBudget):
     ) -> StageDecision:
         if not math.isfinite(job.deadline_s) or not views:
             return self.decide(job, requests, now_s)
-        ahead = queues_ahead(views, self.queue_model)
+        band_of = self.band_of
+        band = job_band(requests, band_of)
+        ahead = queues_ahead(views, self.queue_model, band_of, band)
         decision = self._triaged(job, requests, now_s, least_latency_s(requests, ahead))
         later = self.later_work(job)
         if not decision.best_effort:
-            before = queued_work(views, job.deadline_s) + self.committed.ahead_of(job.id, job.deadline_s, now_s)
+            queued = queued_work(views, job.deadline_s, band_of, band)
+            before = queued + self.committed.ahead_of(job.id, job.deadline_s, now_s, band)
             needed_s = demand_s(before + calls_work(requests) + later, views, [q.peak_tokens_per_s for q in ahead])
             if job.deadline_s - now_s < self.triage_factor * needed_s:
                 decision = StageDecision(budget_s=decision.budget_s, best_effort=True)
         if decision.best_effort:
             self.committed.forget(job.id)
         else:
-            self.committed.record(job.id, job.deadline_s, later)
+            self.committed.record(job.id, job.deadline_s, later, band)
         return decision
 
     @staticmethod
@@ -137,4 +157,4 @@ class CriticalPathBudget(StageBudget):
 def build(params: CriticalPathParams, context: PolicyContext) -> CriticalPathBudget:
     shared = context.extras.get("step_predictors")
     predictors = list(shared) if shared else profiled_predictors(context.instances)
-    return CriticalPathBudget(predictors, params.triage_factor, params.backlog)
+    return CriticalPathBudget(predictors, params.triage_factor, params.backlog, params.tenant_bands)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from slosched.core.request import Request
 from slosched.core.views import InstanceView
 from slosched.policies.cluster.routers.deadline_completion import DECODE_REF_CONTEXT
+from slosched.policies.job.bands import BandOf, served_before
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,7 @@ def calls_work(requests: Sequence[Request]) -> Work:
 class _Commitment:
     deadline_s: float
     work: Work
+    band: float = 0.0
 
 
 class CommittedWork:
@@ -61,26 +63,28 @@ class CommittedWork:
     def __len__(self) -> int:
         return len(self._jobs)
 
-    def record(self, job_id: str, deadline_s: float, later: Work) -> None:
-        """``job_id`` was admitted (or kept) with ``later`` still expected after the released stage."""
+    def record(self, job_id: str, deadline_s: float, later: Work, band: float = 0.0) -> None:
+        """``job_id`` (of tenant band ``band``) was admitted (or kept) with ``later`` still expected after the
+        released stage."""
         if later.prompt_tokens + later.output_tokens <= 0.0 or not math.isfinite(deadline_s):
             self._jobs.pop(job_id, None)
         else:
-            self._jobs[job_id] = _Commitment(deadline_s, later)
+            self._jobs[job_id] = _Commitment(deadline_s, later, band)
 
     def forget(self, job_id: str) -> None:
         """``job_id`` was relegated: its later work delays nobody that can still count."""
         self._jobs.pop(job_id, None)
 
-    def ahead_of(self, job_id: str, deadline_s: float, now_s: float) -> Work:
-        """The committed work of other jobs due no later than ``deadline_s``. Jobs past their deadline are
-        dropped first: they can no longer count, and the engine serves them after every job that can."""
+    def ahead_of(self, job_id: str, deadline_s: float, now_s: float, band: float = 0.0) -> Work:
+        """The committed work of other jobs due no later than ``deadline_s``, of band ``band`` or below (a
+        higher band's stages wait behind the job's). Jobs past their deadline are dropped first: they can no
+        longer count, and the engine serves them after every job that can."""
         expired = [name for name, held in self._jobs.items() if held.deadline_s < now_s]
         for name in expired:
             del self._jobs[name]
         prompt = output = 0.0
         for name, held in self._jobs.items():
-            if held.deadline_s <= deadline_s and name != job_id:
+            if held.deadline_s <= deadline_s and held.band <= band and name != job_id:
                 prompt += held.work.prompt_tokens
                 output += held.work.output_tokens
         return Work(prompt, output)
@@ -96,15 +100,19 @@ def decode_tokens_per_s(view: InstanceView) -> float:
     return batch / step_s if step_s > 0 else math.inf
 
 
-def queued_work(views: Sequence[InstanceView], deadline_s: float) -> Work:
+def queued_work(
+    views: Sequence[InstanceView], deadline_s: float, band_of: BandOf | None = None, band: float = 0.0
+) -> Work:
     """Work queued on the instances that an EDF engine serves before a job due at ``deadline_s``: waiting
     calls that can still count and are due no later, and the predicted output still to come of every
-    running call (what is running holds its slot until it ends)."""
+    running call (what is running holds its slot until it ends). With tenant bands (``bands.py``), a job of
+    ``band`` also meets every waiting call of a lower band, and none of a higher one."""
     prompt = output = 0.0
     for view in views:
         not_ahead_output = 0.0
         for request in view.waiting_requests:
-            if request.best_effort or request.deadline_s > deadline_s:
+            first = served_before(request.tenant, band, band_of)
+            if request.best_effort or first is False or (first is None and request.deadline_s > deadline_s):
                 not_ahead_output += max(request.predicted_output_tokens, 1.0)
             else:
                 prompt += request.prompt_tokens
