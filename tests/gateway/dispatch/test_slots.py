@@ -97,7 +97,8 @@ def test_tenant_priorities_reach_the_stacks_job_admission_at_start_and_on_reload
     def config(tenants: dict[str, Any] | None) -> GatewayConfig:
         extra = {"tenants": tenants} if tenants else {}
         backends = [{"name": "a", "url": "http://127.0.0.1:9", "max_concurrency": 2, "model": "Llama-3-8B"}]
-        return parse_config({"backends": backends, "policies": {"stack": "slosched"}, **extra})
+        policies = {"stack": "slosched", "stack_params": {"backlog": True, "tenant_bands": True}}
+        return parse_config({"backends": backends, "policies": policies, **extra})
 
     # Fair sharing is on once a tenant has a weight; its priority is then its band.
     tenants = {

@@ -90,25 +90,29 @@ def test_a_lower_band_never_meets_more_work_than_a_higher_one(
     assert gold.prompt_tokens <= bronze.prompt_tokens and gold.output_tokens <= bronze.output_tokens
 
 
-def test_the_builder_hands_fair_sharings_bands_to_the_job_layer_unless_switched_off() -> None:
+def test_the_builder_hands_fair_sharings_bands_to_the_job_layer_where_asked() -> None:
     context = PolicyContext((make_instance("a"),), np.random.default_rng(0), HistoryOutputPredictor())
-    fair = PolicyParams(fair_share=BANDS)
-    job = PolicySpec.from_pair(PolicyPair.parse("slosched"), fair).build(context).job
+    asked = {"slosched": {"backlog": True, "tenant_bands": True}}
+    job = (
+        PolicySpec.from_pair(PolicyPair.parse("slosched"), PolicyParams(stack=asked, fair_share=BANDS))
+        .build(context)
+        .job
+    )
     assert isinstance(job, CriticalPathBudget) and job.band_of is not None and job.band_of("bronze") == 2.0
-    weights_only = PolicyParams(fair_share=FairShareSpec(weights=(("gold", 3.0),)))
-    assert bands_of(weights_only.fair_share) is None
-    for params in (PolicyParams(), weights_only):
+    weights_only = FairShareSpec(weights=(("gold", 3.0),))
+    assert bands_of(weights_only) is None
+    for params in (PolicyParams(stack=asked), PolicyParams(stack=asked, fair_share=weights_only)):
         plain = PolicySpec.from_pair(PolicyPair.parse("slosched"), params).build(context).job
         assert isinstance(plain, CriticalPathBudget) and plain.band_of is None
-    off = PolicyParams(stack={"slosched": {"tenant_bands": False}}, fair_share=BANDS)
-    ablated = PolicySpec.from_pair(PolicyPair.parse("slosched"), off).build(context).job
-    assert isinstance(ablated, CriticalPathBudget) and ablated.band_of is None
+    default = PolicyParams(stack={"slosched": {"backlog": True}}, fair_share=BANDS)  # off unless asked
+    unasked = PolicySpec.from_pair(PolicyPair.parse("slosched"), default).build(context).job
+    assert isinstance(unasked, CriticalPathBudget) and unasked.band_of is None
 
 
 def test_a_bronze_job_is_relegated_where_a_gold_one_with_the_same_deadline_is_kept() -> None:
     """Behind a long bronze queue a bronze job cannot make it; a gold job with the same deadline skips that
     queue and can. Without bands both are relegated."""
-    policy = CriticalPathBudget([LinearStepPredictor()], backlog=True)
+    policy = CriticalPathBudget([LinearStepPredictor()], backlog=True, tenant_bands=True)
     policy.use_bands(BAND_OF)
     views = [FakeView([tenant_call(i, "bronze", 8000, deadline_s=1.0) for i in range(10)])]
     mine = [tenant_call(99, "gold", 300)]

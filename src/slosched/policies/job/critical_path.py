@@ -20,9 +20,9 @@ relegated at once rather than missing late, and a runtime whose client asked for
 deadline" instead of serving it (``on_infeasible``: the simulator's option, the gateway's header). The same
 setting adds EDF's demand test (``demand.py``): the job must also fit, at the cluster's throughput, behind
 the work of every admitted job due before it, including those jobs' stages not released yet, which the
-policy books (``CommittedWork``) at each release it keeps feasible. With tenant bands (fair sharing's, handed
-over by the shared policy builder: ``bands.py``) both tests count only the work a job's band really meets,
-so under overload a higher band is relegated before a lower one.
+policy books (``CommittedWork``) at each release it keeps feasible. With ``tenant_bands`` and fair sharing's
+bands (handed over by the shared policy builder: ``bands.py``) both tests count only the work a job's band
+really meets, so under overload a higher band is relegated before a lower one.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class CriticalPathParams:
         1.0, "demote a job when its time left < this x the least time it needs (1: only the hopeless; >= 0)"
     )
     backlog: bool = setting(False, "cost the released stage through the work queued on each instance, not alone")
-    tenant_bands: bool = setting(True, "with fair sharing's tenant bands, judge a job by the work its band meets")
+    tenant_bands: bool = setting(False, "with fair sharing's tenant bands, judge a job by the work its band meets")
 
     def __post_init__(self) -> None:
         if not self.triage_factor >= 0:
@@ -68,7 +68,7 @@ class CriticalPathBudget(StageBudget):
         predictors: Sequence[StepPredictor],
         triage_factor: float = 1.0,
         backlog: bool = False,
-        tenant_bands: bool = True,
+        tenant_bands: bool = False,
     ) -> None:
         super().__init__(predictors)
         self.triage_factor = triage_factor
@@ -80,7 +80,7 @@ class CriticalPathBudget(StageBudget):
 
     def use_bands(self, band_of: BandOf | None) -> None:
         """Judge each job against the work its tenant's band really meets (``bands.py``); None: one band.
-        With ``tenant_bands`` off (the ablation) every job stays in one band whatever the engines do."""
+        With ``tenant_bands`` off (the default) every job stays in one band whatever the engines do."""
         self.band_of = band_of if self.tenant_bands else None
 
     @property
