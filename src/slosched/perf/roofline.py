@@ -20,7 +20,6 @@ constants precomputed in ``__init__``.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -61,6 +60,8 @@ _sqrt = math.sqrt  # bound once: the hot path avoids the module attribute lookup
 ACTIVATION_BYTES = 2.0  # activations stay bf16 even with quantised weights
 # CUDA context, CUDA graphs, activations and logits buffers vLLM keeps outside the KV pool, per GPU.
 ACTIVATION_RESERVE_BYTES_PER_GPU = 2.0e9
+# Prompt lengths whose step alone is remembered per model (a gateway's model lives as long as the process).
+PROMPT_ALONE_CACHE = 8192
 
 
 @dataclass(slots=True, frozen=True)
@@ -108,7 +109,7 @@ class RooflineModel:
         "_m_dense_sq",
         "_m_linear_s",
         "_mixed_fixed_s",
-        "_prompt_alone_s",
+        "_prompt_alone",
         "_seq_s",
         "_stack_fixed_s",
         "_tok_s",
@@ -189,7 +190,7 @@ class RooflineModel:
         # The prefill step of a prompt alone, by its length: ``no_contention_latency_s`` is asked for the same
         # prompts again and again (a deadline and a report per job, on each instance type). Bounded: a
         # gateway's model lives as long as the process.
-        self._prompt_alone_s = functools.lru_cache(maxsize=8192)(self._compute_prompt_alone_s)
+        self._prompt_alone: dict[int, float] = {}  # a dict, not an lru_cache of a bound method: a self-cycle
 
     @classmethod
     def build(
@@ -350,15 +351,18 @@ class RooflineModel:
         ``output_tokens - 1`` decode steps (the prefill step emits the first token)."""
         uncached = max(1, prompt_tokens - cached_tokens)  # the engine always computes the last token
         if uncached == prompt_tokens:
-            total = self._prompt_alone_s(prompt_tokens)
+            alone = self._prompt_alone
+            cached = alone.get(prompt_tokens)
+            if cached is None:
+                if len(alone) >= PROMPT_ALONE_CACHE:
+                    alone.clear()
+                cached = alone[prompt_tokens] = self.step_time_s(prompt_tokens, 0, 0, 0)
+            total = cached
         else:
             total = self.step_time_s(uncached, prompt_tokens - uncached, 0, 0)
         if output_tokens > 1:
             total += self.decode_run_total_s(1, prompt_tokens, output_tokens - 1)
         return total
-
-    def _compute_prompt_alone_s(self, prompt_tokens: int) -> float:
-        return self.step_time_s(prompt_tokens, 0, 0, 0)
 
     def decode_run_total_s(self, num_decode_seqs: int, decode_context_tokens: int, num_steps: int) -> float:
         """``decode_run_s(...).sum()`` in closed form (the per-step KV term grows linearly); equal up to

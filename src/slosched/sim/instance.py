@@ -30,8 +30,15 @@ from slosched.sim.step import StepFormer, StepWork
 FinishCallback = Callable[[Seq, int, float], None]
 
 
+def _finished_after_run(seq: Seq, index: int, now_s: float) -> None:
+    """What a detached instance calls when a request finishes: nothing (its run is over)."""
+
+
 class SimInstance(EngineState):
     """Implements ``core.views.EngineView`` for its engine policy."""
+
+    # ``detach`` drops the step former (mypyc allows deleting only the attributes listed here).
+    __deletable__ = ("_former",)
 
     def __init__(
         self,
@@ -66,6 +73,13 @@ class SimInstance(EngineState):
         self._step_end_s = math.nan
         self._version = 0
         self._enqueued = 0
+
+    def detach(self) -> None:
+        """Break the instance's reference cycles once its run is over (the finish callback, a bound method of
+        the simulation, and the step former, which points back here), so the finished run is freed by
+        reference counting. The instance stays readable (stats, queue, KV); it cannot step again."""
+        self.on_finish = _finished_after_run
+        del self._former
 
     # ---- EngineView -------------------------------------------------------------------------------------
     @property

@@ -136,6 +136,10 @@ class EventKernel:
             stream_handler(payloads[position - 1])
             count += 1
         self.num_events += count
+        if position == end and self._stream is stream:
+            # Spent: drop it, so its handler (a bound method of the simulation) does not keep the finished
+            # run alive through a reference cycle (``ClusterSim.run`` says why that matters).
+            self._stream = None
 
     @property
     def pending(self) -> int:
