@@ -39,8 +39,9 @@ def test_policies_json_lists_every_section_with_parameters(capsys: pytest.Captur
     jobs = {entry["name"]: entry for entry in payload["job_policies"]}
     assert jobs["deadline"]["params"] == []
     assert jobs["critical-path"]["aliases"] == ["slosched"]
-    factor, backlog = jobs["critical-path"]["params"]
+    factor, backlog, bands = jobs["critical-path"]["params"]
     assert backlog["name"] == "backlog" and backlog["default"] is False
+    assert bands["name"] == "tenant_bands" and bands["default"] is False
     assert factor["name"] == "triage_factor" and factor["type"] == "float" and factor["default"] == 1.0
     assert factor["doc"]
     chunked = next(e for e in payload["batchings"] if e["name"] == "chunked")
