@@ -83,7 +83,8 @@ def test_a_run_assembled_from_parts_gives_the_figures_of_the_one_run(
     assert whole["workloads"]["code"] == first["workloads"]["code"]
     assert whole["wall_s"] >= first["workloads"]["code"]["wall_s"] and not whole["left_out"]
     page = (tmp_path / "page" / "stack.md").read_text(encoding="utf-8")
-    assert "Assembled from saved parts: code" in page and "Not in this run" not in page
+    assert "Assembled from saved parts" in page and "their time included above: code." in page
+    assert "Not in this run" not in page
 
     monkeypatch.setattr(stack, "score", _must_not_measure)  # both saved now: nothing is measured again
     again = stack.run(quick=True)

@@ -25,6 +25,11 @@ PLOTS = "stack"
 RATIOS_PNG = "capacity_ratios.png"
 
 
+def _times(value: float | None) -> str:
+    """A ratio as ``1.23x``; ``n/a`` where there is none (e.g. the baseline's goodput was 0)."""
+    return f"{fixed(value)}x" if value is not None and math.isfinite(value) else fixed(value)
+
+
 def goodput_png(name: str) -> str:
     return f"goodput_{name}.png"
 
@@ -45,7 +50,8 @@ def write_report(directory: Path, runs: Sequence[WorkloadRun], figures: dict[str
 def _header(figures: dict[str, Any]) -> list[str]:
     stack = figures["stack"]
     wall = f"{figures['wall_s'] / 60:.1f} min wall" if "wall_s" in figures else "wall time not recorded"
-    cpu = f", {figures['cpu_s'] / 60:.1f} CPU-min" if "cpu_s" in figures else ""
+    cpu_s = figures.get("cpu_s", math.nan)  # NaN: a part measured without its CPU time
+    cpu = f", {cpu_s / 60:.1f} CPU-min" if math.isfinite(cpu_s) else ""
     lines = [
         "# The slosched stack (`slosched bench stack`)",
         "",
@@ -64,8 +70,8 @@ def _header(figures: dict[str, Any]) -> list[str]:
         )
     if figures.get("loaded_parts"):
         lines.append(
-            f"- Assembled from saved parts: {', '.join(figures['loaded_parts'])} were measured by earlier runs of "
-            "the same command (`SLOSCHED_STACK_PARTS`), their time included above."
+            "- Assembled from saved parts (`SLOSCHED_STACK_PARTS`), measured by earlier runs of the same command, "
+            f"their time included above: {', '.join(figures['loaded_parts'])}."
         )
     if figures.get("left_out"):
         lines.append(
@@ -125,7 +131,7 @@ def _summary(figures: dict[str, Any]) -> list[str]:
         "## Summary",
         "",
         f"SLO capacity @90% in jobs/s (median over seeds). Lowest ratio vs the strongest baseline over the "
-        f"workloads: **{fixed(figures['min_ratio_vs_strongest'])}x**.",
+        f"workloads: **{_times(figures['min_ratio_vs_strongest'])}**.",
         "",
         "| workload | strongest baseline | its capacity | slosched | ratio | oracle | oracle ratio | "
         "slosched / oracle | goodput ratio at 2x | worst goodput ratio at any load |",
@@ -135,10 +141,10 @@ def _summary(figures: dict[str, Any]) -> list[str]:
         capacity = row["capacity_rps"]
         lines.append(
             f"| {name} | `{row['strongest_baseline']}` | {fixed(capacity[row['strongest_baseline']], 3)} | "
-            f"{fixed(capacity.get(STACK_LABEL), 3)} | **{fixed(row['ratio_vs_strongest'])}x** | "
-            f"{fixed(capacity.get(ORACLE_LABEL), 3)} | {fixed(row['oracle_ratio'])}x | "
+            f"{fixed(capacity.get(STACK_LABEL), 3)} | **{_times(row['ratio_vs_strongest'])}** | "
+            f"{fixed(capacity.get(ORACLE_LABEL), 3)} | {_times(row['oracle_ratio'])} | "
             f"{fixed(row['stack_vs_oracle'])} | "
-            f"{fixed(row['goodput_ratio_2x'])}x | {fixed(row['min_goodput_ratio_any_load'])}x |"
+            f"{_times(row['goodput_ratio_2x'])} | {_times(row['min_goodput_ratio_any_load'])} |"
         )
     return [*lines, "", f"![capacity ratios]({PLOTS}/{RATIOS_PNG})", "", *_convergence(figures)]
 
@@ -178,7 +184,7 @@ def _goodput_table(row: dict[str, Any]) -> list[str]:
         mine, top = ours.get(load, math.nan), limit.get(load, math.nan)
         lines.append(
             f"| {load} | `{best['label']}` | {fixed(base, 3)} | {fixed(mine, 3)} | "
-            f"{fixed(row['goodput_ratio_per_load'].get(load))}x | {fixed(top, 3)} | {fixed(_div(top, base))}x |"
+            f"{_times(row['goodput_ratio_per_load'].get(load))} | {fixed(top, 3)} | {_times(_div(top, base))} |"
         )
     return lines
 
