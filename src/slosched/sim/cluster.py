@@ -118,26 +118,19 @@ class ClusterSim:
 
     # ---- run -----------------------------------------------------------------------------------------
     def run(self, jobs: Sequence[JobSpec]) -> RunResult:
-        # The run allocates millions of small acyclic objects (events, records, views) and keeps its jobs
-        # alive: the cyclic collector's full passes cost ~15% of a run (sim-speed bench) and free nothing,
-        # so it is paused for the run; reference counting frees everything as before.
+        # The run allocates millions of small objects and keeps its jobs alive: the cyclic collector's full
+        # passes cost ~15% of a run (sim-speed bench) and free nothing, so it is paused; refcounting frees all.
         was_enabled = gc.isenabled()
         gc.disable()
         try:
             return self._run(jobs)
         finally:
-            # The run's objects end below in the oldest generation, which the collector seldom walks in full:
-            # a finished simulation held by reference cycles (instance -> finish callback -> simulation,
-            # instance <-> step former, kernel -> arrival stream -> simulation) stayed there as garbage, jobs and
-            # records included, ~30 MB per 600-job Text-to-SQL run, until a bench worker held 13 GB. Breaking
-            # the cycles lets reference counting free the run as soon as its caller drops it.
-            for instance in self.instances:
+            for instance in self.instances:  # the run must leave no reference cycles (``SimInstance.detach``)
                 instance.detach()
-            # Everything the run made is still in the youngest generation; the first collections after it
-            # would walk it all twice (young, then middle) only to promote it. Freezing and unfreezing moves
-            # every tracked object to the oldest generation in O(1) (CPython merges the lists), where full
-            # collections still reach it: summarizing 40,000 requests took 0.22 s, 0.11 s after this. Not
-            # when the host process froze objects itself (a pre-fork server): unfreezing would undo that.
+            # The run's objects are in the youngest generation; the first collections after it would walk them
+            # twice (young, then middle) only to promote them. Freeze + unfreeze moves them to the oldest in O(1):
+            # summarizing 40,000 requests took 0.22 s, 0.11 s after this. Not when the host process froze
+            # objects itself (a pre-fork server): unfreezing would undo that.
             if gc.get_freeze_count() == 0:
                 gc.freeze()
                 gc.unfreeze()

@@ -77,7 +77,10 @@ class SimInstance(EngineState):
     def detach(self) -> None:
         """Break the instance's reference cycles once its run is over (the finish callback, a bound method of
         the simulation, and the step former, which points back here), so the finished run is freed by
-        reference counting. The instance stays readable (stats, queue, KV); it cannot step again."""
+        reference counting. The run leaves its objects in the collector's oldest generation, seldom walked
+        in full: held by these cycles, each finished run stayed there as garbage, jobs and records included
+        (~28 MB per 600-job Text-to-SQL run; a bench worker reached 13 GB). The instance stays readable
+        (stats, queue, KV); it cannot step again."""
         self.on_finish = _finished_after_run
         del self._former
 
