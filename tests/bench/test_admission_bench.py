@@ -12,7 +12,7 @@ import pytest
 
 import slosched.bench.admission.runs as runs
 from slosched.bench.admission.setup import LOADS, PLAIN, VARIANTS
-from slosched.bench.stack.setup import TEXT2SQL, Sizes
+from slosched.bench.stack.setup import MIXED, TEXT2SQL, Sizes
 
 TINY = replace(TEXT2SQL, quick=Sizes(12, 4))
 
@@ -59,3 +59,29 @@ def test_the_report_page_shows_every_variant_from_the_figures(monkeypatch: pytes
         goodput = row["goodput"][variant.label]["3x"]
         assert f"| {variant.label} |" in page and f"{goodput:.3f}" in page
     assert "Plain stack's capacity: 0.400 jobs/s" in page
+
+
+def test_tenant_class_variants_run_only_where_there_are_tenants() -> None:
+    by_label = {variant.label: variant for variant in VARIANTS}
+    engine_only, both = by_label["stack+backlog+bands (engine)"], by_label["stack+backlog+bands"]
+    assert not engine_only.applies_to(TEXT2SQL) and both.applies_to(MIXED) and PLAIN.applies_to(TEXT2SQL)
+    fair = both.candidate().params.fair_share
+    assert fair is not None and fair.band_of("interactive") < fair.band_of("batch")  # the tighter tenant first
+    assert both.candidate().params.stack == {"slosched": {"backlog": True, "tenant_bands": True}}
+    assert engine_only.candidate().params.stack == {"slosched": {"backlog": True, "tenant_bands": False}}
+
+
+def test_a_two_tenant_workload_reports_each_tenants_attainment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    tiny_mixed = replace(MIXED, quick=Sizes(16, 4))
+    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
+    monkeypatch.setenv(runs.REPORT_ENV, str(tmp_path))
+    monkeypatch.setattr(runs, "QUICK_WORKLOADS", (tiny_mixed,))
+    monkeypatch.setattr(runs, "workload", lambda name: tiny_mixed)
+    monkeypatch.setattr(runs, "steady_capacity", lambda *args: SimpleNamespace(capacity={0.9: 2.0}))
+    monkeypatch.setattr(runs, "steady_jobs", lambda bench, seed, rate: bench.num_jobs)
+    row = runs.run(quick=True)["workloads"]["mixed"]
+    assert set(row["goodput"]) == {variant.label for variant in VARIANTS}  # the band variants too
+    tenants = row["attainment_by_tenant"]["stack+backlog+bands"]["2x"]
+    assert set(tenants) == {"interactive", "batch"} and all(0.0 <= value <= 1.0 for value in tenants.values())
+    page = (tmp_path / "admission.md").read_text()
+    assert "Attainment per tenant" in page and "| stack+backlog+bands |" in page
