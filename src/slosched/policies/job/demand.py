@@ -111,7 +111,8 @@ def queued_work(
     for view in views:
         not_ahead_output = 0.0
         for request in view.waiting_requests:
-            first = served_before(request.tenant, band, band_of)
+            # Without bands (the usual case) nothing is asked per call beyond the deadline.
+            first = None if band_of is None else served_before(request.tenant, band, band_of)
             if request.best_effort or first is False or (first is None and request.deadline_s > deadline_s):
                 not_ahead_output += max(request.predicted_output_tokens, 1.0)
             else:
