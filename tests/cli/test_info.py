@@ -49,7 +49,7 @@ def test_policies_json_lists_every_section_with_parameters(capsys: pytest.Captur
     assert (budget["name"], budget["type"], budget["default"]) == ("token_budget", "int | None", None)
     assert [entry["name"] for entry in payload["stacks"]] == ["slosched"]
     stack_keys = {param["name"] for param in payload["stacks"][0]["params"]}
-    assert {"balance_rel", "token_budget", "triage_factor"} <= stack_keys
+    assert {"balance_rel", "tpot_residents", "token_budget", "triage_factor"} <= stack_keys
 
 
 def test_every_registered_policy_declares_documented_defaults() -> None:

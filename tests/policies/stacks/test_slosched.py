@@ -16,7 +16,7 @@ from slosched.core.errors import ConfigError
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import PrefixId, Request
 from slosched.core.views import JobView
-from slosched.perf.linear import LinearStepPredictor
+from slosched.perf.linear import LinearStepCoefficients, LinearStepPredictor
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.policies.cluster.pipeline import Cycle
 from slosched.policies.cluster.routers.deadline_completion import (
@@ -254,7 +254,11 @@ def test_plan_without_bounds_is_the_ceiling() -> None:
 
 
 # ---- router -----------------------------------------------------------------------------------------------
-def _view(index: int, running: int = 0, prefill: int = 0, pending: int = 0) -> InstanceSnapshot:
+def _view(
+    index: int, running: int = 0, prefill: int = 0, pending: int = 0, step_s: float | None = None
+) -> InstanceSnapshot:
+    """``step_s``: a step predictor charging that much per step and nothing per sequence or token."""
+    predictor = LinearStepPredictor(LinearStepCoefficients(step_s, 0.0, 0.0, 0.0)) if step_s else LinearStepPredictor()
     return InstanceSnapshot(
         index=index,
         spec=SPEC,
@@ -265,7 +269,7 @@ def _view(index: int, running: int = 0, prefill: int = 0, pending: int = 0) -> I
         outstanding_decode_tokens=0.0,
         num_free_kv_blocks=5000,
         num_kv_blocks=5000,
-        step_predictor=LinearStepPredictor(),
+        step_predictor=predictor,
     )
 
 
@@ -293,6 +297,34 @@ def test_completion_factor_is_in_unit_interval_and_prefers_the_faster_path() -> 
     assert all(0.0 <= s <= 1.0 for s in scores) and scores[1] > scores[0]
     assert completion.score(Cycle(call("y", deadline_s=5.0), 10.0), views) == [1.0, 1.0]  # late everywhere
     assert DeadlineCompletionRouter().route(call("z", deadline_s=5.0), views, 0.0) == 1
+
+
+def test_a_tight_tpot_call_is_judged_by_the_step_it_would_join_not_by_an_idle_batch() -> None:
+    # An idle slow GPU (20 ms steps) and a busy fast one (8 ms): PRISM's L_e is 0 on the idle one, which
+    # sent FlowGPT's 12 ms calls to idle A6000s at light load; the stack costs the step the call joins.
+    views = [_view(0, step_s=0.020), _view(1, running=30, step_s=0.008)]
+    request = call("flow", tpot=0.012)
+    scores = PredictedCompletion(PrismModel()).score(Cycle(request, 0.0), views)
+    assert scores[1] > 0.5 > scores[0]
+    prism_latency = [PrismModel().factors(request, state)[0] for state in PrismModel().states(views)]
+    assert prism_latency[0] > prism_latency[1]  # the baseline's factor prefers the idle slow GPU
+
+
+def test_a_loose_call_keeps_off_an_instance_whose_residents_need_a_tighter_tpot() -> None:
+    completion = PredictedCompletion(PrismModel())
+    views = [_view(0, running=10, step_s=0.010), _view(1, running=10, step_s=0.010)]
+    tight = call("flow", tpot=0.012)
+    completion.on_routed(Cycle(tight, 0.0), views[0])  # a 12 ms call now decodes on instance 0
+    loose = call("azure", tpot=0.030)
+    scores = completion.score(Cycle(loose, 1.0), views)
+    assert scores[1] > scores[0]  # 10 / 30 ms of its own SLO there, 10 / 12 ms of the resident's here
+    completion.on_request_finished(0, tight, 1.0, 1.0)
+    scores = completion.score(Cycle(loose, 2.0), views)
+    assert scores[0] == scores[1]
+    no_tpot = call("sql", deadline_s=100.0)  # a deadline call crowds residents out just the same
+    completion.on_routed(Cycle(tight, 3.0), views[0])
+    scores = completion.score(Cycle(no_tpot, 3.0), views)
+    assert scores[1] > scores[0]
 
 
 # ---- job layer --------------------------------------------------------------------------------------------
