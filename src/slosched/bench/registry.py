@@ -14,6 +14,7 @@ from slosched.core.errors import UnknownNameError
 BenchFn = Callable[[bool], dict[str, Any]]
 
 _BENCH_MODULES = {
+    "ablation": "slosched.bench.ablation",
     "admission": "slosched.bench.admission",
     "relserve": "slosched.bench.relserve",
     "sim-speed": "slosched.bench.sim_speed",
