@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import slosched.bench.ablation.runs as ablation
-from slosched.bench.ablation import setup
+import slosched.bench.ablation.setup as setup
 from slosched.bench.ablation.report import write_page
 from slosched.core.errors import ConfigError
 from slosched.policies.stacks.base import STACKS

@@ -10,7 +10,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from slosched.bench.ablation import setup
+import slosched.bench.ablation.setup as setup
 from slosched.evaluation.formatting import fixed
 
 PLOT = "ablation/ratios.png"

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import slosched.bench.ablation.setup as setup
 import slosched.bench.stack.setup as stack_setup
-from slosched.bench.ablation import setup
 from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.rows import row_finished
 from slosched.evaluation.runners import run_tasks
