@@ -64,6 +64,7 @@ def test_the_page_reads_each_change_against_the_seeds_spread(tmp_path: Path) -> 
         "mode": "full",
         "seeds": [1, 2, 3],
         "target": 0.9,
+        "wall_s": 90.0,
         "variants": variants,
         "workloads": {"chat": row},
         "left_out": ["code"],
@@ -72,7 +73,7 @@ def test_the_page_reads_each_change_against_the_seeds_spread(tmp_path: Path) -> 
     assert "| `-tpot-residents` | 8.000 [7.500-8.500] | 0.73x | **the stack needs it** |" in text
     assert "| `-triage` | 11.100 [10.900-11.200] | 1.01x | within the seeds' spread |" in text
     assert "| `-job-triage` | 13.500 [13.000-14.000] | 1.23x | **better without it** |" in text
-    assert "Not run this time (`SLOSCHED_ABLATION_WORKLOADS`): code." in text
+    assert "Not run this time (`SLOSCHED_ABLATION_WORKLOADS`): code." in text and "1.5 min wall" in text
     assert (tmp_path / "ablation" / "ratios.png").stat().st_size > 0
 
 

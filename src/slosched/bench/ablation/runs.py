@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,7 @@ def workload_ablation(name: str, seeds: Sequence[int], quick: bool) -> dict[str,
 
 
 def run(quick: bool) -> dict[str, Any]:
+    started = time.perf_counter()
     names = setup.selected_workloads(quick)
     seeds = setup.seeds_for(quick)
     all_names = [item.name for item in stack_setup.WORKLOADS]
@@ -85,6 +87,7 @@ def run(quick: bool) -> dict[str, Any]:
         "workloads": {name: workload_ablation(name, seeds, quick) for name in names},
         "left_out": [name for name in all_names if name not in names],
     }
+    out["wall_s"] = time.perf_counter() - started
     print_figures("ablation", _summary(out["workloads"]))
     if not quick:
         from slosched.bench.ablation.report import write_page
