@@ -22,6 +22,11 @@ def fixed(value: Any, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float | int) and math.isfinite(value) else "n/a"
 
 
+def times(value: Any) -> str:
+    """A ratio as ``1.23x``; ``n/a`` where there is none (e.g. the baseline's goodput was 0)."""
+    return f"{fixed(value)}x" if isinstance(value, float | int) and math.isfinite(value) else fixed(value)
+
+
 def fixed_or_inf(value: float, digits: int = 2) -> str:
     """``value`` with ``digits`` decimals; ``inf`` when it is not finite (an unbounded figure)."""
     return "inf" if not math.isfinite(value) else f"{value:.{digits}f}"

@@ -11,7 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 import slosched.bench.ablation.setup as setup
-from slosched.evaluation.formatting import fixed
+from slosched.evaluation.formatting import fixed, times
 
 PLOT = "ablation/ratios.png"
 
@@ -61,7 +61,7 @@ def write_page(path: Path, figures: dict[str, Any]) -> Path:
             label = item["label"]
             ratio = row["ratio_to_stack"][label]
             reading = "-" if label == setup.FULL_STACK.label else _reading(ratio, row, label)
-            lines.append(f"| `{label}` | {_spread_text(row['capacity'][label])} | {fixed(ratio)}x | {reading} |")
+            lines.append(f"| `{label}` | {_spread_text(row['capacity'][label])} | {times(ratio)} | {reading} |")
     lines += ["", f"![capacity without each mechanism]({PLOT})", ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines), encoding="utf-8")

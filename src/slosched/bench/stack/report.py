@@ -17,17 +17,12 @@ from matplotlib.figure import Figure
 
 from slosched.bench.stack.figures import WorkloadRun
 from slosched.bench.stack.setup import MIXED, ORACLE_LABEL, STACK_LABEL
-from slosched.evaluation.formatting import fixed
+from slosched.evaluation.formatting import fixed, times
 from slosched.evaluation.scoreboard_report import capacity_table, overload_table
 
 COMMAND = "slosched bench stack --json"
 PLOTS = "stack"
 RATIOS_PNG = "capacity_ratios.png"
-
-
-def _times(value: float | None) -> str:
-    """A ratio as ``1.23x``; ``n/a`` where there is none (e.g. the baseline's goodput was 0)."""
-    return f"{fixed(value)}x" if value is not None and math.isfinite(value) else fixed(value)
 
 
 def goodput_png(name: str) -> str:
@@ -131,7 +126,7 @@ def _summary(figures: dict[str, Any]) -> list[str]:
         "## Summary",
         "",
         f"SLO capacity @90% in jobs/s (median over seeds). Lowest ratio vs the strongest baseline over the "
-        f"workloads: **{_times(figures['min_ratio_vs_strongest'])}**.",
+        f"workloads: **{times(figures['min_ratio_vs_strongest'])}**.",
         "",
         "| workload | strongest baseline | its capacity | slosched | ratio | oracle | oracle ratio | "
         "slosched / oracle | goodput ratio at 2x | worst goodput ratio at any load |",
@@ -141,10 +136,10 @@ def _summary(figures: dict[str, Any]) -> list[str]:
         capacity = row["capacity_rps"]
         lines.append(
             f"| {name} | `{row['strongest_baseline']}` | {fixed(capacity[row['strongest_baseline']], 3)} | "
-            f"{fixed(capacity.get(STACK_LABEL), 3)} | **{_times(row['ratio_vs_strongest'])}** | "
-            f"{fixed(capacity.get(ORACLE_LABEL), 3)} | {_times(row['oracle_ratio'])} | "
+            f"{fixed(capacity.get(STACK_LABEL), 3)} | **{times(row['ratio_vs_strongest'])}** | "
+            f"{fixed(capacity.get(ORACLE_LABEL), 3)} | {times(row['oracle_ratio'])} | "
             f"{fixed(row['stack_vs_oracle'])} | "
-            f"{_times(row['goodput_ratio_2x'])} | {_times(row['min_goodput_ratio_any_load'])} |"
+            f"{times(row['goodput_ratio_2x'])} | {times(row['min_goodput_ratio_any_load'])} |"
         )
     return [*lines, "", f"![capacity ratios]({PLOTS}/{RATIOS_PNG})", "", *_convergence(figures)]
 
@@ -184,7 +179,7 @@ def _goodput_table(row: dict[str, Any]) -> list[str]:
         mine, top = ours.get(load, math.nan), limit.get(load, math.nan)
         lines.append(
             f"| {load} | `{best['label']}` | {fixed(base, 3)} | {fixed(mine, 3)} | "
-            f"{_times(row['goodput_ratio_per_load'].get(load))} | {fixed(top, 3)} | {_times(_div(top, base))} |"
+            f"{times(row['goodput_ratio_per_load'].get(load))} | {fixed(top, 3)} | {times(_div(top, base))} |"
         )
     return lines
 
