@@ -24,11 +24,12 @@ step-time model. A call with token SLOs takes for ``x`` the worse of its TPOT (t
 running batch with it added, at their context) over its TPOT SLO and its TTFT over its TTFT SLO; a call
 with neither token SLOs nor a deadline scores PRISM's latency factor.
 
-Residents: every call also answers for the calls already decoding where it goes. The router books the TPOT
-SLO of each call it places until the runtime reports it finished (``residents.TpotResidents``), and ``x``
-is at least the joined step over the tightest TPOT SLO booked there. On NexusSched's chat cluster only the
-H100 decodes fast enough for FlowGPT's 12 ms; without this rule Azure's 30 ms calls filled it and FlowGPT
-calls missed there first (capacity @90% 12.6 -> 16.1 jobs/s, median of 5 seeds, with both rules).
+Residents: every call with a deadline or token SLOs also answers for the calls already decoding where it
+goes. The router books the TPOT SLO of each call it places until the runtime reports it finished
+(``residents.TpotResidents``), and ``x`` is at least the joined step over the tightest TPOT SLO booked
+there. On NexusSched's chat cluster only the H100 decodes fast enough for FlowGPT's 12 ms; without this rule
+Azure's 30 ms calls filled it and FlowGPT calls missed there first (capacity @90% 12.6 -> 16.1 jobs/s,
+median of 5 seeds: ``slosched bench ablation``, ``-tpot-residents``).
 """
 
 from __future__ import annotations
@@ -104,13 +105,9 @@ class PredictedCompletion:
         return x
 
     def x_values(self, cycle: Cycle, views: Sequence[InstanceView]) -> list[float] | None:
-        """Each candidate's predicted latency over what the call allows there (1: exactly on target), once
-        per decision; None for a call with neither token SLOs nor a finite target (PRISM's factor scores it)."""
+        """Each candidate's predicted latency over what the call allows there (1: exactly on target); None
+        for a call with neither token SLOs nor a finite target (PRISM's factor scores it)."""
         request = cycle.request
-        key = (self, "x")
-        cached: list[float] | None = cycle.scratch.get(key)
-        if cached is not None and len(cached) == len(views):
-            return cached
         states = self.states(cycle, views)
         residents = self.residents
         tightest = [residents.tightest_s(view.index, cycle.now_s) if residents else math.inf for view in views]
@@ -131,9 +128,7 @@ class PredictedCompletion:
                 xs = [self.latency_s(request, view, state) / room for view, state in zip(views, states, strict=True)]
         # The calls already decoding there: joining them must not push their step past the tightest TPOT
         # SLO among them (a 30 ms call on the one GPU fast enough for 12 ms calls crowds those out).
-        xs = [max(x, step / tight) for x, step, tight in zip(xs, steps, tightest, strict=True)]
-        cycle.scratch[key] = xs
-        return xs
+        return [max(x, step / tight) for x, step, tight in zip(xs, steps, tightest, strict=True)]
 
     def score(self, cycle: Cycle, views: Sequence[InstanceView]) -> list[float]:
         xs = self.x_values(cycle, views)
