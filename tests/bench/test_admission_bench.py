@@ -7,12 +7,13 @@ import math
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 import slosched.bench.admission.runs as runs
 from slosched.bench.admission.setup import LOADS, PLAIN, VARIANTS
-from slosched.bench.stack.setup import MIXED, TEXT2SQL, Sizes
+from slosched.bench.stack.setup import MIXED, TEXT2SQL, Sizes, StackWorkload
 
 TINY = replace(TEXT2SQL, quick=Sizes(12, 4))
 
@@ -44,14 +45,20 @@ def test_figures_per_variant_and_load(monkeypatch: pytest.MonkeyPatch) -> None:
     assert row["num_jobs"] == {load: 12 for load in loads}
 
 
-def test_the_report_page_shows_every_variant_from_the_figures(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _quick_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, only: StackWorkload, capacity: float) -> dict[str, Any]:
+    """``bench admission --quick`` on ``only`` alone, in one process, its page in ``tmp_path``, with the plain
+    stack's capacity search replaced by ``capacity`` (the variants' runs are real)."""
     monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
     monkeypatch.setenv(runs.REPORT_ENV, str(tmp_path))
-    monkeypatch.setattr(runs, "QUICK_WORKLOADS", (TINY,))
-    monkeypatch.setattr(runs, "workload", lambda name: TINY)
-    monkeypatch.setattr(runs, "steady_capacity", lambda *args: SimpleNamespace(capacity={0.9: 0.4}))
+    monkeypatch.setattr(runs, "QUICK_WORKLOADS", (only,))
+    monkeypatch.setattr(runs, "workload", lambda name: only)
+    monkeypatch.setattr(runs, "steady_capacity", lambda *args: SimpleNamespace(capacity={0.9: capacity}))
     monkeypatch.setattr(runs, "steady_jobs", lambda bench, seed, rate: bench.num_jobs)
-    figures = runs.run(quick=True)
+    return runs.run(quick=True)
+
+
+def test_the_report_page_shows_every_variant_from_the_figures(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    figures = _quick_run(monkeypatch, tmp_path, TINY, capacity=0.4)
     page = (tmp_path / "admission.md").read_text()
     assert (tmp_path / "admission" / "admission_goodput.png").stat().st_size > 1000
     row = figures["workloads"]["text2sql"]
@@ -73,13 +80,7 @@ def test_tenant_class_variants_run_only_where_there_are_tenants() -> None:
 
 def test_a_two_tenant_workload_reports_each_tenants_attainment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     tiny_mixed = replace(MIXED, quick=Sizes(16, 4))
-    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
-    monkeypatch.setenv(runs.REPORT_ENV, str(tmp_path))
-    monkeypatch.setattr(runs, "QUICK_WORKLOADS", (tiny_mixed,))
-    monkeypatch.setattr(runs, "workload", lambda name: tiny_mixed)
-    monkeypatch.setattr(runs, "steady_capacity", lambda *args: SimpleNamespace(capacity={0.9: 2.0}))
-    monkeypatch.setattr(runs, "steady_jobs", lambda bench, seed, rate: bench.num_jobs)
-    row = runs.run(quick=True)["workloads"]["mixed"]
+    row = _quick_run(monkeypatch, tmp_path, tiny_mixed, capacity=2.0)["workloads"]["mixed"]
     assert set(row["goodput"]) == {variant.label for variant in VARIANTS}  # the band variants too
     tenants = row["attainment_by_tenant"]["stack+backlog+bands"]["2x"]
     assert set(tenants) == {"interactive", "batch"} and all(0.0 <= value <= 1.0 for value in tenants.values())

@@ -11,13 +11,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 import slosched.bench.ablation.setup as setup
-from slosched.evaluation.formatting import fixed, times
+from slosched.evaluation.formatting import spread, times
 
 PLOT = "ablation/ratios.png"
-
-
-def _spread_text(item: dict[str, Any]) -> str:
-    return f"{fixed(item['median'], 3)} [{fixed(item['min'], 3)}-{fixed(item['max'], 3)}]"
 
 
 def _reading(ratio: float, row: dict[str, Any], label: str) -> str:
@@ -61,7 +57,7 @@ def write_page(path: Path, figures: dict[str, Any]) -> Path:
             label = item["label"]
             ratio = row["ratio_to_stack"][label]
             reading = "-" if label == setup.FULL_STACK.label else _reading(ratio, row, label)
-            lines.append(f"| `{label}` | {_spread_text(row['capacity'][label])} | {times(ratio)} | {reading} |")
+            lines.append(f"| `{label}` | {spread(row['capacity'][label])} | {times(ratio)} | {reading} |")
     lines += ["", f"![capacity without each mechanism]({PLOT})", ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines), encoding="utf-8")

@@ -8,7 +8,6 @@ finished (and printed) once its tasks are done.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import slosched.bench.ablation.setup as setup
 import slosched.bench.stack.setup as stack_setup
+from slosched.evaluation.capacity import Spread
 from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.rows import row_finished
 from slosched.evaluation.runners import run_tasks
@@ -34,11 +34,10 @@ def _capacity(task: tuple[str, str, int, bool]) -> float:
 
 
 def spread(values: Sequence[float]) -> dict[str, Any]:
-    """Median, min and max over seeds (NaN where no value is finite), and the values in seed order."""
-    finite = [value for value in values if math.isfinite(value)]
-    if not finite:
-        return {"median": math.nan, "min": math.nan, "max": math.nan, "values": list(values)}
-    return {"median": statistics.median(finite), "min": min(finite), "max": max(finite), "values": list(values)}
+    """``Spread`` over the finite values (a failed seed is left out), with every value in seed order."""
+    figure = Spread.of([value for value in values if math.isfinite(value)]).as_json()
+    figure["values"] = list(values)
+    return figure
 
 
 def ablation_row(capacities: dict[str, list[float]]) -> dict[str, Any]:
