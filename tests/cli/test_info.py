@@ -39,8 +39,9 @@ def test_policies_json_lists_every_section_with_parameters(capsys: pytest.Captur
     jobs = {entry["name"]: entry for entry in payload["job_policies"]}
     assert jobs["deadline"]["params"] == []
     assert jobs["critical-path"]["aliases"] == ["slosched"]
-    factor, backlog, bands = jobs["critical-path"]["params"]
+    factor, backlog, stages, bands = jobs["critical-path"]["params"]
     assert backlog["name"] == "backlog" and backlog["default"] is False
+    assert stages["name"] == "backlog_stages" and stages["default"] == "arrival"
     assert bands["name"] == "tenant_bands" and bands["default"] is False
     assert factor["name"] == "triage_factor" and factor["type"] == "float" and factor["default"] == 1.0
     assert factor["doc"]
@@ -49,7 +50,7 @@ def test_policies_json_lists_every_section_with_parameters(capsys: pytest.Captur
     assert (budget["name"], budget["type"], budget["default"]) == ("token_budget", "int | None", None)
     assert [entry["name"] for entry in payload["stacks"]] == ["slosched"]
     stack_keys = {param["name"] for param in payload["stacks"][0]["params"]}
-    assert {"balance_rel", "tpot_residents", "token_budget", "triage_factor"} <= stack_keys
+    assert {"balance_rel", "tpot_residents", "token_budget", "triage_factor", "relegated_alone"} <= stack_keys
 
 
 def test_every_registered_policy_declares_documented_defaults() -> None:

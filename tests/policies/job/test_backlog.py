@@ -8,10 +8,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from slosched.core.belief import StepPredictor
+from slosched.core.errors import ConfigError
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
 from slosched.core.views import JobView
@@ -19,7 +21,7 @@ from slosched.perf.linear import LinearStepPredictor
 from slosched.policies.cluster.routers.prism import PrismModel
 from slosched.policies.job.backlog import feasible_waiting_tokens, stage_latency_s
 from slosched.policies.job.base import stage_decider
-from slosched.policies.job.critical_path import CriticalPathBudget
+from slosched.policies.job.critical_path import CriticalPathBudget, CriticalPathParams
 from slosched.policies.job.deadline import DeadlineBudget
 from tests.conftest import make_instance
 
@@ -107,3 +109,42 @@ def test_runtimes_ask_the_backlog_only_of_a_policy_that_reads_it() -> None:
     assert asked == []  # no views built for a policy that judges alone
     stage_decider(reading)(job(5.0), [call(0)], 0.0, views)  # type: ignore[arg-type]
     assert asked == [1]
+
+
+def later_stage(deadline_s: float, job_id: str = "j") -> JobView:
+    return JobView.at_release(job_id, "workflow", "t", 0.0, deadline_s, "s2", ("s1",))
+
+
+def test_an_admitted_job_meets_the_backlog_once_at_arrival() -> None:
+    """``backlog_stages: arrival`` (the default): a job admitted at arrival is judged alone at its later
+    stages, however jammed the queue it meets then; ``every`` re-judges each stage through the queue."""
+    spec = make_instance("i")
+    idle = [FakeView(spec=spec)]
+    jammed = [FakeView([call(i, 8000) for i in range(1, 200)], spec=spec)]
+    for stages, relegated_later in (("arrival", False), ("every", True)):
+        policy = CriticalPathBudget([LinearStepPredictor()], backlog=True, backlog_stages=stages)
+        deadline = 3.0 * policy.remaining_min_s(job(10.0), [call(0)])
+        assert not policy.decide_with_backlog(job(deadline), [call(0)], 0.0, idle).best_effort  # type: ignore[arg-type]
+        decision = policy.decide_with_backlog(later_stage(deadline), [call(1)], 0.0, jammed)  # type: ignore[arg-type]
+        assert decision.best_effort is relegated_later
+        # Hopeless even alone: demoted at any stage, whatever the setting.
+        late = policy.decide_with_backlog(later_stage(deadline), [call(2)], 2.0 * deadline, idle)  # type: ignore[arg-type]
+        assert late.best_effort
+
+
+def test_a_job_relegated_at_arrival_stays_relegated() -> None:
+    spec = make_instance("i")
+    policy = CriticalPathBudget([LinearStepPredictor()], backlog=True)
+    deadline = 3.0 * policy.remaining_min_s(job(10.0), [call(0)])
+    jammed = [FakeView([call(i, 8000) for i in range(1, 200)], spec=spec)]
+    assert policy.decide_with_backlog(job(deadline), [call(0)], 0.0, jammed).best_effort  # type: ignore[arg-type]
+    # The queue has drained by its next stage, which alone would make it: the job stays relegated.
+    idle = [FakeView(spec=spec)]
+    assert policy.decide_with_backlog(later_stage(deadline), [call(1)], 0.0, idle).best_effort  # type: ignore[arg-type]
+    # Another job at the same moment is admitted: the memory is per job.
+    assert not policy.decide_with_backlog(job(deadline), [call(2)], 0.0, idle).best_effort  # type: ignore[arg-type]
+
+
+def test_an_unknown_backlog_stages_names_the_allowed_ones() -> None:
+    with pytest.raises(ConfigError, match=r"backlog_stages.*allowed: \['arrival', 'every'\]"):
+        CriticalPathParams(backlog_stages="first")

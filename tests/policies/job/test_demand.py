@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 from slosched.core.views import JobView
 from slosched.perf.linear import LinearStepPredictor
 from slosched.policies.job.critical_path import CriticalPathBudget
-from slosched.policies.job.demand import CommittedWork, Work, decode_tokens_per_s, demand_s, queued_work
+from slosched.policies.job.demand import (
+    CommittedWork,
+    RelegatedJobs,
+    Work,
+    decode_tokens_per_s,
+    demand_s,
+    queued_work,
+)
 from tests.policies.job.test_backlog import FakeView, call
 
 PEAK = 10_000.0  # prompt tokens per second, one instance
@@ -87,3 +94,15 @@ def test_jobs_admitted_earlier_make_a_later_one_hopeless_before_anything_is_queu
     # Due before all of them, the same job is kept: their work is not in its way.
     early = chess("early", deadline - 1e-3)
     assert not policy.decide_with_backlog(early, [call(998, 300)], 0.0, idle).best_effort  # type: ignore[arg-type]
+
+
+@given(deadlines=st.lists(st.floats(min_value=0.0, max_value=100.0), min_size=1, max_size=400), now=st.floats(0, 100))
+def test_relegated_jobs_forget_only_what_is_past_its_deadline(deadlines: list[float], now: float) -> None:
+    """Every job added stays known while its deadline is ahead; the set stays bounded by the ones still due."""
+    memory = RelegatedJobs()
+    for index, due in enumerate(deadlines):
+        memory.add(f"j{index}", due, now)
+    for index, due in enumerate(deadlines):
+        if due >= now:
+            assert f"j{index}" in memory
+    assert len(memory) <= 2 * sum(due >= now for due in deadlines) + 65

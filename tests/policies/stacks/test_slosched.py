@@ -218,6 +218,10 @@ def test_triage_runs_relegated_jobs_only_beside_nothing_that_can_still_count() -
     late = FakeSeq(call("late", deadline_s=0.5))
     engine = FakeEngine(now_s=4.0, waiting=[late], running=[FakeSeq(call("ok2", deadline_s=100.0))])
     assert admission.admit(late, engine)
+    # relegated_alone off: relegated calls get the share rule like any best-effort call.
+    sharing = TriageAdmission(best_effort_share=0.5, relegated_alone=False)
+    busy = FakeEngine(now_s=5.0, waiting=list(waiting), running=[FakeSeq(call("ok3", deadline_s=100.0))])
+    assert [sharing.admit(seq, busy) for seq in waiting] == [True, True, True]
 
 
 # ---- batching ---------------------------------------------------------------------------------------------
@@ -324,6 +328,27 @@ def test_a_loose_call_keeps_off_an_instance_whose_residents_need_a_tighter_tpot(
     no_tpot = call("sql", deadline_s=100.0)  # a deadline call crowds residents out just the same
     completion.on_routed(Cycle(tight, 3.0), views[0])
     scores = completion.score(Cycle(no_tpot, 3.0), views)
+    assert scores[1] > scores[0]
+
+
+def test_a_call_that_can_still_count_does_not_see_relegated_work_queued_ahead() -> None:
+    # Instance 0 holds a long queue of relegated calls (the engine runs them only beside nothing feasible),
+    # instance 1 a shorter queue of feasible ones: the feasible call is served first on instance 0.
+    views = [_view(0), _view(1)]
+    for index in range(40):
+        relegated_call = call(f"rel{index}", deadline_s=100.0, prompt=4000)
+        relegated_call.best_effort = True
+        views[0].note_routed(relegated_call)
+    for index in range(10):
+        views[1].note_routed(call(f"ok{index}", deadline_s=100.0, prompt=4000))
+    completion = PredictedCompletion(PrismModel())
+    feasible = call("x", deadline_s=5.0)
+    scores = completion.score(Cycle(feasible, 0.0), views)
+    assert scores[0] > scores[1]
+    # A relegated call queues behind all of it: it meets the whole queue and goes where the queue is shorter.
+    late = call("late", deadline_s=5.0)
+    late.best_effort = True
+    scores = PredictedCompletion(PrismModel()).score(Cycle(late, 0.0), views)
     assert scores[1] > scores[0]
 
 

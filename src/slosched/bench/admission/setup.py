@@ -1,15 +1,20 @@
 """Settings of ``slosched bench admission``: the stack under overload, with and without job-level admission.
 
-Workloads (``--quick``: Text-to-SQL only): ``bench stack``'s Text-to-SQL (multi-stage CHESS workflows, where an
-admitted job's later stages arrive as work nobody queued yet) and mixed multi-tenant workloads, on their
-clusters and deadlines. Each runs the plain stack and three variants (``VARIANTS``): ``backlog`` (the job layer
-judges a job through the work queued on each instance, ``critical-path.backlog``), ``reject`` (every client
-asked for an early "cannot meet deadline": a job the job layer finds hopeless is rejected instead of relegated,
-``simulator.on_infeasible``), and both; on the mixed workload (two tenants) also tenant classes: ``backlog``
-with the engines serving the interactive tenant's band first, and with the job layer judging admission by
-band as well (``policies/job/bands.py``). Loads are multiples of the plain stack's own steady-state SLO capacity
-@90%, measured in the same run on the same seeds (``LOADS``); what counts is goodput (jobs meeting their
-deadline per second) at 2x and 3x against goodput at 1x: the issue's "no collapse".
+Workloads (``--quick``: Text-to-SQL only): ``bench stack``'s Text-to-SQL (multi-stage CHESS workflows, where
+an admitted job's later stages arrive as work nobody queued yet), relQueries and mixed multi-tenant workloads,
+on their clusters and deadlines. Each runs the plain stack and its variants (``VARIANTS``):
+
+- ``backlog``: the job layer judges a job at its arrival through the work queued on each instance
+  (``critical-path.backlog``); ``(every stage)``: the same judgement at every stage (``backlog_stages``);
+- ``reject``: every client asked for an early "cannot meet deadline", so a job the job layer finds hopeless
+  is rejected instead of relegated (``simulator.on_infeasible``); and ``backlog`` with ``reject``;
+- on the mixed workload (two tenants) also tenant classes: ``backlog`` with the engines serving the
+  interactive tenant's band first, and with the job layer judging admission by band as well
+  (``policies/job/bands.py``).
+
+Loads are multiples of the plain stack's own steady-state SLO capacity @90%, measured in the same run on the
+same seeds (``LOADS``); what counts is goodput (jobs meeting their deadline per second) at 2x and 3x against
+goodput at 1x: the issue's "no collapse".
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from slosched.policies.spec import PolicyParams
 LOADS = (1.0, 2.0, 3.0)
 QUICK_SEEDS = (1,)
 FULL_SEEDS = (1, 2, 3)
-WORKLOADS = (stack_setup.TEXT2SQL, stack_setup.MIXED)
+WORKLOADS = (stack_setup.TEXT2SQL, stack_setup.RELQUERY, stack_setup.MIXED)
 QUICK_WORKLOADS = (stack_setup.TEXT2SQL,)  # the one that collapses; mixed in the full run
 
 
@@ -48,12 +53,15 @@ class Variant:
     reject: bool
     bands: bool = False
     band_admission: bool = False
+    backlog_stages: str = "arrival"
 
     def candidate(self) -> Candidate:
         stack = stack_setup.stack_candidates()[0]
         if not self.backlog and not self.bands:
             return replace(stack, label=self.label)
         settings: dict[str, Any] = {"backlog": self.backlog}
+        if self.backlog_stages != "arrival":
+            settings["backlog_stages"] = self.backlog_stages
         if self.bands:
             settings["tenant_bands"] = self.band_admission
         params = PolicyParams(
@@ -75,6 +83,7 @@ PLAIN = Variant("stack", backlog=False, reject=False)
 VARIANTS = (
     PLAIN,
     Variant("stack+backlog", backlog=True, reject=False),
+    Variant("stack+backlog (every stage)", backlog=True, reject=False, backlog_stages="every"),
     Variant("stack+reject", backlog=False, reject=True),
     Variant("stack+backlog+reject", backlog=True, reject=True),
     Variant("stack+backlog+bands (engine)", backlog=True, reject=False, bands=True),

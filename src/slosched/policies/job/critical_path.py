@@ -40,10 +40,12 @@ from slosched.policies.cost import t_comp_s
 from slosched.policies.job.backlog import least_latency_s, queues_ahead
 from slosched.policies.job.bands import BandOf, job_band
 from slosched.policies.job.base import JOB_POLICIES
-from slosched.policies.job.demand import CommittedWork, Work, calls_work, demand_s, queued_work
+from slosched.policies.job.demand import CommittedWork, RelegatedJobs, Work, calls_work, demand_s, queued_work
 from slosched.policies.job.stage_budget import StageBudget, profiled_predictors
 from slosched.policies.job.workflow_templates import workflow_template
 from slosched.policies.registry import PolicyContext, setting
+
+BACKLOG_STAGES = ("arrival", "every")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +54,18 @@ class CriticalPathParams:
         1.0, "demote a job when its time left < this x the least time it needs (1: only the hopeless; >= 0)"
     )
     backlog: bool = setting(False, "cost the released stage through the work queued on each instance, not alone")
+    backlog_stages: str = setting(
+        "arrival", "the stages judged through the backlog: arrival (later ones alone, once admitted) or every"
+    )
     tenant_bands: bool = setting(False, "with fair sharing's tenant bands, judge a job by the work its band meets")
 
     def __post_init__(self) -> None:
         if not self.triage_factor >= 0:
             raise ConfigError("critical-path.triage_factor", f"must be >= 0, got {self.triage_factor}")
+        if self.backlog_stages not in BACKLOG_STAGES:
+            raise ConfigError(
+                "critical-path.backlog_stages", f"got {self.backlog_stages!r}; allowed: {list(BACKLOG_STAGES)}"
+            )
 
 
 class CriticalPathBudget(StageBudget):
@@ -69,10 +78,13 @@ class CriticalPathBudget(StageBudget):
         triage_factor: float = 1.0,
         backlog: bool = False,
         tenant_bands: bool = False,
+        backlog_stages: str = "arrival",
     ) -> None:
         super().__init__(predictors)
         self.triage_factor = triage_factor
         self.backlog = backlog
+        self.backlog_every_stage = backlog_stages == "every"
+        self.relegated = RelegatedJobs()
         self.tenant_bands = tenant_bands
         self.queue_model = PrismModel()
         self.committed = CommittedWork()
@@ -115,6 +127,8 @@ class CriticalPathBudget(StageBudget):
     ) -> StageDecision:
         if not math.isfinite(job.deadline_s) or not views:
             return self.decide(job, requests, now_s)
+        if job.finished_stages and not self.backlog_every_stage:
+            return self._admitted_stage(job, requests, now_s)
         band_of = self.band_of
         band = job_band(requests, band_of)
         ahead = queues_ahead(views, self.queue_model, band_of, band)
@@ -128,8 +142,22 @@ class CriticalPathBudget(StageBudget):
                 decision = StageDecision(budget_s=decision.budget_s, best_effort=True)
         if decision.best_effort:
             self.committed.forget(job.id)
+            self.relegated.add(job.id, job.deadline_s, now_s)
         else:
             self.committed.record(job.id, job.deadline_s, later, band)
+        return decision
+
+    def _admitted_stage(self, job: JobView, requests: Sequence[Request], now_s: float) -> StageDecision:
+        """A later stage of a job judged at its arrival: a relegated job stays relegated; an admitted one is
+        judged alone (demoted only when hopeless even alone), never by the queue it meets now, which its own
+        admission already counted (module doc: why)."""
+        if job.id in self.relegated:
+            return StageDecision(budget_s=super().decide(job, requests, now_s).budget_s, best_effort=True)
+        decision = self._triaged(job, requests, now_s, 0.0)
+        if decision.best_effort:
+            self.committed.forget(job.id)
+        else:
+            self.committed.record(job.id, job.deadline_s, self.later_work(job), job_band(requests, self.band_of))
         return decision
 
     @staticmethod
@@ -157,4 +185,6 @@ class CriticalPathBudget(StageBudget):
 def build(params: CriticalPathParams, context: PolicyContext) -> CriticalPathBudget:
     shared = context.extras.get("step_predictors")
     predictors = list(shared) if shared else profiled_predictors(context.instances)
-    return CriticalPathBudget(predictors, params.triage_factor, params.backlog, params.tenant_bands)
+    return CriticalPathBudget(
+        predictors, params.triage_factor, params.backlog, params.tenant_bands, params.backlog_stages
+    )

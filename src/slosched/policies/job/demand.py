@@ -90,6 +90,29 @@ class CommittedWork:
         return Work(prompt, output)
 
 
+class RelegatedJobs:
+    """Jobs relegated when judged through the backlog, by deadline: their later stages stay relegated (an
+    admission decided once per job, not re-opened by a quieter moment). A job is forgotten once its
+    deadline passed, when the time test alone finds it hopeless anyway; the forgetting runs when the set
+    has doubled since the last, so it costs O(1) per relegation."""
+
+    def __init__(self) -> None:
+        self._deadlines: dict[str, float] = {}
+        self._pruned_size = 0
+
+    def __len__(self) -> int:
+        return len(self._deadlines)
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._deadlines
+
+    def add(self, job_id: str, deadline_s: float, now_s: float) -> None:
+        self._deadlines[job_id] = deadline_s
+        if len(self._deadlines) > 2 * self._pruned_size + 64:
+            self._deadlines = {name: due for name, due in self._deadlines.items() if due >= now_s}
+            self._pruned_size = len(self._deadlines)
+
+
 def decode_tokens_per_s(view: InstanceView) -> float:
     """Output tokens per second ``view``'s instance reaches at the largest batch its KV cache holds at the
     reference context (at most ``max_running``), by its belief step model."""

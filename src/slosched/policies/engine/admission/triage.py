@@ -36,6 +36,7 @@ from slosched.policies.registry import PolicyContext, setting
 @dataclass(frozen=True, slots=True)
 class TriageParams:
     best_effort_share: float = setting(0.25, "share of the max running requests best-effort calls may hold, in [0, 1]")
+    relegated_alone: bool = setting(True, "a call whose job the job layer relegated joins only a batch of such calls")
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.best_effort_share <= 1.0:
@@ -45,8 +46,9 @@ class TriageParams:
 class TriageAdmission:
     time_invariant = False
 
-    def __init__(self, best_effort_share: float) -> None:
+    def __init__(self, best_effort_share: float, relegated_alone: bool = True) -> None:
         self.best_effort_share = best_effort_share
+        self.relegated_alone = relegated_alone
         self._pass = AdmissionPass()
         self._feasible_running = False  # a call that can still count runs, or joined in this pass
 
@@ -55,7 +57,7 @@ class TriageAdmission:
         if state.begin_if_new(seq, engine):
             self._feasible_running = any(not running.request.best_effort for running in engine.running_seqs)
         if is_best_effort(seq, engine):
-            if seq.request.best_effort and self._feasible_running:
+            if self.relegated_alone and seq.request.best_effort and self._feasible_running:
                 return False
             limit = self.best_effort_share * engine.spec.max_running
             if engine.num_running + state.admitted >= limit:
@@ -68,4 +70,4 @@ class TriageAdmission:
 
 @ADMISSIONS.register("triage", params=TriageParams)
 def build(params: TriageParams, context: PolicyContext) -> TriageAdmission:
-    return TriageAdmission(params.best_effort_share)
+    return TriageAdmission(params.best_effort_share, params.relegated_alone)

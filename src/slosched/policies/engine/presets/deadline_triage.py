@@ -36,6 +36,7 @@ class DeadlineTriageParams:
     order: str = setting("deadline", "least-slack's order of feasible calls: deadline (EDF) or slack")
     triage: bool = setting(True, "demote hopeless calls behind feasible ones and hold them to best_effort_share")
     best_effort_share: float = setting(0.25, "share of the max running requests best-effort calls may hold")
+    relegated_alone: bool = setting(True, "a call of a job the job layer relegated joins only a batch of such calls")
     batching: str = setting("deadline-budget", "the batching part: deadline-budget, chunked or lens")
     token_budget: int | None = setting(
         None, f"most tokens per step; none: {DEFAULT_TOKEN_BUDGET} (lens: the instance's max batched tokens)"
@@ -60,7 +61,11 @@ def _batching(params: DeadlineTriageParams, context: PolicyContext) -> BatchPoli
 
 @ENGINE_PRESETS.register("deadline-triage", params=DeadlineTriageParams)
 def build(params: DeadlineTriageParams, context: PolicyContext) -> EnginePolicy:
-    triage = ADMISSIONS.build("triage", TriageParams(params.best_effort_share), context) if params.triage else None
+    triage = (
+        ADMISSIONS.build("triage", TriageParams(params.best_effort_share, params.relegated_alone), context)
+        if params.triage
+        else None
+    )
     return EnginePolicy(
         name=NAME,
         ordering=ORDERINGS.build("least-slack", LeastSlackParams(params.order, params.triage), context),
