@@ -78,17 +78,19 @@ def test_more_feasible_work_queued_never_makes_a_call_sooner(queued: list[int]) 
 def test_the_backlog_relegates_what_alone_would_have_kept() -> None:
     instances = [make_instance("i")]
     policy = CriticalPathBudget([LinearStepPredictor()], backlog=True)
-    new = call(0)
-    alone_s = policy.remaining_min_s(job(10.0), [new])
+    new = [call(0), call(300)]  # two calls at once, as a relQuery's rows: a single call is judged alone
+    alone_s = policy.remaining_min_s(job(10.0), new)
     deadline = 3.0 * alone_s  # alone it makes it with room
-    assert not policy.decide(job(deadline), [new], 0.0).best_effort
+    assert not policy.decide(job(deadline), new, 0.0).best_effort
     idle = [FakeView(spec=instances[0])]
-    assert not policy.decide_with_backlog(job(deadline), [new], 0.0, idle).best_effort  # type: ignore[arg-type]
+    assert not policy.decide_with_backlog(job(deadline), new, 0.0, idle).best_effort  # type: ignore[arg-type]
     jammed = [FakeView([call(i, 8000) for i in range(1, 200)], spec=instances[0])]
-    assert policy.decide_with_backlog(job(deadline), [new], 0.0, jammed).best_effort  # type: ignore[arg-type]
+    assert policy.decide_with_backlog(job(deadline), new, 0.0, jammed).best_effort  # type: ignore[arg-type]
+    # A job of one call in the same queue is judged alone: the engine's triage demotes it if it must.
+    assert not policy.decide_with_backlog(job(deadline), new[:1], 0.0, jammed).best_effort  # type: ignore[arg-type]
     # The same queue, all of it relegated, delays nobody feasible: kept.
     relegated = [FakeView([call(i, 8000, best_effort=True) for i in range(1, 200)], spec=instances[0])]
-    assert not policy.decide_with_backlog(job(deadline), [new], 0.0, relegated).best_effort  # type: ignore[arg-type]
+    assert not policy.decide_with_backlog(job(deadline), new, 0.0, relegated).best_effort  # type: ignore[arg-type]
 
 
 def job(deadline_s: float) -> JobView:
@@ -111,6 +113,10 @@ def test_runtimes_ask_the_backlog_only_of_a_policy_that_reads_it() -> None:
     assert asked == [1]
 
 
+def two_rows(index: int) -> list[Request]:
+    return [call(index), call(index + 300)]
+
+
 def later_stage(deadline_s: float, job_id: str = "j") -> JobView:
     return JobView.at_release(job_id, "workflow", "t", 0.0, deadline_s, "s2", ("s1",))
 
@@ -123,8 +129,8 @@ def test_an_admitted_job_meets_the_backlog_once_at_arrival() -> None:
     jammed = [FakeView([call(i, 8000) for i in range(1, 200)], spec=spec)]
     for stages, relegated_later in (("arrival", False), ("every", True)):
         policy = CriticalPathBudget([LinearStepPredictor()], backlog=True, backlog_stages=stages)
-        deadline = 3.0 * policy.remaining_min_s(job(10.0), [call(0)])
-        assert not policy.decide_with_backlog(job(deadline), [call(0)], 0.0, idle).best_effort  # type: ignore[arg-type]
+        deadline = 3.0 * policy.remaining_min_s(job(10.0), two_rows(0))
+        assert not policy.decide_with_backlog(job(deadline), two_rows(0), 0.0, idle).best_effort  # type: ignore[arg-type]
         decision = policy.decide_with_backlog(later_stage(deadline), [call(1)], 0.0, jammed)  # type: ignore[arg-type]
         assert decision.best_effort is relegated_later
         # Hopeless even alone: demoted at any stage, whatever the setting.
@@ -135,14 +141,14 @@ def test_an_admitted_job_meets_the_backlog_once_at_arrival() -> None:
 def test_a_job_relegated_at_arrival_stays_relegated() -> None:
     spec = make_instance("i")
     policy = CriticalPathBudget([LinearStepPredictor()], backlog=True)
-    deadline = 3.0 * policy.remaining_min_s(job(10.0), [call(0)])
+    deadline = 3.0 * policy.remaining_min_s(job(10.0), two_rows(0))
     jammed = [FakeView([call(i, 8000) for i in range(1, 200)], spec=spec)]
-    assert policy.decide_with_backlog(job(deadline), [call(0)], 0.0, jammed).best_effort  # type: ignore[arg-type]
+    assert policy.decide_with_backlog(job(deadline), two_rows(0), 0.0, jammed).best_effort  # type: ignore[arg-type]
     # The queue has drained by its next stage, which alone would make it: the job stays relegated.
     idle = [FakeView(spec=spec)]
     assert policy.decide_with_backlog(later_stage(deadline), [call(1)], 0.0, idle).best_effort  # type: ignore[arg-type]
     # Another job at the same moment is admitted: the memory is per job.
-    assert not policy.decide_with_backlog(job(deadline), [call(2)], 0.0, idle).best_effort  # type: ignore[arg-type]
+    assert not policy.decide_with_backlog(job(deadline), two_rows(2), 0.0, idle).best_effort  # type: ignore[arg-type]
 
 
 def test_an_unknown_backlog_stages_names_the_allowed_ones() -> None:
