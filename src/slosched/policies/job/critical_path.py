@@ -149,9 +149,14 @@ class CriticalPathBudget(StageBudget):
             needed_s = demand_s(before + calls_work(requests) + later, views, [q.peak_tokens_per_s for q in ahead])
             if job.deadline_s - now_s < self.triage_factor * needed_s:
                 decision = StageDecision(budget_s=decision.budget_s, best_effort=True)
+        if decision.best_effort and not self.backlog_every_stage:
+            self.relegated.add(job.id, job.deadline_s, now_s)  # read only by ``_admitted_stage``
+        return self._booked(job, decision, later, band)
+
+    def _booked(self, job: JobView, decision: StageDecision, later: Work, band: float) -> StageDecision:
+        """``decision``, with the job's unreleased stages booked while it is kept and dropped once relegated."""
         if decision.best_effort:
             self.committed.forget(job.id)
-            self.relegated.add(job.id, job.deadline_s, now_s)
         else:
             self.committed.record(job.id, job.deadline_s, later, band)
         return decision
@@ -163,11 +168,7 @@ class CriticalPathBudget(StageBudget):
         if job.id in self.relegated:
             return StageDecision(budget_s=super().decide(job, requests, now_s).budget_s, best_effort=True)
         decision = self._triaged(job, requests, now_s, 0.0)
-        if decision.best_effort:
-            self.committed.forget(job.id)
-        else:
-            self.committed.record(job.id, job.deadline_s, self.later_work(job), job_band(requests, self.band_of))
-        return decision
+        return self._booked(job, decision, self.later_work(job), job_band(requests, self.band_of))
 
     @staticmethod
     def single_call(job: JobView, requests: Sequence[Request]) -> bool:
