@@ -44,6 +44,9 @@ def test_derived_figures() -> None:
         "input_tokens": 40,
         "max_output_tokens": 8,
         "shared_share": pytest.approx(0.75),
+        "order": "table",
+        # Each prompt "p" repeats the one before it whole: one token shared, twice, of 40.
+        "adjacent_shared_share": pytest.approx(2 / 40),
     }
 
 

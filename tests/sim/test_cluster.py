@@ -142,3 +142,16 @@ def test_slo_rules_without_a_job_slo() -> None:
     assert make_sim(SimOptions(noise_sigma=0.0, slo_s=3.0)).run(jobs).jobs[0].slo_s == 3.0
     scaled = make_sim(SimOptions(noise_sigma=0.0, slo_scale=4.0, slo_basis="true-lengths")).run(jobs).jobs[0]
     assert scaled.slo_s == 4.0 * scaled.no_contention_s and scaled.no_contention_s > 0
+
+
+def test_rows_of_one_prefix_group_reuse_the_groups_blocks_beyond_the_template() -> None:
+    rows = [(200, 2)] * 8  # 64-token template; each row's first 160 input tokens are its group's (10 blocks)
+    groups = [("a", 160), ("b", 160)] * 4
+    plain = make_sim(router="cache-aware").run([relquery_job("rq", 0.0, 64, rows, 4)])
+    grouped_job = relquery_job("rq", 0.0, 64, rows, 4, groups=groups)
+    grouped = make_sim(router="cache-aware").run([grouped_job])
+    check_consistency(grouped, [grouped_job])
+    hits = [sum(stats.prefix_hit_tokens for stats in result.instances) for result in (plain, grouped)]
+    # Without groups only the 4-block template is reused; with them, a group's rows reuse 14 blocks.
+    assert hits[1] > hits[0] >= 64
+    assert grouped.jobs[0].finish_s <= plain.jobs[0].finish_s

@@ -70,3 +70,32 @@ def test_prefix_caching_off_never_hits() -> None:
     kv.allocate(seq, 2)
     kv.promote_prompt_blocks(seq)
     assert kv.cached_prefix_blocks(seq.request.prefix) == 0
+
+
+def test_a_groups_blocks_follow_the_keys_and_are_shared_only_within_the_group() -> None:
+    kv = KVCache(num_blocks=16, block_size=16, prefix_caching=True)
+    # Key 7 (the template) holds 2 blocks, group 9 the next 2; each prompt has 1 own block.
+    first = _seq(PrefixId(7, 2, 1, 1, group_key=9, group_blocks=2))
+    kv.allocate(first, 5)
+    kv.promote_prompt_blocks(first)
+    assert first.num_shared_blocks == 4 and first.num_own_cached_blocks == 1
+    same_group = PrefixId(7, 2, 2, 1, group_key=9, group_blocks=2)
+    other_group = PrefixId(7, 2, 3, 1, group_key=11, group_blocks=2)
+    assert kv.cached_prefix_blocks(same_group) == 4
+    assert kv.cached_prefix_blocks(other_group) == 2  # the template only
+    second = _seq(same_group)
+    kv.acquire_prefix(second, 4)
+    assert kv.num_used == 5  # the four shared blocks are referenced twice, not copied
+    kv.release(first)
+    kv.release(second)
+    assert kv.num_used == 0 and kv.num_cached == 5 and kv.num_free == 16
+
+
+def test_without_a_group_the_keys_are_those_of_the_template_alone() -> None:
+    from slosched.sim.kv import prefix_keys
+
+    plain = PrefixId(7, 3, 1, 1)
+    assert list(prefix_keys(plain, 0, 3)) == [(7 << 24) | index for index in range(3)]
+    grouped = PrefixId(7, 2, 1, 1, group_key=9, group_blocks=2)
+    assert list(prefix_keys(grouped, 1, 4)) == [(7 << 24) | 1, (9 << 24) | 2, (9 << 24) | 3]
+    assert list(prefix_keys(grouped, 2, 4)) == [(9 << 24) | 2, (9 << 24) | 3]

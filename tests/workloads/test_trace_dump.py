@@ -72,6 +72,14 @@ def test_relquery_rows_are_written_without_the_template() -> None:
     assert "max_output_tokens" not in job_to_dict(relquery_job("q", 0.0, 40, [(1, 1)], None))
 
 
+def test_relquery_rows_keep_their_prefix_groups() -> None:
+    job = relquery_job("q", 0.0, 40, [(200, 3), (150, 7), (90, 2)], 10, groups=[("drama", 12), None, ("drama", 12)])
+    fields = job_to_dict(job)
+    assert fields["rows"][0] == {"input_tokens": 200, "output_tokens": 3, "group": "drama", "group_tokens": 12}
+    assert fields["rows"][1] == {"input_tokens": 150, "output_tokens": 7}
+    assert job_from_line(job_to_line(job)) == job
+
+
 def test_numpy_scalars_are_written_as_numbers_and_other_objects_refused() -> None:
     job = single_job("n", np.float64(2.5), CallSpec(np.int64(7), np.int64(3)))  # type: ignore[arg-type]
     assert json.loads(job_to_line(job))["input_tokens"] == 7

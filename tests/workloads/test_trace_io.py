@@ -148,7 +148,11 @@ def _calls(draw: st.DrawFn, session: bool = True) -> CallSpec:
     prefix_key = draw(st.none() | _TEXT)
     prefix_tokens = draw(st.integers(0, input_tokens))
     session_id = draw(st.none() | _TEXT) if session else None
-    return CallSpec(input_tokens, output_tokens, max_output, prefix_key, prefix_tokens, session_id)
+    group_key = draw(st.none() | _TEXT) if prefix_key is not None else None
+    group_tokens = draw(st.integers(0, input_tokens - prefix_tokens)) if group_key is not None else 0
+    return CallSpec(
+        input_tokens, output_tokens, max_output, prefix_key, prefix_tokens, session_id, group_key, group_tokens
+    )
 
 
 @st.composite
@@ -177,9 +181,19 @@ def _relquery_jobs(draw: st.DrawFn) -> JobSpec:
     template_tokens = draw(st.integers(0, 5000))
     max_output = draw(st.none() | st.integers(50, 100))
     rows = draw(st.lists(st.tuples(st.integers(1, 5000), st.integers(1, 50)), min_size=1, max_size=8))
+    # Some rows share a prefix group (rows of a relQuery planned in prefix order), within their own input.
+    groups = draw(st.lists(st.none() | st.sampled_from(["g1", "g2"]), min_size=len(rows), max_size=len(rows)))
     calls = tuple(
-        CallSpec(template_tokens + row_in, row_out, max_output, f"{job_id}/template", template_tokens)
-        for row_in, row_out in rows
+        CallSpec(
+            template_tokens + row_in,
+            row_out,
+            max_output,
+            f"{job_id}/template",
+            template_tokens,
+            group_key=group,
+            group_tokens=draw(st.integers(0, row_in)) if group is not None else 0,
+        )
+        for (row_in, row_out), group in zip(rows, groups, strict=True)
     )
     stages = (StageSpec("rows", calls),)
     return JobSpec(job_id, JobKind.RELQUERY, draw(_TIME), stages, draw(_SLO), draw(_TEXT), draw(_TEXT))

@@ -116,6 +116,9 @@ def relquery(
     output_tokens: Annotated[
         int | None, typer.Option("--output-tokens", help="assumed output per row (default --max-tokens)")
     ] = None,
+    order: Annotated[
+        str, typer.Option(help="send rows as read (table), sorted for prefix reuse (rows), or fields too (fields)")
+    ] = "table",
     as_json: JsonOpt = False,
     sets: SetOpt = None,
 ) -> None:
@@ -124,7 +127,7 @@ def relquery(
 
     scenario = load(simulate_path, sets) if simulate_path is not None else None
     max_len = min(spec.max_model_len for spec in scenario.cluster.specs()) if scenario else 4096
-    plan = plan_relquery(table, template, max_tokens, where, slo, max_rows, max_len)
+    plan = plan_relquery(table, template, max_tokens, where, slo, max_rows, max_len, order)
     payload: dict[str, object] = {"plan": plan.summary()}
     for key, value in plan.summary().items():
         out.print(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")

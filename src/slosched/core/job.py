@@ -28,7 +28,9 @@ class CallSpec:
 
     ``prefix_key``/``prefix_tokens`` say that the first ``prefix_tokens`` prompt tokens are shared with every
     other call carrying the same key (a template, a session's earlier turns), which is what a prefix cache
-    can reuse.
+    can reuse. ``group_key``/``group_tokens`` (with a ``prefix_key``) say that the next ``group_tokens`` are
+    shared with the calls of the same key and group only (rows of a relQuery whose leading field holds one
+    value).
     """
 
     input_tokens: int
@@ -37,9 +39,11 @@ class CallSpec:
     prefix_key: str | None = None
     prefix_tokens: int = 0
     session_id: str | None = None
+    group_key: str | None = None
+    group_tokens: int = 0
 
     def __post_init__(self) -> None:
-        plain_numbers(self, ("input_tokens", "output_tokens", "max_output_tokens", "prefix_tokens"), ())
+        plain_numbers(self, ("input_tokens", "output_tokens", "max_output_tokens", "prefix_tokens", "group_tokens"), ())
 
 
 @dataclass(slots=True, frozen=True)
@@ -204,6 +208,10 @@ def _validate_stage(where: str, stage: StageSpec) -> None:
             raise ConfigError(f"{field_name}.max_output_tokens", "must be >= output_tokens")
         if not 0 <= call.prefix_tokens <= call.input_tokens:
             raise ConfigError(f"{field_name}.prefix_tokens", "must be in [0, input_tokens]")
+        if not 0 <= call.group_tokens <= call.input_tokens - call.prefix_tokens:
+            raise ConfigError(f"{field_name}.group_tokens", "must be in [0, input_tokens - prefix_tokens]")
+        if call.group_tokens and (call.group_key is None or call.prefix_key is None):
+            raise ConfigError(f"{field_name}.group_key", "group_tokens need a group_key and a prefix_key")
 
 
 def _reject_cycles(where: str, deps: dict[str, tuple[str, ...]]) -> None:

@@ -23,18 +23,28 @@ class PrefixId:
     """Identity of a prompt's full KV blocks, for prefix caching.
 
     The first ``shared_blocks`` blocks are blocks 0.. of a prefix other prompts share (``shared_key``: a
-    template, a session's earlier turns); the next ``own_blocks`` belong to this prompt (``own_key``), and
-    can only be reused by the same request after a preemption. Keys are positive integers.
+    template, a session's earlier turns); the next ``group_blocks`` continue it for the prompts of one group
+    only (``group_key``: the rows of a relQuery whose leading field holds the same value), so a prompt shares
+    its first blocks with every prompt of its key and the next ones with its group; the last ``own_blocks``
+    belong to this prompt (``own_key``), and can only be reused by the same request after a preemption.
+    Keys are positive integers (``group_key`` 0 when there is no group).
     """
 
     shared_key: int
     shared_blocks: int
     own_key: int
     own_blocks: int
+    group_key: int = 0
+    group_blocks: int = 0
 
     @property
     def num_blocks(self) -> int:
-        return self.shared_blocks + self.own_blocks
+        return self.shared_blocks + self.group_blocks + self.own_blocks
+
+    @property
+    def num_prefix_blocks(self) -> int:
+        """Blocks other prompts may share: the key's, then the group's."""
+        return self.shared_blocks + self.group_blocks
 
 
 NO_PREFIX = PrefixId(0, 0, 0, 0)

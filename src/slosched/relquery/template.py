@@ -61,6 +61,19 @@ class PromptTemplate:
             raise ConfigError("template", f"row lacks columns {missing}")
         return self.text.format_map({column: _text(row[column]) for column in self.columns})
 
+    def lead(self, row: Mapping[str, Any], depth: int = 1) -> str:
+        """The rendered text right after the shared prefix, up to the placeholder after the first ``depth``:
+        those fields' values and the literals after them. Rows with equal leads share their prompts this far."""
+        parts = list(string.Formatter().parse(self.text))
+        pieces: list[str] = []
+        for index in range(min(depth, len(parts))):
+            field = parts[index][1]
+            if field is None:  # the template's trailing literal: nothing follows it
+                break
+            following = parts[index + 1][0] if index + 1 < len(parts) else ""
+            pieces.append(_text(row[field]) + following)  # the parser has already turned {{ and }} into braces
+        return "".join(pieces)
+
 
 def _text(value: Any) -> str:
     if value is None:

@@ -251,7 +251,8 @@ class ClusterSim:
         return request
 
     def _prefix_of(self, call: CallSpec) -> PrefixId:
-        """Full prompt blocks: shared ones keyed by the prefix identity, the rest this call's own."""
+        """Full prompt blocks: shared ones keyed by the prefix identity, then the group's (blocks wholly
+        within the group's tokens), the rest this call's own."""
         num_full = call.input_tokens // self._block_size
         shared_key = 0
         num_shared = 0
@@ -259,7 +260,13 @@ class ClusterSim:
             shared_key = self._prefix_ids.setdefault(call.prefix_key, len(self._prefix_ids) + 1)
             num_shared = min(call.prefix_tokens // self._block_size, num_full)
         self._next_own_key += 1
-        return PrefixId(shared_key, num_shared, self._next_own_key, num_full - num_shared)
+        if not call.group_tokens:
+            return PrefixId(shared_key, num_shared, self._next_own_key, num_full - num_shared)
+        # A group's blocks are keyed by the key and the group together (two relQueries' groups never meet).
+        group_key = self._prefix_ids.setdefault(f"{call.prefix_key}\x00{call.group_key}", len(self._prefix_ids) + 1)
+        shared_end = min((call.prefix_tokens + call.group_tokens) // self._block_size, num_full)
+        num_group = shared_end - num_shared
+        return PrefixId(shared_key, num_shared, self._next_own_key, num_full - shared_end, group_key, num_group)
 
     def _on_tool_done(self, payload: tuple[JobState, StageSpec]) -> None:
         job, stage = payload

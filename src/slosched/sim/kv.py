@@ -1,22 +1,36 @@
 """KV cache in fixed-size blocks with an LRU prefix cache (vLLM's design, in compressed form).
 
 A block is private to one sequence (partial blocks, generated tokens, prompt blocks being computed) or
-cached: shared-prefix blocks are cached one entry per block (key ``shared_key << 24 | index``) with a
-reference count; a prompt's own full blocks are cached as one *segment* entry (key ``-own_key``) holding a
-block count, since only the same request (after a preemption) can reuse them. Unreferenced entries stay
-cached but evictable, least recently released first, and count as free capacity; a segment is evicted
-from its tail, block by block, as vLLM frees a request's blocks in reverse order.
+cached: shared-prefix blocks are cached one entry per block (key ``shared_key << 24 | index``, and
+``group_key << 24 | index`` for the blocks of a prompt's group that follow them) with a reference count;
+a prompt's own full blocks are cached as one *segment* entry (key ``-own_key``) holding a block count,
+since only the same request (after a preemption) can reuse them. Unreferenced entries stay cached but
+evictable, least recently released first, and count as free capacity; a segment is evicted from its tail,
+block by block, as vLLM frees a request's blocks in reverse order.
 Invariant: ``num_private + referenced blocks + evictable blocks <= num_blocks``.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from slosched.core.request import PrefixId
 from slosched.sim.seq import Seq
 
 _SHIFT = 24
+
+
+def prefix_keys(prefix: PrefixId, start: int, stop: int) -> Sequence[int]:
+    """Cache keys of the shareable blocks ``start..stop-1`` of ``prefix``: the key's, then the group's."""
+    split = prefix.shared_blocks
+    base = prefix.shared_key << _SHIFT
+    if stop <= split:
+        return range(base + start, base + stop)
+    group = prefix.group_key << _SHIFT
+    if start >= split:
+        return range(group + start, group + stop)
+    return [*range(base + start, base + split), *range(group + split, group + stop)]
 
 
 class KVCache:
@@ -64,9 +78,8 @@ class KVCache:
         if not self.prefix_caching:
             return 0
         referenced, evictable = self._referenced, self._evictable
-        base = prefix.shared_key << _SHIFT
         count = 0
-        for key in range(base, base + prefix.shared_blocks):
+        for key in prefix_keys(prefix, 0, prefix.shared_blocks + prefix.group_blocks):
             if key not in referenced and key not in evictable:
                 return count
             count += 1
@@ -78,9 +91,8 @@ class KVCache:
         """Free blocks that admitting with ``hit_blocks`` cached and ``new_blocks`` fresh blocks consumes:
         reviving an evictable cached block takes it out of the free pool too."""
         evictable = self._evictable
-        base = prefix.shared_key << _SHIFT
-        shared_hits = min(hit_blocks, prefix.shared_blocks)
-        revived = sum(1 for key in range(base, base + shared_hits) if key in evictable)
+        shared_hits = min(hit_blocks, prefix.shared_blocks + prefix.group_blocks)
+        revived = sum(1 for key in prefix_keys(prefix, 0, shared_hits) if key in evictable)
         own_hits = hit_blocks - shared_hits
         if own_hits > 0:
             revived += evictable.get(-prefix.own_key, 0)  # the whole segment leaves the evictable pool
@@ -92,9 +104,8 @@ class KVCache:
             return
         prefix = seq.request.prefix
         referenced, evictable = self._referenced, self._evictable
-        base = prefix.shared_key << _SHIFT
-        shared_hits = min(hit_blocks, prefix.shared_blocks)
-        for key in range(base, base + shared_hits):
+        shared_hits = min(hit_blocks, prefix.shared_blocks + prefix.group_blocks)
+        for key in prefix_keys(prefix, 0, shared_hits):
             if key in evictable:
                 del evictable[key]
                 self._num_evictable -= 1
@@ -154,9 +165,8 @@ class KVCache:
             return
         prefix = seq.request.prefix
         referenced, evictable = self._referenced, self._evictable
-        base = prefix.shared_key << _SHIFT
-        start = seq.num_shared_blocks
-        for key in range(base + start, base + prefix.shared_blocks):
+        shareable = prefix.shared_blocks + prefix.group_blocks
+        for key in prefix_keys(prefix, seq.num_shared_blocks, shareable):
             if seq.num_private_blocks == 0:
                 return
             # The block's content now lives in the cache; the private copy is released.
@@ -172,7 +182,7 @@ class KVCache:
                 self._num_referenced += 1
             seq.num_shared_blocks += 1
         own = min(prefix.own_blocks - seq.num_own_cached_blocks, seq.num_private_blocks)
-        if own > 0 and seq.num_shared_blocks == prefix.shared_blocks:
+        if own > 0 and seq.num_shared_blocks == shareable:
             seq.num_private_blocks -= own
             self.num_private -= own
             self._num_referenced += own
@@ -192,8 +202,7 @@ class KVCache:
             self._num_evictable += count
             seq.num_own_cached_blocks = 0
         referenced = self._referenced
-        base = prefix.shared_key << _SHIFT
-        for key in range(base + seq.num_shared_blocks - 1, base - 1, -1):
+        for key in reversed(prefix_keys(prefix, 0, seq.num_shared_blocks)):
             count = referenced[key] - 1
             if count:
                 referenced[key] = count

@@ -51,11 +51,19 @@ def relquery_job(
     max_output_tokens: int | None,
     slo_s: float | None = None,
     template: str = "",
+    groups: Sequence[tuple[str, int] | None] | None = None,
 ) -> JobSpec:
-    """A relQuery over ``rows`` of ``(row input tokens, true output tokens)`` (the trace line's shape)."""
+    """A relQuery over ``rows`` of ``(row input tokens, true output tokens)`` (the trace line's shape);
+    ``groups`` gives a row's prefix group ``(name, tokens of its row input shared with the group)``, or None."""
     key = f"{job_id}/template"
+    grouped = groups if groups is not None else [None] * len(rows)
     calls = tuple(
-        CallSpec(template_tokens + row_in, row_out, max_output_tokens, key, template_tokens) for row_in, row_out in rows
+        CallSpec(template_tokens + row_in, row_out, max_output_tokens, key, template_tokens)
+        if group is None
+        else CallSpec(
+            template_tokens + row_in, row_out, max_output_tokens, key, template_tokens, None, group[0], group[1]
+        )
+        for (row_in, row_out), group in zip(rows, grouped, strict=True)
     )
     return JobSpec(job_id, JobKind.RELQUERY, arrival_s, (StageSpec(RELQUERY_STAGE, calls),), slo_s, template=template)
 

@@ -63,6 +63,10 @@ def _call(call: CallSpec) -> dict[str, Any]:
         fields["prefix_tokens"] = call.prefix_tokens
     if call.session_id is not None:
         fields["session_id"] = call.session_id
+    if call.group_key is not None:
+        fields["group_key"] = call.group_key
+    if call.group_tokens:
+        fields["group_tokens"] = call.group_tokens
     return fields
 
 
@@ -110,9 +114,16 @@ def _relquery(job: JobSpec) -> dict[str, Any]:
             raise _refuse(job, "every call needs the same max_output_tokens")
     fields = _head(job)
     fields["template_tokens"] = template_tokens
-    fields["rows"] = [
-        {"input_tokens": call.input_tokens - template_tokens, "output_tokens": call.output_tokens} for call in calls
-    ]
+    fields["rows"] = [_row(call, template_tokens) for call in calls]
     if max_output is not None:
         fields["max_output_tokens"] = max_output
     return fields
+
+
+def _row(call: CallSpec, template_tokens: int) -> dict[str, Any]:
+    row: dict[str, Any] = {"input_tokens": call.input_tokens - template_tokens, "output_tokens": call.output_tokens}
+    if call.group_key is not None:
+        row["group"] = call.group_key
+    if call.group_tokens:
+        row["group_tokens"] = call.group_tokens
+    return row

@@ -4,17 +4,18 @@ Line formats (``kind`` picks one; optional fields may be left out):
 
 - every kind optionally carries the per-token SLOs ``ttft_slo_s, tpot_slo_s`` (seconds).
 - ``single``: ``id, arrival_s, input_tokens, output_tokens`` and optionally ``slo_s, max_output_tokens,
-  template, tenant, session_id, prefix_key, prefix_tokens``, and ``stage`` when the stage is not named
-  like ``core.job.single_job`` names it (the template, or ``"call"``).
+  template, tenant, session_id, prefix_key, prefix_tokens, group_key, group_tokens``, and ``stage`` when
+  the stage is not named like ``core.job.single_job`` names it (the template, or ``"call"``).
 - ``workflow``: ``id, arrival_s, stages`` and optionally ``slo_s, template, tenant``; a stage is ``name,
   calls`` and optionally ``after`` (list of stage names; absent = the previous stage) and
   ``tool_duration_s``; a call has the ``single`` line's call fields. A name may repeat (one step run
   several times): repeats are renamed ``name#2``, ``name#3``, ... (``core.job.step_name`` gives the
   step back), and an ``after`` naming a repeated step means its latest occurrence before the stage.
-- ``relquery``: ``id, arrival_s, rows`` (each ``input_tokens, output_tokens``) and optionally
-  ``template_tokens`` (0), ``max_output_tokens``, ``slo_s, template, tenant``. It becomes one stage
-  ``"rows"`` with a call per row: ``input_tokens = template_tokens + row input``, prefix
-  ``f"{id}/template"`` of ``template_tokens`` tokens.
+- ``relquery``: ``id, arrival_s, rows`` (each ``input_tokens, output_tokens``, and optionally ``group,
+  group_tokens``: the first ``group_tokens`` of the row's input are shared with the rows of the same group)
+  and optionally ``template_tokens`` (0), ``max_output_tokens``, ``slo_s, template, tenant``. It becomes one
+  stage ``"rows"`` with a call per row: ``input_tokens = template_tokens + row input``, prefix
+  ``f"{id}/template"`` of ``template_tokens`` tokens, then the row's group.
 
 Invariants: ``load_jobs(save_jobs(jobs))`` equals ``jobs`` (every ``JobSpec`` a line can describe is
 written losslessly; one it cannot is refused on save); every loaded job passed ``validate_job`` and ids
@@ -49,6 +50,8 @@ class _CallFields(_Line):
     prefix_key: str | None = None
     prefix_tokens: int = 0
     session_id: str | None = None
+    group_key: str | None = None
+    group_tokens: int = 0
 
     def to_call(self) -> CallSpec:
         return CallSpec(
@@ -58,6 +61,8 @@ class _CallFields(_Line):
             self.prefix_key,
             self.prefix_tokens,
             self.session_id,
+            self.group_key,
+            self.group_tokens,
         )
 
 
@@ -126,6 +131,8 @@ def _unique_stages(stages: list[StageSpec]) -> tuple[StageSpec, ...]:
 class RowLine(_Line):
     input_tokens: int
     output_tokens: int
+    group: str | None = None
+    group_tokens: int = Field(default=0, ge=0)
 
 
 class RelqueryLine(_JobFields):
@@ -143,6 +150,8 @@ class RelqueryLine(_JobFields):
                 self.max_output_tokens,
                 key,
                 self.template_tokens,
+                group_key=row.group,
+                group_tokens=row.group_tokens,
             )
             for row in self.rows
         )

@@ -66,6 +66,53 @@ def test_relquery_runs_every_row() -> None:
     asyncio.run(scenario())
 
 
+def test_relquery_in_fields_order_sends_repeated_fields_first_and_answers_in_table_order() -> None:
+    async def scenario() -> None:
+        async with harness() as h, httpx.AsyncClient(base_url=h.url) as client:
+            genres = ["drama", "comedy", "drama", "comedy", "drama", "drama"]
+            rows = [{"title": f"t{i}", "genre": genre} for i, genre in enumerate(genres)]
+            body = {
+                "kind": "relquery",
+                "slo_s": 20,
+                "template": "Is it a drama?\nTitle: {title}\nGenre: {genre}",
+                "rows": rows,
+                "params": {"max_tokens": 1},
+                "order": "fields",
+            }
+            job = (await client.post("/v1/jobs", json=body)).json()
+            for _ in range(200):
+                state = (await client.get(f"/v1/jobs/{job['id']}")).json()
+                if state["status"] != "running":
+                    break
+                await asyncio.sleep(0.02)
+            assert state["status"] == "completed"
+            assert all(result["outcome"] == "completed" for result in state["stages"][0]["results"])
+            prompts = [body["prompt"] for stub in h.stubs for _, body in stub.received]
+            # The genre line leads every prompt (it repeats; titles do not).
+            assert all(prompt.startswith("Is it a drama?\nGenre: ") for prompt in prompts)
+            wrong = dict(body, template="Is {title} a {genre}?")
+            response = await client.post("/v1/jobs", json=wrong)
+            assert response.status_code == 400 and "record form" in response.text
+            response = await client.post("/v1/jobs", json={"kind": "workflow", "order": "rows"})
+            assert response.status_code == 400 and "order" in response.text
+
+    asyncio.run(scenario())
+
+
+def test_row_plan_sends_rows_sorted_by_their_leading_values() -> None:
+    from slosched.gateway.jobs.body import RowPlan, record_lines
+
+    rows = [{"a": "y", "b": "1"}, {"a": "x", "b": "2"}, {"a": "y", "b": "0"}]
+    assert RowPlan("{a}/{b}", rows, {}).sequence() == [0, 1, 2]
+    assert RowPlan("{a}/{b}", rows, {}, "rows").sequence() == [1, 2, 0]
+    fields = RowPlan("Q\nB: {b}\nA: {a}", rows, {}, "fields")
+    assert fields.sent_template() == "Q\nA: {a}\nB: {b}"  # a repeats ('y' twice), b never does
+    assert fields.sequence() == [1, 2, 0]
+    assert fields.body(0)["prompt"] == "Q\nA: y\nB: 1"
+    assert RowPlan("Q\nB: {b}\nA: {a}", rows, {}, "fields").as_state()["order"] == "fields"
+    assert record_lines("A: {a}\nB: {b}") is None  # no instruction line
+
+
 def test_job_errors_are_4xx_and_idle_jobs_are_cancelled() -> None:
     async def scenario() -> None:
         overrides: dict[str, Any] = {"timeouts": {"job_idle_s": 0.2, "queue_s": 5.0}}

@@ -84,3 +84,20 @@ def test_random_is_seeded() -> None:
     picks_a = [router_a.route(REQUEST, views, 0.0) for _ in range(20)]
     picks_b = [router_b.route(REQUEST, views, 0.0) for _ in range(20)]
     assert picks_a == picks_b and picks_a[0] == first[0] and len(set(picks_a)) > 1
+
+
+def test_cache_aware_trees_match_a_relquery_rows_group_after_its_template() -> None:
+    from slosched.core.request import PrefixId
+    from slosched.policies.cluster.routers.cache_aware import PrefixTree
+
+    def row(group_key: int, group_blocks: int) -> Request:
+        prefix = PrefixId(7, 2, 1, 1, group_key=group_key, group_blocks=group_blocks)
+        return Request("r", "j", "rows", "relquery", 16 * prefix.num_blocks + 1, 4, 0.0, 0.0, prefix=prefix)
+
+    tree = PrefixTree()
+    tree.insert(row(9, 3), max_blocks=100)
+    assert tree.match_blocks(row(9, 3)) == 5  # template and group
+    assert tree.match_blocks(row(11, 3)) == 2  # another group: the template only
+    assert tree.num_blocks == 5
+    without_template = Request("r", "j", "rows", "relquery", 100, 4, 0.0, 0.0, prefix=PrefixId(8, 2, 1, 1, 9, 3))
+    assert tree.match_blocks(without_template) == 0  # a group is reached only through its template

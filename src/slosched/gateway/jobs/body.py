@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, Valida
 
 from slosched.contract import reserved_xarg
 from slosched.gateway.calls.call import CHAT, COMPLETIONS, Call, HttpError, SloHeaders, bad_request, parse_call
+from slosched.policies.job import prefix_order
 
 MAX_ROWS = 10_000
 MAX_CALLS_PER_STAGE = 256
@@ -49,6 +50,9 @@ class JobSpec(BaseModel):
     tenant: StrictStr | None = Field(default=None, min_length=1, max_length=128)
     rows: list[Any] | None = Field(default=None, min_length=1, max_length=MAX_ROWS)
     params: dict[str, Any] = Field(default_factory=dict)
+    # The order rows are sent in (policies/job/prefix_order.py): as given, sorted for prefix reuse, or with
+    # a record-form template's field lines reordered first. Results keep the rows' order either way.
+    order: Literal["table", "rows", "fields"] = "table"
 
 
 class StageSpec(BaseModel):
@@ -69,6 +73,7 @@ _HINTS = {
     "rows": f"expected a list of 1..{MAX_ROWS} row objects",
     "calls": f"expected a list of 1..{MAX_CALLS_PER_STAGE} call objects",
     "kind": "expected one of ['workflow', 'relquery']",
+    "order": "expected one of ['table', 'rows', 'fields']",
     "if_infeasible": "expected one of ['relegate', 'reject']",
     "slo_s": f"expected a number in (0, {MAX_SLO_S:g}] seconds",
     "priority": "expected a number in [-1e6, 1e6]",
@@ -102,12 +107,19 @@ def parse_job(body: Mapping[str, Any], max_tokens: int) -> JobSpec:
         reserved = reserved_xarg(spec.params.get("vllm_xargs"))
         if reserved is not None:
             raise bad_request(f"params.vllm_xargs.{short(reserved)}", "slosched_* fields are the gateway's to set")
+        if spec.order == "fields" and record_lines(spec.template) is None:
+            message = (
+                "'fields' needs a template in record form: an instruction line, then one line per placeholder "
+                "(e.g. 'Is the review positive?\\nTitle: {title}\\nReview: {review}'); use 'rows' for this one"
+            )
+            raise bad_request("order", message)
         size = expanded_bytes(spec.template, spec.rows)
         if size > MAX_PROMPT_BYTES:
             message = f"rows: the template expands to {size} bytes of prompts; at most {MAX_PROMPT_BYTES}"
             raise HttpError(413, "prompts_too_large", message)
-    elif spec.rows is not None or spec.params:
-        raise bad_request("rows" if spec.rows is not None else "params", "only a relquery takes rows and params")
+    elif spec.rows is not None or spec.params or spec.order != "table":
+        field = "rows" if spec.rows is not None else "params" if spec.params else "order"
+        raise bad_request(field, "only a relquery takes rows, params and order")
     return spec
 
 
@@ -205,14 +217,47 @@ def expanded_bytes(template: str, rows: list[Any]) -> int:
 
 @dataclass(slots=True)
 class RowPlan:
-    """A relQuery's submission; ``body(i)`` renders row ``i``'s call only when it is about to be sent."""
+    """A relQuery's submission; ``body(i)`` renders row ``i``'s call only when it is about to be sent, and
+    ``sequence()`` is the order rows are sent in (``order``; computed once, from the rows' field values)."""
 
     template: str
     rows: list[dict[str, Any]]
     params: dict[str, Any]
+    order: str = "table"
+    _sent_template: str | None = None
 
     def body(self, index: int) -> dict[str, Any]:
-        return {**self.params, "prompt": fill_template(self.template, self.rows[index], index), "stream": False}
+        prompt = fill_template(self.sent_template(), self.rows[index], index)
+        return {**self.params, "prompt": prompt, "stream": False}
+
+    def sent_template(self) -> str:
+        """The template as sent: with ``fields``, its field lines in ``prefix_order.field_order``'s order."""
+        if self._sent_template is None:
+            self._sent_template = self.template
+            lines = record_lines(self.template) if self.order == "fields" else None
+            if lines is not None:
+                head, fields, tail = lines
+                values = [[fill_template(line, row, index) for index, row in enumerate(self.rows)] for line in fields]
+                order = prefix_order.field_order(values, len)  # characters: the gateway counts no tokens here
+                self._sent_template = "\n".join([*head, *(fields[index] for index in order), *tail])
+        return self._sent_template
+
+    def sequence(self) -> list[int]:
+        if self.order == "table":
+            return list(range(len(self.rows)))
+        names = _PLACEHOLDER.findall(self.sent_template())
+        return prefix_order.row_order([tuple(_cell(row.get(name)) for name in names) for row in self.rows])
 
     def as_state(self) -> dict[str, Any]:
-        return {"template": self.template, "rows": self.rows, "params": self.params}
+        return {"template": self.template, "rows": self.rows, "params": self.params, "order": self.order}
+
+
+def record_lines(template: str) -> tuple[list[str], list[str], list[str]] | None:
+    """(instruction lines, field lines, trailing lines) of a record-form template: after at least one line
+    without a placeholder, a run of lines holding exactly one placeholder each; None otherwise."""
+    lines = template.split("\n")
+    holders = [len(_PLACEHOLDER.findall(line)) for line in lines]
+    placed = [index for index, count in enumerate(holders) if count]
+    if not placed or placed[0] == 0 or any(count != 1 for count in holders[placed[0] : placed[-1] + 1]):
+        return None
+    return lines[: placed[0]], lines[placed[0] : placed[-1] + 1], lines[placed[-1] + 1 :]

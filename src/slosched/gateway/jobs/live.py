@@ -136,7 +136,9 @@ def from_record(record: JobRecord, now_s: float, now_unix_s: float) -> LiveJob:
     )
     submission = state.get("submission")
     if submission is not None:
-        job.plan = RowPlan(submission["template"], submission["rows"], submission["params"])
+        job.plan = RowPlan(
+            submission["template"], submission["rows"], submission["params"], submission.get("order", "table")
+        )
     for stage in job.stages:  # a workflow stage in flight when the replica stopped: its calls are lost
         if stage.get("status") == "running" and record.kind == "workflow":
             stage.update(status="failed", reason="replica_restarted", results=[])

@@ -114,7 +114,7 @@ class JobManager:
         )
         if spec.kind == "relquery":
             assert spec.rows is not None
-            job.plan = RowPlan(spec.template, spec.rows, spec.params)
+            job.plan = RowPlan(spec.template, spec.rows, spec.params, spec.order)
             self._check_first_row(job.plan, principal, now)
             job.stages.append({"name": ROWS_STAGE, "status": "running", "results": [None] * len(spec.rows)})
         self.jobs[job.id] = job

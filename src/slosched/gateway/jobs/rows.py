@@ -60,7 +60,8 @@ class RowRunner:
         self.job = job
         self.plan = job.plan
         self.results: list[Any] = job.stages[0]["results"]
-        self.pending = deque(index for index, result in enumerate(self.results) if result is None)
+        # Rows go out in the plan's order (sorted for prefix reuse when the job asked); results keep theirs.
+        self.pending = deque(index for index in self.plan.sequence() if self.results[index] is None)
         self.refusals: dict[int, int] = {}
         self.inflight: set[asyncio.Task[None]] = set()
         self.answers: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()

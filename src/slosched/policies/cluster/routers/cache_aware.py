@@ -11,7 +11,8 @@ tokens, then to the lowest position, so the result is deterministic.
 A prefix match on an instance is the larger of what its cache holds now
 (``InstanceView.cached_prefix_tokens``) and what this router sent there recently: a small approximate
 prefix tree per instance, keyed by the request's shared prefix (``PrefixId.shared_key``: a template, a
-session's earlier turns) with the longest run of shared blocks routed there. The tree is what SGLang's
+session's earlier turns, then ``group_key``: the rows of a relQuery with the same leading fields) with the
+longest run of shared blocks routed there. The tree is what SGLang's
 router keeps (it never sees the engines' caches); here it also covers requests routed but not prefilled
 yet, so a burst of one template goes to one instance instead of being spread before the first lands. The
 tree of an instance holds at most as many tokens as its KV cache, least recently routed prefixes evicted
@@ -54,20 +55,30 @@ class PrefixTree:
 
     def match_blocks(self, request: Request) -> int:
         prefix = request.prefix
-        if prefix.shared_blocks <= 0:
+        if prefix.shared_blocks <= 0 and prefix.group_blocks <= 0:
             return 0
-        return min(self.blocks.get(prefix.shared_key, 0), prefix.shared_blocks)
+        held = min(self.blocks.get(prefix.shared_key, 0), prefix.shared_blocks)
+        if held < prefix.shared_blocks or prefix.group_blocks <= 0:
+            return held
+        # The group's blocks follow the key's: a tree holds them only after the key's (a prefix tree's path).
+        return held + min(self.blocks.get(prefix.group_key, 0), prefix.group_blocks)
 
     def insert(self, request: Request, max_blocks: int) -> None:
         prefix = request.prefix
-        if prefix.shared_blocks <= 0:
+        if prefix.shared_blocks <= 0 and prefix.group_blocks <= 0:
             return
-        held = self.blocks.pop(prefix.shared_key, 0)
-        self.blocks[prefix.shared_key] = max(held, prefix.shared_blocks)
-        self.num_blocks += max(held, prefix.shared_blocks) - held
+        if prefix.shared_blocks > 0:
+            self._touch(prefix.shared_key, prefix.shared_blocks)
+        if prefix.group_blocks > 0:
+            self._touch(prefix.group_key, prefix.group_blocks)
         while self.num_blocks > max_blocks and len(self.blocks) > 1:
             oldest = next(iter(self.blocks))
             self.num_blocks -= self.blocks.pop(oldest)
+
+    def _touch(self, key: int, blocks: int) -> None:
+        held = self.blocks.pop(key, 0)
+        self.blocks[key] = max(held, blocks)
+        self.num_blocks += max(held, blocks) - held
 
 
 class CacheAffinityFilter:
