@@ -133,15 +133,28 @@ def plan_relquery(
     if not rows.rows:
         condition = f" matching {where!r}" if where else ""
         raise ConfigError("table", f"{str(ref)!r} has no rows{condition}; a relQuery needs at least one")
-    records = list(rows.records())
+    return plan_records(str(ref), parsed, rows.records(), max_output_tokens, slo_s, max_model_len, order)
+
+
+def plan_records(
+    source: str,
+    template: PromptTemplate,
+    records: list[dict[str, Any]],
+    max_output_tokens: int,
+    slo_s: float | None = None,
+    max_model_len: int = 4096,
+    order: str = "table",
+) -> RelQueryPlan:
+    """Plan one call per record (rows already read, each holding the template's columns), sent in ``order``."""
+    check_order(order)
     if order == "fields":
-        parsed = fields_template(parsed, records)
-    template_tokens = count_tokens(parsed.prefix)
+        template = fields_template(template, records)
+    template_tokens = count_tokens(template.prefix)
     prompts: list[str] = []
     row_tokens: list[int] = []
     for index, record in enumerate(records):
-        prompt = parsed.render(record)
-        own = count_tokens(prompt[len(parsed.prefix) :])
+        prompt = template.render(record)
+        own = count_tokens(prompt[len(template.prefix) :])
         total = template_tokens + own + max_output_tokens
         if total > max_model_len:
             raise ConfigError(
@@ -152,10 +165,10 @@ def plan_relquery(
         prompts.append(prompt)
         row_tokens.append(own)
     sent = list(range(len(prompts))) if order == "table" else row_order(prompts)
-    leads = group_leads(parsed, records)
+    leads = group_leads(template, records)
     return RelQueryPlan(
-        str(ref),
-        parsed,
+        source,
+        template,
         max_output_tokens,
         template_tokens,
         tuple(row_tokens[index] for index in sent),
@@ -163,7 +176,7 @@ def plan_relquery(
         slo_s,
         order,
         tuple(sent),
-        tuple((leads[index], count_tokens(parsed.prefix + leads[index]) - template_tokens) for index in sent),
+        tuple((leads[index], count_tokens(template.prefix + leads[index]) - template_tokens) for index in sent),
     )
 
 
