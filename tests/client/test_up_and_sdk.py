@@ -74,6 +74,8 @@ def test_sync_client_calls_stream_jobs_and_relquery(gateway_url: str) -> None:
         assert stage["job"]["status"] == "completed"
         done = client.relquery("Q {a}", [{"a": 1}, {"a": 2}], slo_s=10, params={"max_tokens": 2})
         assert done["status"] == "completed" and len(done["stages"][0]["results"]) == 2
+        sorted_rows = client.relquery("Q {a}", [{"a": 2}, {"a": 1}], slo_s=10, params={"max_tokens": 2}, order="rows")
+        assert sorted_rows["status"] == "completed" and len(sorted_rows["stages"][0]["results"]) == 2
         with pytest.raises(GatewayError) as error:
             client.completions("p", max_tokens=0)
         assert error.value.status == 400

@@ -48,7 +48,8 @@ def test_parts_take_per_part_parameters() -> None:
 
 
 def test_bad_engines_name_the_field_and_the_allowed_values() -> None:
-    with pytest.raises(UnknownNameError, match=r"engine\.admission: unknown name 'sometimes'.*always, saber"):
+    known = r"always, prefix-wait, saber"
+    with pytest.raises(UnknownNameError, match=rf"engine\.admission: unknown name 'sometimes'.*{known}"):
         EngineSpec.parse("fcfs/sometimes/chunked")
     with pytest.raises(UnknownNameError, match=r"engine \(a preset, or ORDERING/ADMISSION/BATCHING\).*chunked-fcfs"):
         EngineSpec.parse("fifo")

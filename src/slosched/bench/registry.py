@@ -17,6 +17,7 @@ _BENCH_MODULES = {
     "ablation": "slosched.bench.ablation",
     "admission": "slosched.bench.admission",
     "relserve": "slosched.bench.relserve",
+    "relquery-order": "slosched.bench.relquery_order",
     "sim-speed": "slosched.bench.sim_speed",
     "gateway": "slosched.bench.gateway",
     "live": "slosched.bench.live",

@@ -149,9 +149,15 @@ class Client:
         slo_s: float | None = None,
         params: Mapping[str, Any] | None = None,
         wait_s: float = 600.0,
+        order: str = "table",
     ) -> dict[str, Any]:
-        """Submit a relQuery and poll until it ends (at most ``wait_s``)."""
-        job = self.create_job("relquery", slo_s, template=template, rows=rows, params=dict(params or {}))
+        """Submit a relQuery and poll until it ends (at most ``wait_s``); ``order``: the order rows are sent
+        in (``table``, ``rows`` sorted for prefix reuse, ``fields`` repeated fields first; results keep the
+        rows' order)."""
+        fields: dict[str, Any] = {"template": template, "rows": rows, "params": dict(params or {})}
+        if order != "table":  # a gateway that predates the field refuses it; the default needs none
+            fields["order"] = order
+        job = self.create_job("relquery", slo_s, **fields)
         deadline = time.monotonic() + wait_s
         while job["status"] == "running" and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -28,6 +28,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "slosched.sim.kv",
     "slosched.sim.noise",
     "slosched.sim.outcomes",
+    "slosched.sim.prefixes",
     "slosched.sim.sampling",
     "slosched.sim.seq",
     "slosched.sim.step",

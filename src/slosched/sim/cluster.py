@@ -13,7 +13,7 @@ from slosched.core.belief import OutputLengthPredictor
 from slosched.core.errors import ConfigError
 from slosched.core.job import CallSpec, JobSpec, StageSpec
 from slosched.core.records import JobRecord, RequestRecord, RunResult
-from slosched.core.request import Outcome, PrefixId, Request
+from slosched.core.request import Outcome, Request
 from slosched.core.views import InstanceView
 from slosched.policies.cluster.base import CompletionObserver, Router
 from slosched.policies.engine.base import EnginePolicy, StateExporter
@@ -28,6 +28,7 @@ from slosched.sim.models import InstanceModels
 from slosched.sim.noise import NoiseStream
 from slosched.sim.options import INFEASIBLE_REASON, SimOptions
 from slosched.sim.outcomes import completed_record, too_long_reason, unserved_record
+from slosched.sim.prefixes import PrefixKeys
 from slosched.sim.sampling import Sampler, auto_interval_s
 from slosched.sim.seq import Seq
 from slosched.sim.views import InstanceSnapshot, take_snapshot
@@ -79,15 +80,13 @@ class ClusterSim:
         self._latency = FastestLatency(reference or models)
         self._has_exporters = [_has_exporter(engine) for engine in engines]
         self._snapshots: list[InstanceSnapshot | None] = [None] * len(self.instances)
-        self._block_size = models[0].spec.block_size
         self._shortest_model_len = min(model.max_model_len for model in models)
         self._longest_model_len = max(model.max_model_len for model in models)
         self._last_join_s = max(model.spec.available_from_s for model in models)
         self._joins_later = self._last_join_s > 0
         if min(model.spec.available_from_s for model in models) > 0:
             raise ConfigError("cluster.instances.available_from_s", "at least one instance must be available at 0")
-        self._prefix_ids: dict[str, int] = {}
-        self._next_own_key = 0
+        self._prefixes = PrefixKeys(models[0].spec.block_size)
         self._pending: dict[str, _Pending] = {}
         self._requests: list[RequestRecord] = []
         self._jobs: list[JobState] = []
@@ -240,7 +239,7 @@ class ClusterSim:
             job.deadline_s,
             spec.tenant,
             call.session_id,
-            self._prefix_of(call),
+            self._prefixes.of(call),
             ttft_slo_s=spec.ttft_slo_s,
             tpot_slo_s=spec.tpot_slo_s,
         )
@@ -249,24 +248,6 @@ class ClusterSim:
         predictor: Any = self.output_predictor
         request.predicted_output_tokens = float(predictor.predict(request))
         return request
-
-    def _prefix_of(self, call: CallSpec) -> PrefixId:
-        """Full prompt blocks: shared ones keyed by the prefix identity, then the group's (blocks wholly
-        within the group's tokens), the rest this call's own."""
-        num_full = call.input_tokens // self._block_size
-        shared_key = 0
-        num_shared = 0
-        if call.prefix_key is not None:
-            shared_key = self._prefix_ids.setdefault(call.prefix_key, len(self._prefix_ids) + 1)
-            num_shared = min(call.prefix_tokens // self._block_size, num_full)
-        self._next_own_key += 1
-        if not call.group_tokens:
-            return PrefixId(shared_key, num_shared, self._next_own_key, num_full - num_shared)
-        # A group's blocks are keyed by the key and the group together (two relQueries' groups never meet).
-        group_key = self._prefix_ids.setdefault(f"{call.prefix_key}\x00{call.group_key}", len(self._prefix_ids) + 1)
-        shared_end = min((call.prefix_tokens + call.group_tokens) // self._block_size, num_full)
-        num_group = shared_end - num_shared
-        return PrefixId(shared_key, num_shared, self._next_own_key, num_full - shared_end, group_key, num_group)
 
     def _on_tool_done(self, payload: tuple[JobState, StageSpec]) -> None:
         job, stage = payload

@@ -18,6 +18,10 @@ judgement, 1,354 of 1,503 jobs ended relegated and goodput fell to 0.17 jobs/s f
 relegated calls only beside no feasible call kept 0.64 (one seed, that bench's Text-to-SQL set-up). They are
 still served, never dropped: on any instance with nothing that can still count, and once load falls.
 
+With ``prefix_wait``, a call also waits while another call computes the shareable prefix it lacks
+(``prefix_wait.py``: SGLang's in-batch prefix caching), so a relQuery's rows admitted together compute their
+template once.
+
 Decisions depend on time through the tier rule, so the part is not time-invariant.
 """
 
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from slosched.core.errors import ConfigError
 from slosched.core.views import EngineView, SeqView
 from slosched.policies.engine.admission.admission_pass import AdmissionPass
+from slosched.policies.engine.admission.prefix_wait import PrefixWait
 from slosched.policies.engine.base import ADMISSIONS
 from slosched.policies.engine.ordering.least_slack import is_best_effort
 from slosched.policies.registry import PolicyContext, setting
@@ -37,6 +42,7 @@ from slosched.policies.registry import PolicyContext, setting
 class TriageParams:
     best_effort_share: float = setting(0.25, "share of the max running requests best-effort calls may hold, in [0, 1]")
     relegated_alone: bool = setting(True, "a call whose job the job layer relegated joins only a batch of such calls")
+    prefix_wait: bool = setting(False, "a call waits while another computes the prefix it lacks (prefix-wait's rule)")
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.best_effort_share <= 1.0:
@@ -46,9 +52,10 @@ class TriageParams:
 class TriageAdmission:
     time_invariant = False
 
-    def __init__(self, best_effort_share: float, relegated_alone: bool = True) -> None:
+    def __init__(self, best_effort_share: float, relegated_alone: bool = True, prefix_wait: bool = False) -> None:
         self.best_effort_share = best_effort_share
         self.relegated_alone = relegated_alone
+        self.prefix_wait = PrefixWait() if prefix_wait else None
         self._pass = AdmissionPass()
         self._feasible_running = False  # a call that can still count runs, or joined in this pass
 
@@ -56,6 +63,8 @@ class TriageAdmission:
         state = self._pass
         if state.begin_if_new(seq, engine):
             self._feasible_running = any(not running.request.best_effort for running in engine.running_seqs)
+        if self.prefix_wait is not None and self.prefix_wait.holds(seq, engine):
+            return False
         if is_best_effort(seq, engine):
             if self.relegated_alone and seq.request.best_effort and self._feasible_running:
                 return False
@@ -70,4 +79,4 @@ class TriageAdmission:
 
 @ADMISSIONS.register("triage", params=TriageParams)
 def build(params: TriageParams, context: PolicyContext) -> TriageAdmission:
-    return TriageAdmission(params.best_effort_share, params.relegated_alone)
+    return TriageAdmission(params.best_effort_share, params.relegated_alone, params.prefix_wait)

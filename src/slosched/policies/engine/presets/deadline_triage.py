@@ -37,6 +37,9 @@ class DeadlineTriageParams:
     triage: bool = setting(True, "demote hopeless calls behind feasible ones and hold them to best_effort_share")
     best_effort_share: float = setting(0.25, "share of the max running requests best-effort calls may hold")
     relegated_alone: bool = setting(True, "a call of a job the job layer relegated joins only a batch of such calls")
+    prefix_wait: bool = setting(
+        False, "a call waits while another computes the prefix it lacks (admission prefix-wait)"
+    )
     batching: str = setting("deadline-budget", "the batching part: deadline-budget, chunked or lens")
     token_budget: int | None = setting(
         None, f"most tokens per step; none: {DEFAULT_TOKEN_BUDGET} (lens: the instance's max batched tokens)"
@@ -61,14 +64,14 @@ def _batching(params: DeadlineTriageParams, context: PolicyContext) -> BatchPoli
 
 @ENGINE_PRESETS.register("deadline-triage", params=DeadlineTriageParams)
 def build(params: DeadlineTriageParams, context: PolicyContext) -> EnginePolicy:
-    triage = (
-        ADMISSIONS.build("triage", TriageParams(params.best_effort_share, params.relegated_alone), context)
-        if params.triage
-        else None
-    )
+    if params.triage:
+        triage = TriageParams(params.best_effort_share, params.relegated_alone, params.prefix_wait)
+        admission = ADMISSIONS.build("triage", triage, context)
+    else:
+        admission = ADMISSIONS.build("prefix-wait" if params.prefix_wait else "always", {}, context)
     return EnginePolicy(
         name=NAME,
         ordering=ORDERINGS.build("least-slack", LeastSlackParams(params.order, params.triage), context),
-        admission=triage if triage is not None else ADMISSIONS.build("always", {}, context),
+        admission=admission,
         batching=_batching(params, context),
     )
