@@ -13,17 +13,19 @@ template's ``max_tokens`` and CV 0.5, clipped to [1, max_tokens]. Deadline: ``SL
 no-contention estimate, as the stack bench's relQuery workload. Cluster: the stack bench's relQuery
 cluster (OPT-13B on an A100-80G and an L40S, current-engine truth).
 
-Candidates, each under both orders: the stack; ``prism+chunked-fcfs[token_budget=512]``, the strongest
-baseline of the stack bench's relQuery workload; and ``cache-aware+chunked-fcfs[token_budget=512]``, the
-prefix-affinity router of SGLang and vllm-router (a baseline that co-locates rows by prefix, as the stack's
-router does). The order is applied to every candidate alike, so a gain of the order is nobody's edge.
+Candidates, each under both orders: the stack as shipped and with its ``prefix_wait`` key on (a call waits
+while another computes the prefix it lacks); ``prism+chunked-fcfs[token_budget=512]``, the strongest baseline
+of the stack bench's relQuery workload; and ``cache-aware+fcfs/prefix-wait/chunked[token_budget=512]``, the
+prefix mechanisms of SGLang (its router's prefix affinity, its scheduler's in-batch prefix caching): a
+baseline that does what the stack does for prefixes. The order is applied to every candidate alike, so a gain
+of the order is nobody's edge.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ import slosched.bench.stack.setup as stack_setup
 from slosched.bench.base import BenchmarkFailed
 from slosched.core.job import JobSpec
 from slosched.evaluation.workbench import Candidate, Workbench
+from slosched.policies.spec import PolicyParams
 from slosched.relquery.plan import RelQueryPlan, plan_records
 from slosched.relquery.source import TableRef, read_rows
 from slosched.relquery.template import PromptTemplate
@@ -85,17 +88,27 @@ class Sizes:
     seeds: tuple[int, ...]
 
 
-FULL = Sizes(200, 50, (1, 2, 3, 4, 5))
+FULL = Sizes(200, 50, (1, 2, 3))
 QUICK = Sizes(60, 15, (1, 2))
 
 
+STACK_PREFIX_WAIT = f"{stack_setup.STACK_LABEL}[prefix_wait=True]"
+
+
 def candidates() -> list[Candidate]:
+    """The stack first (as shipped, then with its ``prefix_wait`` key on), then the baselines."""
     stack = Candidate(label=stack_setup.STACK_LABEL, policy=stack_setup.STACK_POLICY, job_policy="slosched")
+    waiting = replace(stack, label=STACK_PREFIX_WAIT, params=PolicyParams(stack={"slosched": {"prefix_wait": True}}))
     return [
         stack,
+        waiting,
         Candidate.of("prism+chunked-fcfs", {"token_budget": 512}),
-        Candidate.of("cache-aware+chunked-fcfs", {"token_budget": 512}),
+        Candidate.of("cache-aware+fcfs/prefix-wait/chunked", {"token_budget": 512}),
     ]
+
+
+def is_stack(label: str) -> bool:
+    return label in (stack_setup.STACK_LABEL, STACK_PREFIX_WAIT)
 
 
 def table_path() -> Path:
