@@ -29,6 +29,17 @@ def test_both_orders_run_the_same_relqueries_only_the_order_and_groups_differ() 
     assert any(call.group_key is not None for job in fields for call in job.stages[0].calls)
 
 
+def test_every_candidate_runs_both_orders() -> None:
+    from slosched.evaluation.workbench import simulate_candidate
+
+    for order in setup.ORDERS:
+        bench = setup.workbench(order, quick=True)
+        jobs, history = bench.workload(1.0, seed=1)
+        for candidate in setup.candidates():
+            result = simulate_candidate(candidate, bench.instances, jobs[:6], bench.options, 1, history)
+            assert len(result.jobs) == 6, candidate.label
+
+
 def test_plans_are_those_of_the_jobs() -> None:
     jobs = setup.relquery_jobs("fields", 5, seed=2)
     plans = setup.relquery_plans("fields", 5, seed=2)

@@ -88,7 +88,7 @@ class Sizes:
     seeds: tuple[int, ...]
 
 
-FULL = Sizes(200, 50, (1, 2, 3))
+FULL = Sizes(120, 30, (1, 2, 3))
 QUICK = Sizes(60, 15, (1, 2))
 
 
@@ -103,7 +103,11 @@ def candidates() -> list[Candidate]:
         stack,
         waiting,
         Candidate.of("prism+chunked-fcfs", {"token_budget": 512}),
-        Candidate.of("cache-aware+fcfs/prefix-wait/chunked", {"token_budget": 512}),
+        Candidate.of(
+            "cache-aware+fcfs/prefix-wait/chunked",
+            {"batching": {"token_budget": 512}},  # a parts engine takes its parameters per part
+            label="cache-aware+fcfs/prefix-wait/chunked[token_budget=512]",
+        ),
     ]
 
 
