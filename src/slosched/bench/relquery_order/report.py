@@ -99,7 +99,7 @@ def _convergence(figures: dict[str, Any]) -> list[str]:
     lines = [
         "## Convergence",
         "",
-        "The stack and the strongest baseline of each order at 4x the run length (same seeds), median:",
+        "The stack variants and the strongest baseline of each order at 4x the run length (same seeds), median:",
         "",
         "| order | candidate | capacity | at 4x | steady (within 5%) |",
         "|---|---|---:|---:|---|",

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 import slosched.bench.relquery_order.setup as setup
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.formatting import print_figures
@@ -84,7 +86,7 @@ def run(quick: bool) -> dict[str, Any]:
         for order in setup.ORDERS
     }
     figures["wall_s"] = time.perf_counter() - started
-    print_figures("relquery-order", _summary(figures))
+    print_figures("relquery-order", {escape(key): value for key, value in _summary(figures).items()})
     if not quick:
         from slosched.bench.relquery_order.report import write_page
 
@@ -110,12 +112,13 @@ def _order_row(order: str, capacities: dict[str, list[float]]) -> dict[str, Any]
 
 
 def _convergence(figures: dict[str, Any], seeds: tuple[int, ...], quick: bool) -> dict[str, Any]:
-    """Per order: the stack and the strongest baseline at 4x the run length, same seeds; steady within 5%."""
-    stack = setup.candidates()[0].label
+    """Per order: each stack variant and the strongest baseline at 4x the run length, same seeds; steady
+    within 5%."""
+    stacks = [item.label for item in setup.candidates() if setup.is_stack(item.label)]
     tasks = [
         (order, label, seed, quick, True)
         for order in setup.ORDERS
-        for label in (stack, figures["orders"][order]["strongest_baseline"])
+        for label in (*stacks, figures["orders"][order]["strongest_baseline"])
         for seed in seeds
     ]
     values = run_tasks(_search, tasks, f"relquery-order: {len(tasks)} searches at 4x the run length")
