@@ -40,6 +40,17 @@ def test_workflow_stages_run_and_job_completes_with_budgets() -> None:
     asyncio.run(scenario())
 
 
+async def _run_to_end(client: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
+    """Submit a job and poll it until it is no longer running (at most ~4 s)."""
+    job = (await client.post("/v1/jobs", json=body)).json()
+    for _ in range(200):
+        state: dict[str, Any] = (await client.get(f"/v1/jobs/{job['id']}")).json()
+        if state["status"] != "running":
+            break
+        await asyncio.sleep(0.02)
+    return state
+
+
 def test_relquery_runs_every_row() -> None:
     async def scenario() -> None:
         async with harness() as h, httpx.AsyncClient(base_url=h.url) as client:
@@ -51,12 +62,7 @@ def test_relquery_runs_every_row() -> None:
                 "rows": rows,
                 "params": {"max_tokens": 2},
             }
-            job = (await client.post("/v1/jobs", json=body)).json()
-            for _ in range(200):
-                state = (await client.get(f"/v1/jobs/{job['id']}")).json()
-                if state["status"] != "running":
-                    break
-                await asyncio.sleep(0.02)
+            state = await _run_to_end(client, body)
             assert state["status"] == "completed"
             results = state["stages"][0]["results"]
             assert len(results) == 10 and all(r["outcome"] == "completed" for r in results)
@@ -79,12 +85,7 @@ def test_relquery_in_fields_order_sends_repeated_fields_first_and_answers_in_tab
                 "params": {"max_tokens": 1},
                 "order": "fields",
             }
-            job = (await client.post("/v1/jobs", json=body)).json()
-            for _ in range(200):
-                state = (await client.get(f"/v1/jobs/{job['id']}")).json()
-                if state["status"] != "running":
-                    break
-                await asyncio.sleep(0.02)
+            state = await _run_to_end(client, body)
             assert state["status"] == "completed"
             assert all(result["outcome"] == "completed" for result in state["stages"][0]["results"])
             prompts = [body["prompt"] for stub in h.stubs for _, body in stub.received]
