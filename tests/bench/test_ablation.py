@@ -12,6 +12,7 @@ import slosched.bench.ablation.runs as ablation
 import slosched.bench.ablation.setup as setup
 from slosched.bench.ablation.report import write_page
 from slosched.core.errors import ConfigError
+from slosched.evaluation.workbench import SELF_TUNE
 from slosched.policies.stacks.base import STACKS
 
 
@@ -20,8 +21,13 @@ def test_every_ablation_changes_one_setting_of_the_layer_it_names() -> None:
     labels = [item.label for item in setup.VARIANTS]
     assert len(set(labels)) == len(labels)
     stack = STACKS["slosched"]
+    assert setup.FULL_STACK.candidate().extra(SELF_TUNE)
     for item in setup.ABLATIONS:
         candidate = item.candidate()
+        if not item.self_tune:  # the stack's own settings, untuned: every knob at its hand-chosen default
+            assert not candidate.extra(SELF_TUNE) and not item.settings and candidate.params.stack == {}
+            continue
+        assert candidate.extra(SELF_TUNE)
         assert candidate.params.stack == {"slosched": dict(item.settings)} and candidate.label == item.label
         router, engine, job = stack.split_params(dict(item.settings))  # an unknown key would raise
         assert len(item.settings) == 1 and {"router": router, "engine": engine, "job": job}[item.layer]

@@ -37,6 +37,7 @@ TINY = Sizes(12, 4)
 def stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
     """The stand-in stack, in-process runs (so the patched constants hold) and a one-router plan."""
     monkeypatch.setattr(stack_setup, "STACK_POLICY", STAND_IN[0])
+    monkeypatch.setattr(stack_setup, "STACK_SELF_TUNE", False)
     monkeypatch.setattr(stack_setup, "STACK_JOB_POLICY", STAND_IN[1])
     monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
     plan = BaselinePlan(token_budgets=(512,), caps=(64,), routers=("least-tokens",))
@@ -57,8 +58,11 @@ def test_stack_candidates_default_to_the_one_name_and_follow_the_constants(monke
     assert (stack_.label, stack_.policy, stack_.job_policy) == ("slosched", "slosched", "slosched")
     assert not stack_.oracle
     assert oracle.oracle and oracle.label == stack_setup.ORACLE_LABEL and oracle.policy == stack_.policy
+    assert stack_.extra(workbench.SELF_TUNE) and oracle.extra(workbench.SELF_TUNE)  # both tune themselves
     monkeypatch.setattr(stack_setup, "STACK_POLICY", STAND_IN[0])
+    monkeypatch.setattr(stack_setup, "STACK_SELF_TUNE", False)
     assert stack_setup.stack_candidates()[0].policy == STAND_IN[0]
+    assert not stack_setup.stack_candidates()[0].extra(workbench.SELF_TUNE)
 
 
 @pytest.mark.parametrize("item", WORKLOADS, ids=lambda item: item.name)

@@ -61,6 +61,7 @@ def test_a_run_assembled_from_parts_gives_the_figures_of_the_one_run(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(stack_setup, "STACK_POLICY", STAND_IN[0])
+    monkeypatch.setattr(stack_setup, "STACK_SELF_TUNE", False)
     monkeypatch.setattr(stack_setup, "STACK_JOB_POLICY", STAND_IN[1])
     plan = BaselinePlan(token_budgets=(512,), caps=(64,), routers=("least-tokens",))
     monkeypatch.setattr(stack_setup, "baseline_plan", lambda quick: plan)

@@ -5,9 +5,22 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
+import slosched.evaluation.workbench as workbench_module
+from slosched.core.errors import ConfigError
 from slosched.core.job import JobSpec
 from slosched.core.request import Outcome
-from slosched.evaluation.workbench import WARMUP_PREFIX, Candidate, Workbench, measure, measured_only
+from slosched.evaluation.workbench import (
+    SELF_TUNE,
+    TUNE_PREFIX,
+    WARMUP_PREFIX,
+    Candidate,
+    Workbench,
+    measure,
+    measured_only,
+    rate_bucket,
+)
 from slosched.metrics.serving import serving_stats
 from slosched.metrics.summary import summarize
 from slosched.sim.options import SimOptions
@@ -40,3 +53,53 @@ def test_a_run_carries_the_serving_figures_of_its_measured_requests() -> None:
     assert all(math.isfinite(stats[f"p99_{name}_ms"]) for name in ("ttft", "tpot", "itl", "e2el"))
     # The run at this rate through the workbench gives the same figures (same seed, same jobs).
     assert bench.run(candidate, 3.0, 2).serving == figures.serving
+
+
+def _self_tuning_bench(num_warmup_jobs: int) -> Workbench:
+    options = SimOptions(slo_scale=3.0)
+    return Workbench("chat", make_cluster(1, 1), _chat_jobs, 20, options, num_warmup_jobs=num_warmup_jobs)
+
+
+def test_a_self_tuning_stack_tunes_on_past_traffic_only_and_retunes_by_rate_bucket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    windows: list[list[JobSpec]] = []
+    real = workbench_module.tuned_params
+
+    def spy(params, instances, window, *args):  # type: ignore[no-untyped-def]
+        windows.append(list(window))
+        return real(params, instances, window[:6], *args)  # a short window keeps the test fast
+
+    monkeypatch.setattr(workbench_module, "tuned_params", spy)
+    monkeypatch.setattr(workbench_module, "_TUNED", {})
+    bench = _self_tuning_bench(num_warmup_jobs=5)
+    stack = Candidate(label="slosched", policy="slosched", job_policy="slosched", extras=((SELF_TUNE, True),))
+    jobs, history = bench.workload(rate=2.0, seed=4)
+    tuned = bench.self_tuned(stack, 2.0, 4, history)
+    assert not tuned.extra(SELF_TUNE)
+    assert {"token_budget", "prefix_wait", "best_effort_share"} <= set(tuned.params.stack["slosched"])
+    # The window is the history sample (another seed's jobs), never a measured job.
+    (window,) = windows
+    measured = [job for job in jobs if not job.id.startswith(WARMUP_PREFIX)]
+    assert all(job.id.startswith(TUNE_PREFIX) for job in window)
+    assert [job.stages for job in window] == [job.stages for job in history[: len(window)]]
+    assert not {job.stages for job in window} & {job.stages for job in measured}
+    bucket_rate = workbench_module.RETUNE_RATIO ** rate_bucket(2.0)  # the rate the window replays at
+    assert abs(bucket_rate / 2.0 - 1) < 0.05
+    assert [job.arrival_s for job in window] == [job.arrival_s / bucket_rate for job in history[: len(window)]]
+    # A rate within the same bucket reuses the tuning; one a bucket away retunes.
+    assert rate_bucket(2.0) == rate_bucket(2.0 * 1.01) != rate_bucket(2.0 * 1.1)
+    assert bench.self_tuned(stack, 2.0 * 1.01, 4, history) == tuned and len(windows) == 1
+    bench.self_tuned(stack, 2.0 * 1.1, 4, history)
+    assert len(windows) == 2
+
+
+def test_a_cold_start_keeps_the_defaults_and_a_pair_cannot_self_tune() -> None:
+    stack = Candidate(label="slosched", policy="slosched", job_policy="slosched", extras=((SELF_TUNE, True),))
+    cold = _self_tuning_bench(num_warmup_jobs=0)
+    _, history = cold.workload(rate=2.0, seed=4)
+    plain = Candidate(label="slosched", policy="slosched", job_policy="slosched")
+    assert cold.self_tuned(stack, 2.0, 4, history) == plain
+    pair = Candidate.of("least-tokens+chunked-fcfs", extras=((SELF_TUNE, True),))
+    with pytest.raises(ConfigError, match=r"self_tune.*not a stack"):
+        _self_tuning_bench(num_warmup_jobs=5).self_tuned(pair, 2.0, 4, history)

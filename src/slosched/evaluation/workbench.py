@@ -15,6 +15,10 @@ A ``Workbench`` turns (candidate policy, arrival rate, seed) into the figures of
 - **Serving figures.** Each run also carries the measured requests' figures in vLLM's serving-benchmark terms
   (``metrics/serving.py``: token throughput, request goodput, TTFT / TPOT / ITL / end-to-end latency in ms),
   computed as ``slosched compare`` computes them, from the records the run has anyway.
+- **Self-tuning.** A candidate with the ``SELF_TUNE`` extra (the ``slosched`` stack) tunes its parameter
+  block before each run by replaying past traffic at the run's rate (``tuning/stack.py``): the history
+  sample, which is another seed's jobs, never the measured ones; retuned when the rate moves by more than
+  ``RETUNE_RATIO``; the cold start (no warm-up prefix: nothing served yet) keeps the defaults.
 - **Steady state.** Attainment is judged on all measured jobs and on those arriving in the second half of
   the arrival window (after a backlog had time to form); ``RunFigures.judged`` is the lower of the two, and
   a rate passes only where both pass (``evaluation/steady.py`` sizes the runs).
@@ -25,6 +29,7 @@ of them) so that runs spread over worker processes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -37,8 +42,13 @@ from slosched.metrics.serving import ServingStats
 from slosched.metrics.summary import serving_of, token_slo_missed_jobs
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, PolicyParams, simulate
+from slosched.tuning.stack import MAX_WINDOW_JOBS, stack_name, tuned_params
 
 WARMUP_PREFIX = "warmup-"
+# A candidate extra: the stack tunes its own parameter block on the warm-up prefix before the measured jobs.
+SELF_TUNE = "self_tune"
+TUNE_PREFIX = "tune-"
+RETUNE_RATIO = 1.1
 HISTORY_SEED_OFFSET = 7919
 
 
@@ -154,8 +164,53 @@ class Workbench:
 
     def run(self, candidate: Candidate, rate: float, seed: int) -> RunFigures:
         jobs, history = self.workload(rate, seed)
+        if candidate.extra(SELF_TUNE):
+            candidate = self.self_tuned(candidate, rate, seed, history)
         result = self.run_fn(candidate, self.instances, jobs, self.options, seed, history)
         return measure(result, rate, seed)
+
+    def self_tuned(self, candidate: Candidate, rate: float, seed: int, history: Sequence[JobSpec]) -> Candidate:
+        """``candidate`` with its stack block tuned on past traffic (see ``tuned_block``); with no warm-up
+        prefix (the cold start: nothing served yet) it keeps its settings."""
+        plain = replace(candidate, extras=tuple(item for item in candidate.extras if item[0] != SELF_TUNE))
+        if not self.num_warmup_jobs:
+            return plain
+        name = stack_name(plain.policy)
+        block = tuned_block(self, plain, rate_bucket(rate), seed, history)
+        return replace(plain, params=replace(plain.params, stack={**plain.params.stack, name: block}))
+
+
+def rate_bucket(rate: float) -> int:
+    """The bucket ``rate`` falls in: buckets are ``RETUNE_RATIO`` apart, so the stack retunes when the
+    arrival rate has moved by more than that from the rate it was tuned at (and a capacity search, whose
+    probes close in on one rate, retunes a few times, not at every probe)."""
+    return round(math.log(rate) / math.log(RETUNE_RATIO))
+
+
+def tuned_block(
+    workbench: Workbench, candidate: Candidate, bucket: int, seed: int, history: Sequence[JobSpec]
+) -> dict[str, Any]:
+    """The stack block tuned on past traffic at the bucket's rate: the first ``MAX_WINDOW_JOBS`` jobs of the
+    history sample (another seed's jobs, which the deadlines learn from and the warm-up prefix is drawn
+    from), never the measured jobs. Memoised per process on everything the answer depends on."""
+    params, policy, job_policy = candidate.params, candidate.policy, candidate.job_policy
+    key = (workbench.name, workbench.instances, workbench.options, bucket, seed, len(history), policy, job_policy)
+    key += (repr(params.stack),)
+    cached = _TUNED.get(key)
+    if cached is None:
+        rate = RETUNE_RATIO**bucket
+        window = [
+            replace(job, id=f"{TUNE_PREFIX}{job.id}", arrival_s=job.arrival_s / rate)
+            for job in history[:MAX_WINDOW_JOBS]
+        ]
+        tuned, _ = tuned_params(
+            params, workbench.instances, window, workbench.options, seed, history, policy, job_policy
+        )
+        cached = _TUNED[key] = dict(tuned.stack[stack_name(policy)])
+    return cached
+
+
+_TUNED: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
 def measured_only(result: RunResult) -> RunResult:

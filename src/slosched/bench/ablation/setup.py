@@ -34,9 +34,12 @@ class Ablation:
     layer: str
     switched_off: str
     settings: tuple[tuple[str, Any], ...] = ()
+    self_tune: bool = True
 
     def candidate(self) -> Candidate:
         stack = stack_setup.stack_candidates()[0]
+        if not self.self_tune:
+            stack = replace(stack, label=self.label, extras=())
         if not self.settings:
             return stack
         params = PolicyParams(stack={stack_setup.STACK_POLICY: dict(self.settings)})
@@ -45,6 +48,12 @@ class Ablation:
 
 FULL_STACK = Ablation(stack_setup.STACK_LABEL, "all", "nothing: the stack as it ships")
 ABLATIONS = (
+    Ablation(
+        "-self-tuning",
+        "all",
+        "self-tuning on past traffic (the hand-chosen defaults of every knob instead)",
+        self_tune=False,
+    ),
     Ablation(
         "-tpot-residents",
         "router",

@@ -34,7 +34,7 @@ from slosched.bench.saber.setup import task_max_tokens
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobKind, JobSpec
 from slosched.evaluation.scoreboard import BaselinePlan
-from slosched.evaluation.workbench import Candidate, JobsFn, Workbench
+from slosched.evaluation.workbench import SELF_TUNE, Candidate, JobsFn, Workbench
 from slosched.sim.options import SimOptions
 from slosched.workloads.generators import make_workload
 
@@ -44,6 +44,8 @@ STACK_POLICY = "slosched"
 STACK_JOB_POLICY = "slosched"
 STACK_LABEL = "slosched"
 ORACLE_LABEL = "slosched (oracle)"
+# The stack tunes its own knobs on past traffic before each run (a stand-in that is no stack cannot).
+STACK_SELF_TUNE = True
 
 NOISE = 0.05
 RELQUERY_MODEL = "OPT-13B"
@@ -245,8 +247,10 @@ def workload(name: str) -> StackWorkload:
 
 # ---- candidates and the baseline search -----------------------------------------------------------------
 def stack_candidates() -> list[Candidate]:
-    """The stack and its ORACLE twin (true output lengths), from the module constants at call time."""
-    stack = Candidate(label=STACK_LABEL, policy=STACK_POLICY, job_policy=STACK_JOB_POLICY)
+    """The stack and its ORACLE twin (true output lengths), from the module constants at call time; both
+    tune their own knobs on past traffic before each run (``evaluation/workbench.py``, ``SELF_TUNE``)."""
+    extras = ((SELF_TUNE, True),) if STACK_SELF_TUNE else ()
+    stack = Candidate(label=STACK_LABEL, policy=STACK_POLICY, job_policy=STACK_JOB_POLICY, extras=extras)
     return [stack, replace(stack, label=ORACLE_LABEL, oracle=True)]
 
 

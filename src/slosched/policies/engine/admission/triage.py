@@ -18,7 +18,9 @@ judgement, 1,354 of 1,503 jobs ended relegated and goodput fell to 0.17 jobs/s f
 relegated calls only beside no feasible call kept 0.64 (one seed, that bench's Text-to-SQL set-up). They are
 still served, never dropped: on any instance with nothing that can still count, and once load falls.
 
-With ``prefix_wait``, a call also waits while another call computes the shareable prefix it lacks
+With ``max_concurrency``, no call joins once that many run (a static cap like vLLM's ``max_num_seqs``,
+below the instance's own: on a KV-limited GPU fewer running calls preempt less; the stack's self-tuner
+searches it). With ``prefix_wait``, a call also waits while another call computes the shareable prefix it lacks
 (``prefix_wait.py``: SGLang's in-batch prefix caching), so a relQuery's rows admitted together compute their
 template once.
 
@@ -43,18 +45,28 @@ class TriageParams:
     best_effort_share: float = setting(0.25, "share of the max running requests best-effort calls may hold, in [0, 1]")
     relegated_alone: bool = setting(True, "a call whose job the job layer relegated joins only a batch of such calls")
     prefix_wait: bool = setting(False, "a call waits while another computes the prefix it lacks (prefix-wait's rule)")
+    max_concurrency: int | None = setting(None, "most calls running at once (>= 1); none: the instance's max running")
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.best_effort_share <= 1.0:
             raise ConfigError("triage.best_effort_share", f"must be in [0, 1], got {self.best_effort_share}")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ConfigError("triage.max_concurrency", f"must be >= 1 or none, got {self.max_concurrency}")
 
 
 class TriageAdmission:
     time_invariant = False
 
-    def __init__(self, best_effort_share: float, relegated_alone: bool = True, prefix_wait: bool = False) -> None:
+    def __init__(
+        self,
+        best_effort_share: float,
+        relegated_alone: bool = True,
+        prefix_wait: bool = False,
+        max_concurrency: int | None = None,
+    ) -> None:
         self.best_effort_share = best_effort_share
         self.relegated_alone = relegated_alone
+        self.max_concurrency = max_concurrency
         self.prefix_wait = PrefixWait() if prefix_wait else None
         self._pass = AdmissionPass()
         self._feasible_running = False  # a call that can still count runs, or joined in this pass
@@ -64,6 +76,8 @@ class TriageAdmission:
         if state.begin_if_new(seq, engine):
             self._feasible_running = any(not running.request.best_effort for running in engine.running_seqs)
         if self.prefix_wait is not None and self.prefix_wait.holds(seq, engine):
+            return False
+        if self.max_concurrency is not None and engine.num_running + state.admitted >= self.max_concurrency:
             return False
         if is_best_effort(seq, engine):
             if self.relegated_alone and seq.request.best_effort and self._feasible_running:
@@ -79,4 +93,4 @@ class TriageAdmission:
 
 @ADMISSIONS.register("triage", params=TriageParams)
 def build(params: TriageParams, context: PolicyContext) -> TriageAdmission:
-    return TriageAdmission(params.best_effort_share, params.relegated_alone, params.prefix_wait)
+    return TriageAdmission(params.best_effort_share, params.relegated_alone, params.prefix_wait, params.max_concurrency)

@@ -40,6 +40,7 @@ class DeadlineTriageParams:
     prefix_wait: bool = setting(
         False, "a call waits while another computes the prefix it lacks (admission prefix-wait)"
     )
+    max_concurrency: int | None = setting(None, "most calls running at once; none: the instance's max running")
     batching: str = setting("deadline-budget", "the batching part: deadline-budget, chunked or lens")
     token_budget: int | None = setting(
         None, f"most tokens per step; none: {DEFAULT_TOKEN_BUDGET} (lens: the instance's max batched tokens)"
@@ -50,6 +51,8 @@ class DeadlineTriageParams:
     def __post_init__(self) -> None:
         if self.batching not in BATCHING_CHOICES:
             raise ConfigError(f"{NAME}.batching", f"got {self.batching!r}; allowed: {list(BATCHING_CHOICES)}")
+        if self.max_concurrency is not None and not self.triage:
+            raise ConfigError(f"{NAME}.max_concurrency", "needs triage: true (the cap is part of triage admission)")
 
 
 def _batching(params: DeadlineTriageParams, context: PolicyContext) -> BatchPolicy:
@@ -65,7 +68,9 @@ def _batching(params: DeadlineTriageParams, context: PolicyContext) -> BatchPoli
 @ENGINE_PRESETS.register("deadline-triage", params=DeadlineTriageParams)
 def build(params: DeadlineTriageParams, context: PolicyContext) -> EnginePolicy:
     if params.triage:
-        triage = TriageParams(params.best_effort_share, params.relegated_alone, params.prefix_wait)
+        triage = TriageParams(
+            params.best_effort_share, params.relegated_alone, params.prefix_wait, params.max_concurrency
+        )
         admission = ADMISSIONS.build("triage", triage, context)
     else:
         admission = ADMISSIONS.build("prefix-wait" if params.prefix_wait else "always", {}, context)
