@@ -194,8 +194,8 @@ def tuned_block(
     history sample (another seed's jobs, which the deadlines learn from and the warm-up prefix is drawn
     from), never the measured jobs. Memoised per process on everything the answer depends on."""
     params, policy, job_policy = candidate.params, candidate.policy, candidate.job_policy
-    key = (workbench.name, workbench.instances, workbench.options, bucket, seed, len(history), policy, job_policy)
-    key += (repr(params.stack),)
+    key: tuple[Any, ...] = (workbench.name, workbench.instances, workbench.options, bucket, seed, len(history))
+    key += (policy, job_policy, repr(params.stack))
     cached = _TUNED.get(key)
     if cached is None:
         rate = RETUNE_RATIO**bucket
