@@ -193,6 +193,7 @@ def up(
 
 # Capacity planning lives in its own module (cli/sweep.py): registered here so `slosched sweep` exists.
 from slosched.cli.sweep import sweep_command  # noqa: E402
+from slosched.cli.tune import tune  # noqa: E402
 
 app.command("sweep")(sweep_command)
 
@@ -205,6 +206,7 @@ app.command("policies")(policies)
 app.command("schema")(schema)
 app.command("profile")(profile)
 app.command("picker")(picker)
+app.command("tune")(tune)
 app.add_typer(native_app, name="native")
 # `trace` (dump, import) and `hardware` live in cli/trace.py.
 register_trace_commands(app)
