@@ -45,8 +45,8 @@ STACK = "slosched"
 # The knobs searched, in order, and their values (the stack's default first where it is one of them).
 # The step budget's ceiling first (the knob the baselines' sweeps show matters most), then SGLang's in-batch
 # prefix rule (a gain only where many calls share a prefix), then the best-effort tier's share. Not searched,
-# to keep a retune short: the concurrency cap (``max_concurrency``: caps of 64 and 128 on the stack bench's
-# KV-limited code workload moved its quick capacity by under 1%, two seeds) and the router's affinity bound
+# to keep a retune short: the concurrency cap (``max_concurrency``: 128, the strongest baseline's cap, left
+# the stack's quick capacity on the KV-limited code workload unchanged, two seeds) and the router's affinity bound
 # (its default was chosen on the stack bench's quick runs, docs/results/stack.md).
 KNOBS: tuple[tuple[str, tuple[Any, ...]], ...] = (
     ("token_budget", (2048, 1024, 512, 256)),
