@@ -5,8 +5,8 @@ The traffic is the scenario's workload or, with ``--trace``, a recorded one (``s
 converts a user's log); the most recent jobs are replayed on the scenario's cluster at their own rate (or
 ``--rate``), at that rate and under more load. The chosen block goes into a scenario's
 ``policy_params.stack.slosched`` or a gateway config's ``stack_params``, and its engine keys into the vLLM
-plugin's ``params`` (preset ``slosched``) ([docs/stack.md](../../docs/stack.md#self-tuning)). Rerun it when the traffic
-changes; benches tune the stack the same way before every run.
+plugin's ``params`` (preset ``slosched``; docs/stack.md, "Self-tuning"). Rerun it when the traffic changes;
+benches tune the stack the same way before every run.
 """
 
 from __future__ import annotations
