@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from slosched.bench.fairness.setup import LIVE_BACKENDS, LIVE_CALLS_PER_WAVE, LIVE_FLOOD_ROWS, LIVE_WAVES
+from slosched.bench.fairness.setup import (
+    LIVE_BACKENDS,
+    LIVE_CALLS_PER_WAVE,
+    LIVE_FLOOD_ROWS,
+    LIVE_WAVE_INTERVAL_S,
+    LIVE_WAVES,
+)
 
 
 def _pct(figures: dict[str, Any], name: str) -> str:
@@ -46,7 +52,8 @@ def page(figures: dict[str, Any]) -> str:
             "Simulated: `examples/flooding-tenant.yaml` (2x A100-80G, Llama-3-8B; 300 interactive jobs, 80% chat and",
             f"20% Text-to-SQL workflows, at 2 jobs/s; the relQuery at t = 20 s), seeds {sim['seeds']}. Live:",
             f"`slosched serve` in front of {LIVE_BACKENDS} stub backends; interactive sends {LIVE_WAVES} waves of",
-            f"{LIVE_CALLS_PER_WAVE} calls and one two-stage workflow, calm and right after the relQuery was submitted;",
+            f"{LIVE_CALLS_PER_WAVE} calls and one two-stage workflow, {LIVE_WAVE_INTERVAL_S:g} s apart, calm and right",
+            "after the relQuery was submitted;",
             "a 429 counts as a miss. The flooder's own figure: its jobs meeting their SLO (simulated), its rows",
             "answered (live).",
             "",

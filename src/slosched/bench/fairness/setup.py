@@ -10,8 +10,9 @@ bands): the 12 rows batch may run beside interactive (1/5 of 64 slots) slow inte
   relQuery at t = 20 s) through ``experiment.flood_figures``, once per seed;
 - **live**: ``slosched serve`` as a real process in front of 2 stub backends (``devtools.stub``, 5 ms per token,
   4 tokens a call; 8 places in flight and 32 queued per backend); tenant interactive sends ``LIVE_WAVES``
-  waves of ``LIVE_CALLS_PER_WAVE`` calls plus one two-stage workflow (deadline ``LIVE_DEADLINE_MS`` per call,
-  ``LIVE_WORKFLOW_SLO_S`` per workflow), once calm and once right after the relQuery was submitted.
+  waves of ``LIVE_CALLS_PER_WAVE`` calls plus one two-stage workflow, ``LIVE_WAVE_INTERVAL_S`` apart (deadline
+  ``LIVE_DEADLINE_MS`` per call, ``LIVE_WORKFLOW_SLO_S`` per workflow), once calm and once right after the
+  relQuery was submitted.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ LIVE_MAX_QUEUE = 32
 LIVE_DEADLINE_MS = 3000
 LIVE_WORKFLOW_SLO_S = 10
 LIVE_WAVES = 5
+LIVE_WAVE_INTERVAL_S = 0.5  # waves start this far apart, each on its own (the flood lasts several seconds)
 LIVE_CALLS_PER_WAVE = 8
 LIVE_FLOOD_ROWS = 3000
 LIVE_FLOOD_SLO_S = 600
