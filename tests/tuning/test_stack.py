@@ -34,7 +34,7 @@ def _window(num_jobs: int = 24) -> list[JobSpec]:
     return make_jobs(num_jobs=num_jobs, rate=6.0, seed=5, mean_in=1200, mean_out=120)
 
 
-def test_retune_picks_the_best_scored_candidate_of_each_knob() -> None:
+def test_retune_moves_a_knob_only_for_a_candidate_that_clears_the_margin() -> None:
     tuner = StackTuner(CONFIG, SerialExecutor())
     result = tuner.retune(_window())
     # Coordinate descent: 2 values of the first knob, then 1 new value of the second (one was scored).
@@ -42,12 +42,49 @@ def test_retune_picks_the_best_scored_candidate_of_each_knob() -> None:
     assert set(result.settings) == {"token_budget", "best_effort_share"}
     chosen = settings_of(result.settings)
     assert chosen in result.scores
-    budget_candidates = [settings_of({"token_budget": b, "best_effort_share": 0.25}) for b in (2048, 256)]
-    best_budget = min(budget_candidates, key=lambda c: result.scores[c].key())
-    assert result.settings["token_budget"] == dict(best_budget)["token_budget"]
+    default, small = (settings_of({"token_budget": b, "best_effort_share": 0.25}) for b in (2048, 256))
+    moved = result.scores[small].improves_on(result.scores[default])
+    assert result.settings["token_budget"] == (256 if moved else 2048)
     for score in result.scores.values():
-        assert len(score.attainment) == 2
+        assert len(score.attainment) == 2 and score.scored == 24
         assert all(0.0 <= a <= 1.0 for a in score.attainment)
+        assert 0 <= score.met_jobs <= 48
+
+
+def test_a_one_job_difference_keeps_the_default() -> None:
+    """The mixed workload's case: every candidate within a job of the others, the default kept."""
+    default = StackScore((59 / 60, 59 / 60, 58 / 60), 3.11, 60)
+    noise = StackScore((59 / 60, 60 / 60, 58 / 60), 3.10, 60)  # one job more, 0.3% faster
+    clear = StackScore((60 / 60, 60 / 60, 59 / 60), 3.11, 60)  # three more: below 2% of 180 (4 jobs)
+    real = StackScore((60 / 60, 58 / 60, 56 / 60), 3.11, 30)  # four more of 90 pooled: above its margin (2)
+    faster = StackScore((59 / 60, 59 / 60, 58 / 60), 2.70, 60)  # as many met, 13% faster at 1x
+    assert not noise.improves_on(default)
+    assert not clear.improves_on(default)
+    assert StackScore((1.0, 1.0, 1.0), 3.11, 60).improves_on(default)  # 4 more of 180
+    assert real.improves_on(StackScore((58 / 60, 57 / 60, 55 / 60), 3.11, 30))
+    assert faster.improves_on(default) and not default.improves_on(faster)
+
+
+class _Scripted(StackTuner):
+    """A tuner whose replays return set scores (the margin rule, apart from the simulator)."""
+
+    def __init__(self, table: dict[int, StackScore]) -> None:
+        super().__init__(replace(CONFIG, knobs=(("token_budget", (2048, 1024, 256)),)))
+        self.table = table
+
+    def evaluate(self, jobs, candidates, backlog=(), start_s=None):  # type: ignore[no-untyped-def]
+        return {c: self.table[dict(c)["token_budget"]] for c in candidates}
+
+
+def test_retune_takes_the_best_candidate_that_clears_the_margin() -> None:
+    base = StackScore((0.9, 0.8), 2.0, 50)  # 85 of 100 met
+    table = {2048: base, 1024: StackScore((0.92, 0.8), 1.0, 50), 256: StackScore((0.96, 0.86), 2.0, 50)}
+    # 1024: one job more but half the latency (clears by latency); 256: six more (clears by jobs) and wins.
+    assert _Scripted(table).retune(_window(4)).settings == {"token_budget": 256}
+    table[256] = StackScore((0.9, 0.82), 2.0, 50)  # one job more, no faster: only 1024 clears (by latency)
+    assert _Scripted(table).retune(_window(4)).settings == {"token_budget": 1024}
+    table[1024] = table[256] = StackScore((0.92, 0.8), 1.9, 50)
+    assert _Scripted(table).retune(_window(4)).settings == {"token_budget": 2048}
 
 
 def test_load_factors_compress_arrivals_and_lower_attainment() -> None:

@@ -78,6 +78,7 @@ def _table(result: StackTuneResult, config: StackTuneConfig) -> Table:
     table.add_column("settings")
     for factor in config.load_factors:
         table.add_column(f"{factor:g}x", justify="right")
+    table.add_column("jobs met, all loads", justify="right")
     table.add_column("mean latency at 1x (s)", justify="right")
     chosen = settings_of(result.settings)
     for settings, score in result.scores.items():
@@ -85,6 +86,7 @@ def _table(result: StackTuneResult, config: StackTuneConfig) -> Table:
         table.add_row(
             f"[bold]{label}[/bold] (chosen)" if settings == chosen else label,
             *(f"{value:.3f}" for value in score.attainment),
+            f"{score.met_jobs} of {score.scored * len(score.attainment)}",
             f"{score.mean_latency_s:.2f}",
         )
     return table
