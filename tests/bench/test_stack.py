@@ -18,6 +18,7 @@ import pytest
 import slosched.bench.stack.runs as stack
 import slosched.bench.stack.setup as stack_setup
 import slosched.evaluation.workbench as workbench
+from slosched.bench.stack.report import tuned_lines
 from slosched.bench.stack.setup import MIXED, WORKLOADS, Sizes
 from slosched.core.job import JobKind, JobSpec, validate_job
 from slosched.core.request import Outcome, Request
@@ -187,3 +188,11 @@ def test_a_tiny_run_gives_the_issue_json_and_writes_the_page(
     assert "## Convergence" in page and "| code |" in page
     assert (tmp_path / "stack" / "capacity_ratios.png").stat().st_size > 0
     assert (tmp_path / "stack" / "goodput_code.png").stat().st_size > 0
+
+
+def test_the_page_names_the_self_tuned_settings_at_capacity_per_seed() -> None:
+    tuned = [{"token_budget": 512, "prefix_wait": True}, {"token_budget": 2048, "prefix_wait": False}]
+    row = {"runs": {"slosched": {"tuned_at_capacity": tuned}}}
+    (line, _) = tuned_lines(row)
+    assert "token_budget 512, prefix_wait True; token_budget 2048, prefix_wait False" in line
+    assert tuned_lines({"runs": {"slosched": {}}}) == []  # fixed settings: nothing to say

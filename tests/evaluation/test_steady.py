@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from slosched.core.job import JobSpec
 from slosched.evaluation import steady
+from slosched.evaluation.board import CapacityResult
+from slosched.evaluation.capacity import Spread
 from slosched.evaluation.steady import (
     SteadySearch,
     converged,
@@ -267,3 +269,22 @@ def test_the_last_round_allowed_searches_in_full_at_once(monkeypatch: pytest.Mon
     apparent = TRUE_CAPACITY * BURST_JOBS / 80
     assert found.rounds == 1 and found.capacity[0.9] == pytest.approx(apparent, rel=0.02)
     assert found.capacity[0.95] == pytest.approx(apparent / 1.1, rel=0.02)
+
+
+def test_the_search_carries_the_self_tuned_block_of_the_run_at_capacity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a self-tuned stack ran with at its capacity reaches the scoreboard's JSON, per seed."""
+
+    def run(self: Workbench, candidate: Candidate, rate: float, seed: int) -> RunFigures:
+        ok = rate <= TRUE_CAPACITY
+        block = (("token_budget", 512 if rate < 1.5 else 2048),)
+        return RunFigures(rate, seed, self.num_jobs, 0.95 if ok else 0.5, rate, 0, 0.95 if ok else 0.5, tuned=block)
+
+    monkeypatch.setattr(Workbench, "run", run)
+    bench = Workbench("fake", make_cluster(1, 1), _chat_jobs, 80, SimOptions(), num_warmup_jobs=20)
+    found = steady_capacity(bench, Candidate.of("slosched"), 1, SteadySearch(guess=1.0, targets=(0.9,)))
+    capacity = found.capacity[0.9]
+    assert dict(found.tuned) == {"token_budget": 512 if capacity < 1.5 else 2048}
+    result = CapacityResult(Candidate.of("slosched"), {0.9: Spread.of([capacity])}, (found,))
+    assert result.run_json()["tuned_at_capacity"] == [dict(found.tuned)]
+    untuned = CapacityResult(Candidate.of("slosched"), {0.9: Spread.of([capacity])}, (_base(capacity, 80),))
+    assert "tuned_at_capacity" not in untuned.run_json()

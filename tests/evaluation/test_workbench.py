@@ -92,6 +92,10 @@ def test_a_self_tuning_stack_tunes_on_past_traffic_only_and_retunes_by_rate_buck
     assert bench.self_tuned(stack, 2.0 * 1.01, 4, history) == tuned and len(windows) == 1
     bench.self_tuned(stack, 2.0 * 1.1, 4, history)
     assert len(windows) == 2
+    # A run says which block it ran with (the bench's JSON shows it at capacity); a fixed candidate, none.
+    figures = bench.run(stack, 2.0, 4)
+    assert dict(figures.tuned) == tuned.params.stack["slosched"] and len(windows) == 2
+    assert bench.run(tuned, 2.0, 4).tuned == ()
 
 
 def test_a_cold_start_keeps_the_defaults_and_a_pair_cannot_self_tune() -> None:
@@ -100,6 +104,7 @@ def test_a_cold_start_keeps_the_defaults_and_a_pair_cannot_self_tune() -> None:
     _, history = cold.workload(rate=2.0, seed=4)
     plain = Candidate(label="slosched", policy="slosched", job_policy="slosched")
     assert cold.self_tuned(stack, 2.0, 4, history) == plain
+    assert cold.run(stack, 2.0, 4).tuned == ()  # nothing tuned, nothing reported
     pair = Candidate.of("least-tokens+chunked-fcfs", extras=((SELF_TUNE, True),))
     with pytest.raises(ConfigError, match=r"self_tune.*not a stack"):
         _self_tuning_bench(num_warmup_jobs=5).self_tuned(pair, 2.0, 4, history)

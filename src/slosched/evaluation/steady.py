@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -104,6 +105,7 @@ class SteadyCapacity:
     rounds: int
     attainment: tuple[float, float] = (math.nan, math.nan)  # (all, second half) at the loosest capacity
     serving: ServingStats | None = None  # the run at the loosest capacity, in vLLM's serving terms
+    tuned: tuple[tuple[str, Any], ...] = ()  # the self-tuned stack block of that run (``RunFigures.tuned``)
 
     @property
     def sized(self) -> bool:
@@ -191,6 +193,7 @@ def steady_capacity(workbench: Workbench, candidate: Candidate, seed: int, searc
         rounds=rounds,
         attainment=(at.attainment, at.attainment_second_half) if at else (math.nan, math.nan),
         serving=at.serving if at else None,
+        tuned=at.tuned if at else (),
     )
 
 

@@ -117,6 +117,8 @@ class RunFigures:
     serving: ServingStats | None = None
     # Attainment of each tenant's measured jobs, by tenant name (one entry for a one-tenant workload).
     attainment_by_tenant: tuple[tuple[str, float], ...] = ()
+    # The stack block a self-tuned candidate ran with (``SELF_TUNE``), knob -> value; empty otherwise.
+    tuned: tuple[tuple[str, Any], ...] = ()
 
     @property
     def judged(self) -> float:
@@ -164,10 +166,13 @@ class Workbench:
 
     def run(self, candidate: Candidate, rate: float, seed: int) -> RunFigures:
         jobs, history = self.workload(rate, seed)
+        tuned: tuple[tuple[str, Any], ...] = ()
         if candidate.extra(SELF_TUNE):
             candidate = self.self_tuned(candidate, rate, seed, history)
+            if self.num_warmup_jobs:  # (a cold start runs the defaults: nothing was tuned)
+                tuned = tuple(sorted(candidate.params.stack[stack_name(candidate.policy)].items()))
         result = self.run_fn(candidate, self.instances, jobs, self.options, seed, history)
-        return measure(result, rate, seed)
+        return replace(measure(result, rate, seed), tuned=tuned)
 
     def self_tuned(self, candidate: Candidate, rate: float, seed: int, history: Sequence[JobSpec]) -> Candidate:
         """``candidate`` with its stack block tuned on past traffic (see ``tuned_block``); with no warm-up

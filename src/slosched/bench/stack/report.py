@@ -184,6 +184,15 @@ def _goodput_table(row: dict[str, Any]) -> list[str]:
     return lines
 
 
+def tuned_lines(row: dict[str, Any]) -> list[str]:
+    """The block the self-tuned stack ran with at its capacity, per seed (none: it ran fixed settings)."""
+    blocks = row.get("runs", {}).get(STACK_LABEL, {}).get("tuned_at_capacity")
+    if not blocks:
+        return []
+    seeds = "; ".join(", ".join(f"{key} {value}" for key, value in block.items()) or "-" for block in blocks)
+    return [f"Self-tuned settings of `{STACK_LABEL}` in its run at capacity, per seed: {seeds}.", ""]
+
+
 def _div(numerator: float, denominator: float) -> float:
     finite = math.isfinite(numerator) and math.isfinite(denominator)
     return numerator / denominator if finite and denominator > 0 else math.nan
@@ -195,6 +204,7 @@ def _workloads(runs: Sequence[WorkloadRun], figures: dict[str, Any]) -> list[str
         name = run.workload.name
         row = figures["workloads"][name]
         lines += [f"### {name}", "", row["description"] + ".", "", *capacity_table(run.board), ""]
+        lines += tuned_lines(row)
         lines += [*_goodput_table(row), "", *overload_table(run.board), ""]
         lines += [f"![goodput on {name}]({PLOTS}/{goodput_png(name)})", ""]
     return lines
