@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from slosched.core.errors import ConfigError
 from slosched.core.request import Request
-from slosched.perf.output_length import HistoryOutputPredictor
+from slosched.perf.output_length import BUCKET_MIN_SAMPLES, HistoryOutputPredictor, prompt_bucket
 
 
 def make_request(
@@ -101,3 +103,36 @@ def test_keys_are_bounded_and_the_least_recently_observed_goes_first() -> None:
         predictor.observe(make_request(stage=f"x{k}"), 10)
     assert sum(predictor.num_samples(f"t/x{k}") > 0 for k in range(1000)) == 3
     assert predictor.num_samples() == 1005
+
+
+def test_bucket_mode_learns_by_prompt_length_once_a_bucket_has_enough_samples() -> None:
+    predictor = HistoryOutputPredictor(mode="bucket")
+    short, long = make_request(prompt_tokens=100), make_request(prompt_tokens=3000)
+    for index in range(BUCKET_MIN_SAMPLES):
+        predictor.observe(short, 20)
+        predictor.observe(long, 400)
+        if index < BUCKET_MIN_SAMPLES - 1:  # not trusted yet: the key's mean
+            assert predictor.predict(short) == pytest.approx(210.0)
+    assert predictor.predict(short) == pytest.approx(20.0)
+    assert predictor.predict(long) == pytest.approx(400.0)
+    # A prompt length in a bucket with no samples: the key's mean; the same half-octave shares the bucket.
+    assert predictor.predict(make_request(prompt_tokens=700)) == pytest.approx(210.0)
+    assert prompt_bucket(100) == prompt_bucket(110) != prompt_bucket(150)
+    # The mean mode ignores prompt length.
+    plain = HistoryOutputPredictor()
+    for _ in range(BUCKET_MIN_SAMPLES):
+        plain.observe(short, 20)
+        plain.observe(long, 400)
+    assert plain.predict(short) == plain.predict(long) == pytest.approx(210.0)
+
+
+@given(st.lists(st.tuples(st.integers(1, 40_000), st.integers(1, 4000)), min_size=1, max_size=60))
+def test_bucket_predictions_stay_within_the_observed_range_and_the_limit(pairs: list[tuple[int, int]]) -> None:
+    predictor = HistoryOutputPredictor(mode="bucket")
+    for prompt, output in pairs:
+        predictor.observe(make_request(prompt_tokens=prompt), output)
+    outputs = [output for _, output in pairs]
+    for prompt, _ in pairs:
+        predicted = predictor.predict(make_request(prompt_tokens=prompt, max_output_tokens=5000))
+        assert min(outputs) - 1e-6 <= predicted <= max(outputs) + 1e-6
+        assert predictor.predict(make_request(prompt_tokens=prompt, max_output_tokens=7)) <= 7

@@ -197,6 +197,8 @@ class SimulatorConfig(BaseModel):
     # A job its job policy finds hopeless: served as best effort (relegate), or ended at once as rejected, as
     # for gateway clients that ask for an early "cannot meet deadline" (sim/options.py).
     on_infeasible: Literal["relegate", "reject"] = "relegate"
+    # The policies' output-length belief: each template and stage's mean, or refined by prompt length.
+    output_predictor: Literal["mean", "bucket"] = "mean"
 
 
 class PolicyParamsConfig(BaseModel):
@@ -281,6 +283,7 @@ class Scenario(BaseModel):
             belief_refit_s=sim.belief_refit_s,
             sample_interval_s=sim.sample_interval_s,
             on_infeasible=sim.on_infeasible,
+            output_predictor=sim.output_predictor,
             slo_s=self.slo.seconds,
             slo_scale=self.slo.scale,
             slo_basis=self.slo.basis,

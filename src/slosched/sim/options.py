@@ -10,6 +10,9 @@ from slosched.core.instance import InstanceSpec
 from slosched.core.numbers import as_float, plain_numbers
 
 ON_INFEASIBLE = ("relegate", "reject")
+# The output-length predictor the policies share (``perf/output_length.py``'s modes): the key's mean, or
+# the mean of its calls of similar prompt length (``bucket``).
+OUTPUT_PREDICTORS = ("mean", "bucket")
 INFEASIBLE_REASON = "deadline_infeasible"  # the rejection reason of a job rejected as infeasible
 _FLOAT_FIELDS = (
     "noise_sigma",
@@ -43,6 +46,9 @@ class SimOptions:
     (``StageDecision.best_effort``): ``relegate`` (served as best effort, after every call that can still
     count) or ``reject`` (its clients asked for an early "cannot meet deadline": the job ends ``rejected``
     at that decision, its calls never routed; the gateway's ``x-job-if-infeasible: reject``).
+
+    ``output_predictor``: how the policies' shared output-length belief learns (``OUTPUT_PREDICTORS``): each
+    template and stage's mean (``mean``), or refined by prompt length (``bucket``, ``perf/output_length.py``).
     """
 
     noise_sigma: float = 0.05
@@ -61,10 +67,14 @@ class SimOptions:
     # so a fleet of slow GPUs is not judged against deadlines its own slowness loosened.
     slo_reference: tuple[InstanceSpec, ...] = ()
     on_infeasible: str = "relegate"
+    output_predictor: str = "mean"
 
     def __post_init__(self) -> None:
         if self.on_infeasible not in ON_INFEASIBLE:
             raise ConfigError("simulator.on_infeasible", f"got {self.on_infeasible!r}; allowed: {list(ON_INFEASIBLE)}")
+        if self.output_predictor not in OUTPUT_PREDICTORS:
+            allowed = list(OUTPUT_PREDICTORS)
+            raise ConfigError("simulator.output_predictor", f"got {self.output_predictor!r}; allowed: {allowed}")
         # Plain floats: the compiled simulator (slosched.native) rejects numpy numbers the sources accept.
         plain_numbers(self, (), _FLOAT_FIELDS)
         scales = tuple((name, as_float(scale, "SimOptions.tenant_slo_scale")) for name, scale in self.tenant_slo_scale)

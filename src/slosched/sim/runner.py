@@ -68,7 +68,9 @@ def build_sim(
     context = PolicyContext(
         instances=tuple(instances),
         rng=np.random.default_rng(policy_rng),
-        output_predictor=output_predictor if output_predictor is not None else HistoryOutputPredictor(),
+        output_predictor=(
+            output_predictor if output_predictor is not None else HistoryOutputPredictor(mode=options.output_predictor)
+        ),
     )
     policies = PolicySpec.from_pair(policy, params, job_policy).build(context)
     router, job_layer = policies.cluster_layer()

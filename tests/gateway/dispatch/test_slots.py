@@ -117,3 +117,13 @@ def test_tenant_priorities_reach_the_stacks_job_admission_at_start_and_on_reload
         assert job_policy.band_of is not None and job_policy.band_of("bronze") == 2.0
 
     asyncio.run(scenario())
+
+
+def test_the_policies_output_predictor_is_the_one_the_gateway_learns_with() -> None:
+    async def scenario() -> None:
+        backends = [{"name": "a", "url": "http://127.0.0.1:9", "max_concurrency": 2, "model": "Llama-3-8B"}]
+        bucket = Dispatcher(parse_config({"backends": backends, "policies": {"output_predictor": "bucket"}}))
+        assert bucket.context.output_predictor.mode == "bucket"
+        assert Dispatcher(_config(["a"])).context.output_predictor.mode == "mean"
+
+    asyncio.run(scenario())

@@ -141,7 +141,34 @@ def _summary(figures: dict[str, Any]) -> list[str]:
             f"{fixed(row['stack_vs_oracle'])} | "
             f"{times(row['goodput_ratio_2x'])} | {times(row['min_goodput_ratio_any_load'])} |"
         )
-    return [*lines, "", f"![capacity ratios]({PLOTS}/{RATIOS_PNG})", "", *_convergence(figures)]
+    lines += ["", f"![capacity ratios]({PLOTS}/{RATIOS_PNG})", ""]
+    return [*lines, *_convergence(figures), *length_error_lines(figures)]
+
+
+def length_error_lines(figures: dict[str, Any]) -> list[str]:
+    """The output-length belief's error per workload beside the oracle gap it causes (issue 24, item 3)."""
+    lines = [
+        "## Output-length prediction",
+        "",
+        "The stack predicts each call's output length from completed calls of its template and stage (`mean`, what "
+        "every run here uses); `bucket` refines that by prompt length (`simulator.output_predictor`, not yet used "
+        "by these runs). Error of each on a run's calls (warm-up and measured jobs of the first seed), every call "
+        "predicted before it is learned (`perf/length_error.py`): mean absolute error over the mean output, and "
+        "the rank correlation a shortest-first order needs. `stack / oracle`: the stack's capacity over its "
+        "ORACLE twin's (true lengths), the gap prediction costs.",
+        "",
+        "| workload | calls | mean: error | mean: rank corr. | bucket: error | bucket: rank corr. | stack / oracle |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, row in figures["workloads"].items():
+        errors = row.get("output_length_error", {})
+        mean, bucket = errors.get("mean", {}), errors.get("bucket", {})
+        lines.append(
+            f"| {name} | {mean.get('calls', '-')} | {fixed(mean.get('relative_error'))} | "
+            f"{fixed(mean.get('rank_correlation'))} | {fixed(bucket.get('relative_error'))} | "
+            f"{fixed(bucket.get('rank_correlation'))} | {fixed(row.get('stack_vs_oracle'))} |"
+        )
+    return [*lines, ""]
 
 
 def _convergence(figures: dict[str, Any]) -> list[str]:

@@ -33,6 +33,7 @@ import os
 import resource
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,9 @@ from slosched.bench.stack.setup import Sizes, StackWorkload
 from slosched.evaluation.formatting import finite_ratio, print_figures
 from slosched.evaluation.scoreboard import Scoreboard, evaluate
 from slosched.evaluation.scoreboard_report import print_serving
+from slosched.perf.length_error import compare_predictors
+from slosched.perf.output_length import HistoryOutputPredictor
+from slosched.sim.options import OUTPUT_PREDICTORS
 
 RESULTS_DIR = Path("docs/results")  # relative to the working directory, like the other benches
 REPORT_ENV = "SLOSCHED_STACK_REPORT"
@@ -121,8 +125,18 @@ def workload_figures(run: WorkloadRun) -> dict[str, Any]:
         },
         "min_goodput_ratio_any_load": min(finite) if finite else math.nan,
         "capacity_target": capacity_target(run.workload.name),
+        "output_length_error": length_errors(run.workload, run.sizes, run.board.seeds[0]),
         "wall_s": run.wall_s,
     }
+
+
+def length_errors(workload: StackWorkload, sizes: Sizes, seed: int) -> dict[str, dict[str, Any]]:
+    """The output-length belief's error on the workload's calls (a run's warm-up and measured jobs of
+    ``seed``, predicted before each is learned: ``perf/length_error.py``), per predictor mode: what the gap
+    between the stack and its oracle twin is made of."""
+    jobs = workload.jobs(sizes.num_jobs + sizes.num_warmup_jobs, seed)
+    modes = {mode: partial(HistoryOutputPredictor, mode=mode) for mode in OUTPUT_PREDICTORS}
+    return {mode: error.as_json() for mode, error in compare_predictors(jobs, modes).items()}
 
 
 def target_checks(workloads: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:

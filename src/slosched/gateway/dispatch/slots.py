@@ -86,7 +86,9 @@ class SlotSet:
             (Backend(index, backend, config), None, new_predictor()) for index, backend in enumerate(config.backends)
         ]
         rng = np.random.default_rng(config.policies.seed)
-        output_predictor = HistoryOutputPredictor(default_tokens=config.default_max_tokens // 2)
+        output_predictor = HistoryOutputPredictor(
+            default_tokens=config.default_max_tokens // 2, mode=config.policies.output_predictor
+        )
         return _assemble(config, layout, clock, rng, output_predictor, {})
 
     def with_config(self, config: GatewayConfig) -> SlotSet:

@@ -70,6 +70,9 @@ class PolicyConfig(BaseModel):
     stack: str | None = None
     stack_params: dict[str, Any] = Field(default_factory=dict)
     seed: int = 0
+    # The policies' output-length belief (as the simulator's ``output_predictor``): each template and stage's
+    # mean, or refined by prompt length (perf/output_length.py).
+    output_predictor: Literal["mean", "bucket"] = "mean"
 
     @model_validator(mode="after")
     def _known_names(self) -> PolicyConfig:
