@@ -121,6 +121,20 @@ def test_a_shared_prefix_is_reused_on_the_same_instance() -> None:
     assert records["s2"].cached_tokens >= 256  # 16 full shared blocks of 16 tokens
 
 
+def test_calls_arriving_together_share_a_prefix_from_the_step_that_computes_it() -> None:
+    # vLLM v1 caches a block when it schedules its computation: a call that arrives with another still in its
+    # prefill reuses the template chunks already scheduled instead of computing them again (bench fidelity's
+    # relQueries, whose rows arrive together). The 4,096-token template takes two 2,048-token steps.
+    call = CallSpec(5000, 8, 16, prefix_key="system", prefix_tokens=4096)
+    jobs = [single_job(f"s{i}", 0.0, call) for i in range(4)]  # round-robin: two on each instance
+    result = make_sim().run(jobs)
+    check_consistency(result, jobs)
+    records = sorted(result.requests, key=lambda r: (r.instance, r.job_id))
+    assert [r.cached_tokens for r in records] == [0, 4096, 0, 4096]
+    assert all(later.first_scheduled_s < first.first_token_s for first, later in (records[:2], records[2:]))
+
+
+
 def test_deterministic() -> None:
     first, second = make_sim().run(make_jobs()), make_sim().run(make_jobs())
     assert first.requests == second.requests and first.jobs == second.jobs

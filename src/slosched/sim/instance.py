@@ -326,7 +326,6 @@ class SimInstance(EngineState):
             seq.num_computed_tokens += tokens
             if seq.num_computed_tokens < seq.num_prompt_tokens:
                 continue
-            self.kv.promote_prompt_blocks(seq)
             seq.num_output_tokens += 1
             self._outstanding -= 1
             if seq.first_token_s is None:

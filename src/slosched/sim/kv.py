@@ -159,17 +159,22 @@ class KVCache:
             self._num_evictable -= size
             count -= size
 
-    def promote_prompt_blocks(self, seq: Seq) -> None:
-        """After a prefill completes, its full prompt blocks become cached blocks (shared or own)."""
+    def promote_prompt_blocks(self, seq: Seq, num_tokens: int) -> None:
+        """Cache the full prompt blocks among ``seq``'s first ``num_tokens`` tokens (shared or own).
+
+        Called when a step is scheduled to compute them, not when it ends: vLLM v1 caches a block when it
+        allocates it, so a request admitted later in the same step (its batch-mate writes each layer's KV
+        before attending to it) or in the next step reuses the prefix instead of computing it again. Rows
+        of a relQuery arriving together share their template this way (``bench fidelity``'s relQueries)."""
         if not self.prefix_caching:
             return
         prefix = seq.request.prefix
         referenced, evictable = self._referenced, self._evictable
         shareable = prefix.shared_blocks + prefix.group_blocks
-        for key in prefix_keys(prefix, seq.num_shared_blocks, shareable):
+        for key in prefix_keys(prefix, seq.num_shared_blocks, min(shareable, num_tokens // self.block_size)):
             if seq.num_private_blocks == 0:
                 return
-            # The block's content now lives in the cache; the private copy is released.
+            # The block's content lives in the cache from now on; the private copy is released.
             seq.num_private_blocks -= 1
             self.num_private -= 1
             if key in referenced:
@@ -181,6 +186,8 @@ class KVCache:
                 referenced[key] = 1
                 self._num_referenced += 1
             seq.num_shared_blocks += 1
+        if num_tokens < seq.num_prompt_tokens:
+            return  # own blocks serve only this request after a preemption: cached with its last chunk
         own = min(prefix.own_blocks - seq.num_own_cached_blocks, seq.num_private_blocks)
         if own > 0 and seq.num_shared_blocks == shareable:
             seq.num_private_blocks -= own

@@ -144,6 +144,7 @@ class StepFormer:
                     break
             if scheduled:
                 work.prefills.append((seq, tokens))
+                kv.promote_prompt_blocks(seq, seq.num_computed_tokens + tokens)
                 work.num_prefill_tokens += tokens
                 work.prefill_context_tokens += seq.num_computed_tokens
                 budget -= tokens
@@ -181,6 +182,7 @@ class StepFormer:
         seq.num_computed_tokens = cached_tokens
         state.on_admitted(seq, cached_tokens)
         work.prefills.append((seq, tokens))
+        kv.promote_prompt_blocks(seq, cached_tokens + tokens)
         work.num_prefill_tokens += tokens
         work.prefill_context_tokens += cached_tokens
         return tokens
