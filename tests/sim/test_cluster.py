@@ -134,7 +134,6 @@ def test_calls_arriving_together_share_a_prefix_from_the_step_that_computes_it()
     assert all(later.first_scheduled_s < first.first_token_s for first, later in (records[:2], records[2:]))
 
 
-
 def test_deterministic() -> None:
     first, second = make_sim().run(make_jobs()), make_sim().run(make_jobs())
     assert first.requests == second.requests and first.jobs == second.jobs
