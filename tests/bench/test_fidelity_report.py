@@ -57,6 +57,7 @@ def test_report_says_how_the_rounds_and_the_machine_went(tmp_path: Path) -> None
     figures["cases"][1]["real_replays"] = [1.8, 2.0, 2.2]
     figures["machine"] = {
         "window_s": 0.5,
+        "cpu": {"model": "AMD EPYC", "vector": "avx2"},
         "cores": {"0": {"windows": 40, "slowest_over_fastest": 0.61, "p10_over_p90": 0.72, "rel_std": 0.1}},
         "cross_core_correlation": -0.2,
     }
@@ -64,6 +65,7 @@ def test_report_says_how_the_rounds_and_the_machine_went(tmp_path: Path) -> None
     assert "In each of 3 interleaved rounds" in text
     assert "core 0: slowest window 0.61 of the fastest, 10th percentile 0.72 of the 90th" in text
     assert "correlation between the cores' windows -0.20" in text
+    assert "Processor: AMD EPYC, widest vector extension avx2." in text
     assert "spread over 20-20% of its mean (median 20%; slowest replay less the fastest)" in text
     plain = write_report(make_figures(), tmp_path / "plain.md").read_text()
     assert "The machine itself" not in plain and "Between the replays" not in plain

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from slosched.devtools.core_speed import CoreSpeed, measure
+from slosched.devtools.core_speed import CoreSpeed, cpu_description, measure
 
 
 def test_every_core_is_measured_in_windows() -> None:
@@ -26,3 +26,11 @@ def test_figures_of_a_core_that_slowed_down() -> None:
     assert figures["cores"]["1"]["windows"] == 4
     assert -1.0 <= figures["cross_core_correlation"] <= 1.0
     assert "cross_core_correlation" not in CoreSpeed(0.5, {0: [1.0, 2.0]}).to_json_dict()
+
+
+def test_the_processor_is_named_with_its_widest_vector_extension() -> None:
+    amd = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx avx2 fma\n\nprocessor\t: 1\n"
+    assert cpu_description(amd) == {"model": "AMD EPYC", "vector": "avx2"}
+    intel = "model name\t: Intel(R) Xeon(R)\nflags\t\t: avx avx2 avx512f avx512bw\n"
+    assert cpu_description(intel)["vector"] == "avx512"
+    assert cpu_description("") == {"model": "unknown", "vector": "none"}

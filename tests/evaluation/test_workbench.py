@@ -77,7 +77,7 @@ def test_a_self_tuning_stack_tunes_on_past_traffic_only_and_retunes_by_rate_buck
     jobs, history = bench.workload(rate=2.0, seed=4)
     tuned = bench.self_tuned(stack, 2.0, 4, history)
     assert not tuned.extra(SELF_TUNE)
-    assert {"token_budget", "prefix_wait", "best_effort_share"} <= set(tuned.params.stack["slosched"])
+    assert {"token_budget", "best_effort_share"} <= set(tuned.params.stack["slosched"])
     # The window is the history sample (another seed's jobs), never a measured job.
     (window,) = windows
     measured = [job for job in jobs if not job.id.startswith(WARMUP_PREFIX)]

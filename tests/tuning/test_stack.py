@@ -113,7 +113,7 @@ def test_tuned_params_keep_the_base_block_and_cold_start_keeps_defaults() -> Non
     assert result is not None
     block = tuned.stack[STACK]
     assert block["triage"] is False  # the base block stays; the searched knobs are added
-    assert {"token_budget", "prefix_wait", "best_effort_share"} <= set(block)
+    assert {"token_budget", "best_effort_share"} <= set(block)
     same, none = tuned_params(params, INSTANCES, [], OPTIONS, seed=1)
     assert same is params and none is None
 

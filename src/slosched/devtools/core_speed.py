@@ -30,7 +30,7 @@ class CoreSpeed:
     rates: dict[int, list[float]]
 
     def to_json_dict(self) -> dict[str, Any]:
-        figures: dict[str, Any] = {"window_s": self.window_s, "cores": {}}
+        figures: dict[str, Any] = {"window_s": self.window_s, "cpu": cpu_description(), "cores": {}}
         for core, rates in self.rates.items():
             values = np.asarray(rates)
             figures["cores"][str(core)] = {
@@ -44,6 +44,25 @@ class CoreSpeed:
             count = min(len(first), len(second))
             figures["cross_core_correlation"] = round(float(np.corrcoef(first[:count], second[:count])[0, 1]), 3)
         return figures
+
+
+def cpu_description(cpuinfo: str | None = None) -> dict[str, Any]:
+    """The processor's model name and widest vector extension, from ``/proc/cpuinfo``: a CPU engine's step
+    costs depend on both (vLLM's CPU kernels use AVX-512 where the processor has it), so two machines of one
+    kind can run the same engine at very different speeds."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as file:
+                cpuinfo = file.read()
+        except OSError:
+            return {"model": "unknown", "vector": "unknown"}
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    vector = next((name for name in ("avx512f", "avx2", "avx") if name in flags), "none")
+    return {"model": fields.get("model name", "unknown"), "vector": vector.removesuffix("f")}
 
 
 def _count_products(core: int, seconds: float, window_s: float) -> list[float]:

@@ -1,12 +1,14 @@
 """KV cache in fixed-size blocks with an LRU prefix cache (vLLM's design, in compressed form).
 
-A block is private to one sequence (partial blocks, generated tokens, prompt blocks being computed) or
-cached: shared-prefix blocks are cached one entry per block (key ``shared_key << 24 | index``, and
-``group_key << 24 | index`` for the blocks of a prompt's group that follow them) with a reference count;
-a prompt's own full blocks are cached as one *segment* entry (key ``-own_key``) holding a block count,
-since only the same request (after a preemption) can reuse them. Unreferenced entries stay cached but
-evictable, least recently released first, and count as free capacity; a segment is evicted from its tail,
-block by block, as vLLM frees a request's blocks in reverse order.
+A block is private to one sequence (partial blocks, generated tokens, full prompt blocks not yet scheduled)
+or cached: a full prompt block is cached as soon as a step is scheduled to compute it, as vLLM v1 does (a
+call admitted later in the same step reuses it). Shared-prefix blocks are cached one entry per block (key
+``shared_key << 24 | index``, and ``group_key << 24 | index`` for the blocks of a prompt's group that follow
+them) with a reference count; a prompt's own full blocks are cached as one *segment* entry (key
+``-own_key``) holding a block count, with its last chunk, since only the same request (after a preemption)
+can reuse them. Unreferenced entries stay cached but evictable, least recently released first, and count as
+free capacity; a segment is evicted from its tail, block by block, as vLLM frees a request's blocks in
+reverse order.
 Invariant: ``num_private + referenced blocks + evictable blocks <= num_blocks``.
 """
 

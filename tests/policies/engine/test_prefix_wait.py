@@ -1,10 +1,22 @@
-"""Admission ``prefix-wait`` (and the stack's ``prefix_wait`` key): calls admitted together that share an uncached
-prefix compute it once; without a shareable prefix nothing changes."""
+"""Admission ``prefix-wait`` (and the stack's ``prefix_wait`` key): a call waits while another computes the
+shareable prefix it lacks. On the simulated engine (vLLM v1's prefix cache, which caches a block when a step is
+scheduled to compute it) rows admitted together already share their template, so the rule holds nobody there;
+on a cache that holds a block only once its prefill ends (SGLang's) it holds the followers of a prefilling
+leader. Without a shareable prefix nothing changes."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+import numpy as np
+
 from slosched.core.job import JobSpec
 from slosched.core.records import RunResult
+from slosched.core.request import PrefixId, Request
+from slosched.perf.output_length import HistoryOutputPredictor
+from slosched.policies.engine.admission.prefix_wait import PrefixWait
+from slosched.policies.engine.base import ADMISSIONS
+from slosched.policies.registry import PolicyContext
 from slosched.policies.spec import PolicyParams
 from slosched.sim.options import SimOptions
 from slosched.sim.runner import PolicyPair, simulate
@@ -27,17 +39,53 @@ FULL_HITS = 150 * 16 * 19  # every row after the first hits all 150 template blo
 
 
 def _rows() -> JobSpec:
-    # 20 rows of a 2,400-token template: the first row's prefill spans two 2048-token steps, and rows that
-    # join it in the second step find nothing cached yet.
+    # 20 rows of a 2,400-token template: the first row's prefill spans two 2048-token steps.
     return relquery_job("rq", 0.0, 2400, [(40, 2)] * 20, 4, slo_s=60.0)
 
 
-def test_rows_admitted_together_compute_their_template_once() -> None:
+def test_rows_admitted_together_share_their_template_without_waiting() -> None:
     eager = _run("fcfs/always/chunked", [_rows()])
     waiting = _run("fcfs/prefix-wait/chunked", [_rows()])
-    assert _hits(eager) < FULL_HITS  # some rows recomputed the template beside the first
-    assert _hits(waiting) == FULL_HITS
+    assert _hits(eager) == FULL_HITS  # rows admitted beside the first's last chunk hit what it computes there
+    assert [(r.id, r.finish_s) for r in waiting.requests] == [(r.id, r.finish_s) for r in eager.requests]
     assert all(record.outcome.value == "completed" for record in waiting.requests)
+
+
+@dataclass
+class _Seq:
+    request: Request
+    num_prompt_tokens: int
+    num_computed_tokens: int = 0
+
+
+@dataclass
+class _Engine:
+    """A cache that holds a prefix only once its prefill ends (SGLang's): ``cached`` tokens per prefix key."""
+
+    running_seqs: list[_Seq]
+    waiting: list[_Seq]
+    cached: dict[int, int] = field(default_factory=dict)
+    now_s: float = 0.0
+    spec: object = make_instance("a100-0")  # block_size 16
+
+    def cached_prefix_tokens(self, request: Request) -> int:
+        return self.cached.get(request.prefix.shared_key, 0)
+
+
+def _row(index: int) -> _Seq:
+    request = Request(f"rq/{index}", "rq", "rows", "t", 400, 4, 0.0, 0.0, prefix=PrefixId(1, 16, index, 9))
+    return _Seq(request, 400)
+
+
+def test_a_follower_waits_while_its_leader_computes_the_prefix_it_lacks() -> None:
+    leader, follower, other = _row(0), _row(1), _Seq(Request("x", "x", "s", "t", 400, 4, 0.0, 0.0), 400)
+    leader.num_computed_tokens = 200  # prefilling, the template not cached yet
+    engine = _Engine([leader], [follower, other])
+    rule = PrefixWait()
+    assert rule.holds(follower, engine)
+    assert not rule.holds(other, engine)  # no shareable prefix: never held
+    engine.now_s, engine.cached[1] = 1.0, 256  # the leader's template is cached: a new pass lets it through
+    assert not rule.holds(follower, engine)
 
 
 def test_a_follower_of_another_group_is_not_held() -> None:
@@ -56,8 +104,10 @@ def test_without_shareable_prefixes_the_rule_changes_nothing() -> None:
 
 
 def test_the_stack_key_turns_the_rule_on_in_its_triage_admission() -> None:
+    context = PolicyContext(SPECS, np.random.default_rng(0), HistoryOutputPredictor())
+    assert ADMISSIONS.build("triage", {"prefix_wait": True}, context).prefix_wait is not None
+    assert ADMISSIONS.build("triage", {}, context).prefix_wait is None
     on = PolicyParams(stack={"slosched": {"prefix_wait": True}})
     options = SimOptions(noise_sigma=0.0)
     result = simulate(SPECS, [_rows()], PolicyPair.parse("slosched"), 3, options, on, "slosched")
-    default = simulate(SPECS, [_rows()], PolicyPair.parse("slosched"), 3, options, PolicyParams(), "slosched")
-    assert _hits(result) == FULL_HITS > _hits(default)
+    assert _hits(result) == FULL_HITS

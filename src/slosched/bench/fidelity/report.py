@@ -113,8 +113,11 @@ def _machine_lines(machine: dict[str, Any] | None) -> list[str]:
     )
     correlation = machine.get("cross_core_correlation")
     between = "" if correlation is None else f"; correlation between the cores' windows {correlation:.2f}"
+    cpu = machine.get("cpu")
+    processor = f"Processor: {cpu['model']}, widest vector extension {cpu['vector']}. " if cpu else ""
     return [
-        f"The machine itself (`devtools/core_speed.py`, {machine['window_s']} s windows of a fixed matrix product on",
+        f"{processor}The machine itself (`devtools/core_speed.py`, {machine['window_s']} s windows of a fixed "
+        "matrix product on",
         f"every core at once, after the run): {cores}{between}. A 10-second replay sees whichever speed its",
         "core has in those seconds; the rounds spread every case, and the sweeps, over the same stretch of time.",
         "",

@@ -1,12 +1,15 @@
 """Admission ``prefix-wait``: a call whose shareable prefix another call is computing right now waits for it
 (SGLang's in-batch prefix caching); every other call joins as capacity allows.
 
-A prefix cache holds a block only once a prefill has computed it. Calls admitted together that share an
-uncached prefix (the rows of one relQuery, a workflow's calls on one database) each compute it: chunked
-prefill with a large token budget admits tens of a relQuery's rows in one step, and every one of them
-recomputes the template. Here the first such call leads; a follower waits while a leader is still prefilling
-the part it lacks, then finds it cached. The part a follower lacks decides who leads it: the calls of its
-prefix key while the key's own blocks are missing, else those of its key and group (``PrefixId``).
+SGLang's radix cache holds a prefix only once a prefill has computed it, so calls admitted together that
+share an uncached prefix (the rows of one relQuery) each compute it; its scheduler holds the followers back.
+vLLM v1, and the simulator after it (``sim/kv.py``), caches a block when a step is scheduled to compute it,
+so calls admitted after a leader in the same step already share what that step computes for it; what they
+still lack is a prefix longer than the leader's chunk (a long template under a small token budget), which
+the leader computes in later steps. Either way the first such call leads, and a follower waits while a
+leader is still prefilling the part it lacks (not yet in the cache), then finds it cached. The part a
+follower lacks decides who leads it: the calls of its prefix key while the key's own blocks are missing,
+else those of its key and group (``PrefixId``).
 
 A follower waits at most for its leader's prefill; a leader that leaves the running set (preempted, or
 finished) leads nobody. Calls without a shareable prefix, or with it all cached, are never held. In the

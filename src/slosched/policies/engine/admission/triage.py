@@ -21,8 +21,8 @@ still served, never dropped: on any instance with nothing that can still count, 
 With ``max_concurrency``, no call joins once that many run (a static cap like vLLM's ``max_num_seqs``,
 below the instance's own: on a KV-limited GPU fewer running calls preempt less; the stack's self-tuner
 searches it). With ``prefix_wait``, a call also waits while another call computes the shareable prefix it lacks
-(``prefix_wait.py``: SGLang's in-batch prefix caching), so a relQuery's rows admitted together compute their
-template once.
+(``prefix_wait.py``: SGLang's in-batch prefix caching), so a relQuery's rows compute a template longer than
+one chunk once.
 
 Decisions depend on time through the tier rule, so the part is not time-invariant.
 """
