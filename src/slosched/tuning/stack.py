@@ -19,8 +19,8 @@ candidate meets more of the window's jobs, pooled over the loads, by at least ``
 least ``MIN_NET_JOBS``), or meets as many with a mean latency at 1x lower by ``LATENCY_MARGIN``. Without the
 margin the tuner chased noise: on the mixed workload every candidate met the same 59 of 60 jobs give or take
 one, and the choice fell to a 0.01 s latency difference (``token_budget`` 256 with ``prefix_wait``, a knob
-searched then), which then cost the full runs 7% of capacity against the defaults. Among candidates that clear the margin, the
-best by pooled attainment, then mean latency at 1x, then order wins.
+searched then), which then cost the full runs 7% of capacity against the defaults. Among candidates that
+clear the margin, the best by pooled attainment, then mean latency at 1x, then order wins.
 
 The replays run on the cluster's step-time models as a deployment profiled them (in the simulator: the
 instances as specified); policies inside the replay read nothing more than they do live.
@@ -53,9 +53,10 @@ STACK = "slosched"
 # The step budget's ceiling first (the knob the baselines' sweeps show matters most), then the best-effort
 # tier's share. Not searched: ``prefix_wait`` (SGLang's in-batch prefix rule holds nobody on a vLLM v1 prefix
 # cache, which caches a block when a step is scheduled to compute it: calls admitted beside a leader already
-# share what it computes; ``sim/kv.py``), and, to keep a retune short, the concurrency cap (``max_concurrency``: 128, the strongest baseline's cap, left
-# the stack's quick capacity on the KV-limited code workload unchanged, two seeds) and the router's affinity bound
-# (its default was chosen on the stack bench's quick runs, docs/results/stack.md).
+# share what it computes; ``sim/kv.py``), and, to keep a retune short, the concurrency cap
+# (``max_concurrency``: 128, the strongest baseline's cap, left the stack's quick capacity on the KV-limited
+# code workload unchanged, two seeds) and the router's affinity bound (its default was chosen on the stack
+# bench's quick runs, docs/results/stack.md).
 KNOBS: tuple[tuple[str, tuple[Any, ...]], ...] = (
     ("token_budget", (2048, 1024, 512, 256)),
     ("best_effort_share", (0.25, 0.1, 0.5)),
