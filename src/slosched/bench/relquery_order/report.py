@@ -123,8 +123,11 @@ def _reading(figures: dict[str, Any]) -> list[str]:
         "## Reading",
         "",
         f"- `prefix_wait` (a call waits while another computes the prefix it lacks) gives the stack "
-        f"{', '.join(waits)} its capacity as shipped: chunked prefill with the stack's 2,048-token ceiling admits "
-        "tens of a relQuery's rows in one step, and without the rule each of them computes the template.",
+        f"{', '.join(waits)} its capacity as shipped. Chunked prefill with the stack's 2,048-token ceiling admits "
+        "tens of a relQuery's rows in one step, and the simulated engine caches a block when a step is scheduled "
+        "to compute it, as vLLM v1 does (`sim/kv.py`; `bench fidelity`'s relQueries show it on the real engine), "
+        "so the rows after the first already share the template: the rule has next to nothing to hold. It is "
+        "SGLang's answer to a cache that fills only when a prefill ends.",
         f"- The order's largest gain is {times(gains[best])} (`{best}`). The films' prompts are short (about 50-80 "
         "tokens) and their repeated fields shorter still (a language, a rating, a genre: a few tokens each), so "
         "most of what the text shares falls inside blocks that also hold a row's own tokens: a 16-token block is "
