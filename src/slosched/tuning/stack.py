@@ -51,12 +51,12 @@ from slosched.tuning.executors import CandidateExecutor, SerialExecutor
 STACK = "slosched"
 # The knobs searched, in order, and their values (the stack's default first where it is one of them).
 # The step budget's ceiling first (the knob the baselines' sweeps show matters most), then the best-effort
-# tier's share. Not searched: ``prefix_wait`` (SGLang's in-batch prefix rule holds nobody on a vLLM v1 prefix
-# cache, which caches a block when a step is scheduled to compute it: calls admitted beside a leader already
-# share what it computes; ``sim/kv.py``), and, to keep a retune short, the concurrency cap
-# (``max_concurrency``: 128, the strongest baseline's cap, left the stack's quick capacity on the KV-limited
-# code workload unchanged, two seeds) and the router's affinity bound (its default was chosen on the stack
-# bench's quick runs, docs/results/stack.md).
+# tier's share. Not searched: ``prefix_wait`` (SGLang's in-batch prefix rule holds next to nobody on a vLLM v1
+# prefix cache, which caches a block when a step is scheduled to compute it: calls admitted beside a leader
+# already share what it computes; ``sim/kv.py``; 0-1% of capacity in ``bench relquery-order``), and, to keep
+# a retune short, the concurrency cap (``max_concurrency``: 128, the strongest baseline's cap, left the
+# stack's quick capacity on the KV-limited code workload unchanged, two seeds) and the router's affinity bound
+# (its default was chosen on the stack bench's quick runs, docs/results/stack.md).
 KNOBS: tuple[tuple[str, tuple[Any, ...]], ...] = (
     ("token_budget", (2048, 1024, 512, 256)),
     ("best_effort_share", (0.25, 0.1, 0.5)),

@@ -1,6 +1,6 @@
 """Admission ``prefix-wait`` (and the stack's ``prefix_wait`` key): a call waits while another computes the
 shareable prefix it lacks. On the simulated engine (vLLM v1's prefix cache, which caches a block when a step is
-scheduled to compute it) rows admitted together already share their template, so the rule holds nobody there;
+scheduled to compute it) rows admitted together already share their template, so the rule holds next to nobody;
 on a cache that holds a block only once its prefill ends (SGLang's) it holds the followers of a prefilling
 leader. Without a shareable prefix nothing changes."""
 
