@@ -3,6 +3,7 @@ from them giving the figures the one run gave."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +19,7 @@ from slosched.core.errors import ConfigError
 from slosched.evaluation import steady
 from slosched.evaluation.board import Scoreboard
 from slosched.evaluation.scoreboard import BaselinePlan
+from slosched.metrics.summary import json_safe
 
 STAND_IN = ("prism+urgency", "stage-budget")
 
@@ -92,6 +94,22 @@ def test_a_run_assembled_from_parts_gives_the_figures_of_the_one_run(
     assert again["loaded_parts"] == ["code", "chat"]
     assert again["workloads"] == whole["workloads"]
     assert math.isfinite(again["min_ratio_vs_strongest"])
+
+    # The bench gains a load: each saved part is measured at that load only, and saved again with it.
+    monkeypatch.setattr(stack, "LOADS", (*stack.LOADS, 4.0))
+    grown = stack.run(quick=True)
+    for name, row in grown["workloads"].items():
+        per_load = row["goodput_ratio_per_load"]
+        assert list(per_load)[-1] == "4x"
+        kept = {load: value for load, value in per_load.items() if load != "4x"}
+        assert _same(kept, again["workloads"][name]["goodput_ratio_per_load"])
+    monkeypatch.setattr(stack, "overload_runs", _must_not_measure)  # measured at 4x and saved: read back
+    assert _same(stack.run(quick=True)["workloads"], grown["workloads"])
+
+
+def _same(left: object, right: object) -> bool:
+    """Equal figures, NaN (a ratio with no baseline goodput) equal to NaN."""
+    return json.dumps(json_safe(left), sort_keys=True) == json.dumps(json_safe(right), sort_keys=True)
 
 
 def _must_not_measure(*args: object, **kwargs: object) -> WorkloadRun:

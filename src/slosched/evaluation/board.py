@@ -98,16 +98,16 @@ class Scoreboard:
         figures to ``overload_serving``."""
         spreads = {label: {load: _load_spreads(seeds) for load, seeds in per.items()} for label, per in runs.items()}
         labels = list(runs) if shown is None else shown
-        self.overload.update({label: spreads[label] for label in labels if label in spreads})
+        # Merged per label: runs at more loads (a saved board measured again at a new load) add to those kept.
+        for label in labels:
+            if label in spreads:
+                self.overload.setdefault(label, {}).update(spreads[label])
         # The strongest at a load is chosen among the baselines run on every seed there (not screened out).
         full = max((len(seeds) for per in runs.values() for seeds in per.values()), default=0)
-        self.overload_baselines.update(
-            {
-                label: {load: spreads[label][load] for load, seeds in runs[label].items() if len(seeds) == full}
-                for label in self.baselines
-                if label in spreads
-            }
-        )
+        for label in self.baselines:
+            if label in spreads:
+                kept = {load: spreads[label][load] for load, seeds in runs[label].items() if len(seeds) == full}
+                self.overload_baselines.setdefault(label, {}).update(kept)
         for label, per_load in runs.items():
             serving = {load: serving_median([run.serving for run in seeds]) for load, seeds in per_load.items()}
             self.overload_serving.setdefault(label, {}).update(serving)

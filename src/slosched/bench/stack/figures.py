@@ -18,3 +18,5 @@ class WorkloadRun:
     wall_s: float
     cpu_s: float = float("nan")
     loaded: bool = False  # read from a saved part (``parts.py``), not measured by this process
+    # (wall, CPU) seconds this process spent adding loads to a loaded part: in wall_s / cpu_s, and in this run's own
+    topped_up: tuple[float, float] = (0.0, 0.0)

@@ -68,7 +68,8 @@ def load_part(directory: Path, workload: StackWorkload, quick: bool, seeds: Sequ
     if tuple(saved.board.seeds) != tuple(seeds) or saved.sizes != (workload.quick if quick else workload.full):
         return None  # measured on other seeds or job counts: measured again (and overwritten)
     # The workload's definition comes from this code, not from the file: a part names what it measured.
-    saved.workload, saved.loaded = workload, True
+    # A part saved before WorkloadRun gained topped_up lacks the slot: nothing was added to it yet.
+    saved.workload, saved.loaded, saved.topped_up = workload, True, (0.0, 0.0)
     return saved
 
 
@@ -78,6 +79,6 @@ def save_part(directory: Path, run: WorkloadRun, quick: bool) -> Path:
     path = part_path(directory, run.workload.name, quick)
     partial = path.with_suffix(".pkl.tmp")
     with partial.open("wb") as handle:
-        pickle.dump(replace(run, loaded=False), handle, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(replace(run, loaded=False, topped_up=(0.0, 0.0)), handle, protocol=pickle.HIGHEST_PROTOCOL)
     partial.replace(path)
     return path

@@ -10,8 +10,9 @@ at least two GPU types), ``scoreboard.evaluate`` gives (DESIGN section 9):
 * **Steady state**: runs sized to >= 20x the p90 no-contention latency, judged on all jobs and on the second
   half of the window; ``capacity_4x`` (the stack's and the strongest baseline's capacity at 4x the run
   length, same seeds) and ``steady_state`` (the two agree within 5%); ``truth``: the clusters' software stacks.
-* **Goodput** at 0.5x-2x the strongest baseline's capacity; at each load the stack is compared with the
-  strongest baseline *at that load* (highest median goodput, chosen after the fact).
+* **Goodput** at 0.5x-3x the strongest baseline's capacity; at each load the stack is compared with the
+  strongest baseline *at that load* (highest median goodput, chosen after the fact), and at 2x and 3x with
+  its own goodput at its own capacity (issue 24's "no collapse under overload").
 
 Runs: ``--quick`` 2 seeds, the quick job counts, a reduced sweep (``stack_setup.baseline_plan``: the routers
 with the better engine setting only) and presized searches (``evaluation/steady.py``: each starts at the job
@@ -41,8 +42,10 @@ import slosched.bench.stack.parts as parts
 import slosched.bench.stack.setup as setup
 from slosched.bench.stack.figures import WorkloadRun
 from slosched.bench.stack.setup import Sizes, StackWorkload
+from slosched.evaluation.board import CapacityResult
+from slosched.evaluation.capacity import Spread
 from slosched.evaluation.formatting import finite_ratio, print_figures
-from slosched.evaluation.scoreboard import Scoreboard, evaluate
+from slosched.evaluation.scoreboard import Scoreboard, evaluate, overload_runs
 from slosched.evaluation.scoreboard_report import print_serving
 from slosched.perf.length_error import compare_predictors
 from slosched.perf.output_length import HistoryOutputPredictor
@@ -52,12 +55,16 @@ RESULTS_DIR = Path("docs/results")  # relative to the working directory, like th
 REPORT_ENV = "SLOSCHED_STACK_REPORT"
 QUICK_SEEDS = (1, 2)
 FULL_SEEDS = (1, 2, 3, 4, 5)
-LOADS = (0.5, 1.0, 1.5, 2.0)  # x the strongest baseline's median SLO capacity
+LOADS = (0.5, 1.0, 1.5, 2.0, 3.0)  # x the strongest baseline's median SLO capacity
+# Issue 24's targets. Capacity: >= CAPACITY_TARGET x the strongest baseline (MIXED_... on mixed), or where even
+# the oracle stays below that, >= ORACLE_SHARE of the oracle's ratio. Overload: at OVERLOADS x the strongest
+# baseline's capacity the stack's goodput is at least its goodput at its own capacity (no collapse). Never
+# below the strongest baseline at a load by more than MAX_LOSS.
 CAPACITY_TARGET = 1.2  # workloads 1-4
 MIXED_CAPACITY_TARGET = 1.5
-GOODPUT_2X_TARGET = 2.0
-MAX_LOSS = 0.02  # never below the strongest baseline by more than this, at any load
-ORACLE_SHARE = 0.95  # where even the oracle misses a target, the stack reaches this share of its ratio
+OVERLOADS = (2.0, 3.0)
+MAX_LOSS = 0.02
+ORACLE_SHARE = 0.95
 
 
 def capacity_target(name: str) -> float:
@@ -76,6 +83,24 @@ def score(workload: StackWorkload, quick: bool, seeds: Sequence[int], sizes: Siz
 
 def _per_load_goodput(board: Scoreboard, label: str) -> dict[float, float]:
     return {load: spreads[1].median for load, spreads in board.overload.get(label, {}).items()}
+
+
+def goodput_at_capacity(result: CapacityResult) -> float:
+    """A candidate's goodput at its own SLO capacity @90%: per seed, that capacity times the share of jobs
+    meeting their SLO in the search's run there (the run's goodput, up to the Poisson draw of its window);
+    the median over seeds."""
+    values = [search.capacity[0.9] * search.attainment[0] for search in result.searches]
+    return Spread.of([value for value in values if math.isfinite(value)]).median
+
+
+def overload_figures(board: Scoreboard) -> dict[str, Any]:
+    """The stack's goodput at its own capacity, and its goodput at each overload over that (>= 1: no collapse)."""
+    own = goodput_at_capacity(board.others[setup.STACK_LABEL])
+    ours = _per_load_goodput(board, setup.STACK_LABEL)
+    return {
+        "goodput_at_own_capacity": own,
+        "goodput_vs_own_capacity": {f"{load:g}x": finite_ratio(ours.get(load, math.nan), own) for load in OVERLOADS},
+    }
 
 
 def workload_figures(run: WorkloadRun) -> dict[str, Any]:
@@ -125,6 +150,7 @@ def workload_figures(run: WorkloadRun) -> dict[str, Any]:
         },
         "min_goodput_ratio_any_load": min(finite) if finite else math.nan,
         "capacity_target": capacity_target(run.workload.name),
+        **overload_figures(board),
         "output_length_error": length_errors(run.workload, run.sizes, run.board.seeds[0]),
         "wall_s": run.wall_s,
     }
@@ -140,15 +166,25 @@ def length_errors(workload: StackWorkload, sizes: Sizes, seed: int) -> dict[str,
 
 
 def target_checks(workloads: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each target per workload: the run's value, the threshold, met or missed and by how much."""
+    """Issue 24's targets per workload: the run's value, the threshold, met or missed and by how much. The
+    capacity check is against the strongest baseline, or, where even the oracle stays below the capacity
+    target, against ``ORACLE_SHARE`` of the oracle's capacity (the issue's "95% of the oracle's ratio")."""
     checks = []
     for name, row in workloads.items():
         oracle_short = not row["oracle_ratio"] >= row["capacity_target"]  # NaN counts as short
+        capacity = (
+            ("capacity vs the oracle's (the oracle is below the target)", row["stack_vs_oracle"], ORACLE_SHARE)
+            if oracle_short
+            else ("capacity ratio vs strongest", row["ratio_vs_strongest"], row["capacity_target"])
+        )
+        overloads = row.get("goodput_vs_own_capacity", {})
+        no_collapse = [
+            (f"goodput at {x:g}x vs own capacity", overloads.get(f"{x:g}x", math.nan), 1.0) for x in OVERLOADS
+        ]
         items = (
-            ("capacity ratio vs strongest", row["ratio_vs_strongest"], row["capacity_target"]),
-            ("goodput ratio at 2x", row["goodput_ratio_2x"], GOODPUT_2X_TARGET),
+            capacity,
+            *no_collapse,
             ("worst goodput ratio at any load", row["min_goodput_ratio_any_load"], 1.0 - MAX_LOSS),
-            *((("capacity vs the oracle's", row["stack_vs_oracle"], ORACLE_SHARE),) if oracle_short else ()),
         )
         for target, value, threshold in items:
             met = math.isfinite(value) and value >= threshold
@@ -191,10 +227,35 @@ def measured_or_saved(workload: StackWorkload, quick: bool, seeds: Sequence[int]
     saved = parts.load_part(directory, workload, quick, seeds)
     if saved is not None:
         print(f"{workload.name}: loaded from {parts.part_path(directory, workload.name, quick)}", flush=True)
+        added = measure_missing_loads(saved, quick)
+        if added:
+            path = parts.save_part(directory, saved, quick)
+            print(f"{workload.name}: measured at {', '.join(f'{x:g}x' for x in added)} too, saved to {path}")
         return saved
     measured = score(workload, quick, seeds)
     print(f"{workload.name}: saved to {parts.save_part(directory, measured, quick)}", flush=True)
     return measured
+
+
+def measure_missing_loads(run: WorkloadRun, quick: bool) -> list[float]:
+    """The loads of ``LOADS`` a saved part was not run at (parts measured before the bench gained a load),
+    measured now as the scoreboard measures every load (the stack, its oracle and the baselines, screened the
+    same way, on the part's seeds and sizes) and recorded on its board; their time is added to the part's.
+    Those runs are sized for the highest missing load, not for the highest of all: the loads measured before
+    and after do not share one job count per seed. Returns the loads added."""
+    board = run.board
+    missing = [load for load in LOADS if load not in board.overload.get(setup.STACK_LABEL, {})]
+    if not missing or not board.overload:
+        return []
+    start, cpu_start = time.perf_counter(), cpu_seconds()
+    shown = [label for label in board.overload if label not in board.baselines]
+    bench = run.workload.workbench(quick, run.sizes)
+    found = overload_runs(bench, board, [*shown, *board.baselines], board.seeds, missing, screened=True)
+    board.record_overload(found, [board.strongest, *shown])
+    run.topped_up = (time.perf_counter() - start, cpu_seconds() - cpu_start)
+    run.wall_s += run.topped_up[0]
+    run.cpu_s += run.topped_up[1]
+    return missing
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -206,8 +267,8 @@ def run(quick: bool) -> dict[str, Any]:
     figures["left_out"] = [workload.name for workload in setup.WORKLOADS if workload not in chosen]
     # Loaded parts count with the time they took when measured, so an assembled run states its whole cost.
     loaded = [run for run in runs if run.loaded]
-    figures["wall_s"] = time.perf_counter() - start + sum(run.wall_s for run in loaded)
-    figures["cpu_s"] = cpu_seconds() + sum(run.cpu_s for run in loaded)
+    figures["wall_s"] = time.perf_counter() - start + sum(run.wall_s - run.topped_up[0] for run in loaded)
+    figures["cpu_s"] = cpu_seconds() + sum(run.cpu_s - run.topped_up[1] for run in loaded)
     figures["loaded_parts"] = [run.workload.name for run in loaded]
     print_serving([run.board for run in runs])
     _print_summary(figures)
