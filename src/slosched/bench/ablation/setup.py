@@ -73,6 +73,12 @@ ABLATIONS = (
         (("triage", False),),
     ),
     Ablation(
+        "-tpot-guard",
+        "engine",
+        "the TPOT guard (a call joins however far the decode step outgrows the batch's TPOT SLOs)",
+        (("tpot_guard", None),),
+    ),
+    Ablation(
         "-deadline-budget",
         "engine",
         "the step budget sized to the tightest running call (static 2048-token chunks instead)",

@@ -1,7 +1,10 @@
 """Admission ``triage``'s concurrency cap: no call joins once ``max_concurrency`` run (counting this pass's
-admissions), feasible or not; none leaves the instance's own limit; the preset checks the key."""
+admissions), feasible or not; none leaves the instance's own limit; the preset checks the key. Its TPOT guard:
+the decode step stays within the share of the batch's tightest TPOT SLO, except a call alone."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pytest
 from hypothesis import given
@@ -34,3 +37,64 @@ def test_bad_caps_fail_naming_the_key() -> None:
         TriageParams(max_concurrency=0)
     with pytest.raises(ConfigError, match=r"deadline-triage\.max_concurrency.*triage"):
         DeadlineTriageParams(triage=False, max_concurrency=4)
+
+
+# ---- the TPOT guard (``tpot_guard.py``) ------------------------------------------------------------------------
+
+
+@dataclass
+class StepCost:
+    """A belief model whose decode step costs ``fixed_s + per_seq_s`` per decoding call (context is free)."""
+
+    fixed_s: float = 0.001
+    per_seq_s: float = 0.001
+
+    def predict_s(self, prefill: int, prefill_context: int, decoding: int, context: int) -> float:
+        return self.fixed_s + self.per_seq_s * decoding
+
+
+@dataclass
+class Seq(FakeSeq):
+    num_computed_tokens: int = 100
+    num_prompt_tokens: int = 100
+
+
+def _guarded(share: float, running: int, waiting: int, tpot: float | None, cost: StepCost) -> tuple[int, FakeEngine]:
+    admission = TriageAdmission(best_effort_share=1.0, tpot_guard=share)
+    seqs = [Seq(call(f"w{i}", deadline_s=100.0, tpot=tpot)) for i in range(waiting)]
+    engine = FakeEngine(now_s=1.0, waiting=seqs, running=[Seq(call(f"r{i}", tpot=tpot)) for i in range(running)])
+    engine.step_predictor = cost  # type: ignore[assignment]
+    return sum(admission.admit(seq, engine) for seq in seqs), engine
+
+
+@given(
+    share=st.sampled_from([0.5, 0.8, 1.0]),
+    running=st.integers(0, 12),
+    waiting=st.integers(0, 12),
+    tpot_ms=st.integers(2, 20),
+)
+def test_the_guard_keeps_the_decode_step_within_the_share_of_the_tightest_tpot(
+    share: float, running: int, waiting: int, tpot_ms: int
+) -> None:
+    cost = StepCost()
+    admitted, _ = _guarded(share, running, waiting, tpot_ms / 1000, cost)
+    batch = running + admitted
+    fits = cost.predict_s(0, 0, batch, 0) <= share * tpot_ms / 1000 + 1e-12
+    assert admitted == 0 or fits or (running == 0 and admitted == 1)  # an idle engine always takes a call
+    more = cost.predict_s(0, 0, batch + 1, 0) <= share * tpot_ms / 1000
+    assert admitted == waiting or not more  # and it stops only where one more would not fit
+
+
+def test_the_guard_holds_calls_for_the_residents_tpot_and_lets_unbounded_batches_grow() -> None:
+    admitted, _ = _guarded(0.8, running=3, waiting=10, tpot=0.010, cost=StepCost())
+    assert admitted == 4  # steps of 4..7 calls (5-8 ms) fit 8 ms; an 8th call would make 9 ms
+    assert _guarded(0.8, running=3, waiting=10, tpot=None, cost=StepCost())[0] == 10  # no TPOT SLO: no bound
+    assert _guarded(0.8, running=0, waiting=3, tpot=0.001, cost=StepCost())[0] == 1  # idle: one, however slow
+
+
+def test_a_bad_guard_fails_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"triage\.tpot_guard"):
+        TriageParams(tpot_guard=0.0)
+    with pytest.raises(ConfigError, match=r"deadline-triage\.tpot_guard.*> 0"):
+        DeadlineTriageParams(tpot_guard=-1.0)
+    assert DeadlineTriageParams().tpot_guard == 0.8  # the stack's engine guards TPOT by default

@@ -35,6 +35,7 @@ from slosched.core.errors import ConfigError
 from slosched.core.views import EngineView, SeqView
 from slosched.policies.engine.admission.admission_pass import AdmissionPass
 from slosched.policies.engine.admission.prefix_wait import PrefixWait
+from slosched.policies.engine.admission.tpot_guard import TpotGuard
 from slosched.policies.engine.base import ADMISSIONS
 from slosched.policies.engine.ordering.least_slack import is_best_effort
 from slosched.policies.registry import PolicyContext, setting
@@ -46,10 +47,15 @@ class TriageParams:
     relegated_alone: bool = setting(True, "a call whose job the job layer relegated joins only a batch of such calls")
     prefix_wait: bool = setting(False, "a call waits while another computes the prefix it lacks (prefix-wait's rule)")
     max_concurrency: int | None = setting(None, "most calls running at once (>= 1); none: the instance's max running")
+    tpot_guard: float | None = setting(
+        None, "a call joins only while the decode step stays within this share of the batch's tightest TPOT SLO"
+    )
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.best_effort_share <= 1.0:
             raise ConfigError("triage.best_effort_share", f"must be in [0, 1], got {self.best_effort_share}")
+        if self.tpot_guard is not None and not self.tpot_guard > 0:
+            raise ConfigError("triage.tpot_guard", f"must be > 0 or none, got {self.tpot_guard}")
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise ConfigError("triage.max_concurrency", f"must be >= 1 or none, got {self.max_concurrency}")
 
@@ -63,10 +69,12 @@ class TriageAdmission:
         relegated_alone: bool = True,
         prefix_wait: bool = False,
         max_concurrency: int | None = None,
+        tpot_guard: float | None = None,
     ) -> None:
         self.best_effort_share = best_effort_share
         self.relegated_alone = relegated_alone
         self.max_concurrency = max_concurrency
+        self.tpot_guard = None if tpot_guard is None else TpotGuard(tpot_guard)
         self.prefix_wait = PrefixWait() if prefix_wait else None
         self._pass = AdmissionPass()
         self._feasible_running = False  # a call that can still count runs, or joined in this pass
@@ -75,9 +83,13 @@ class TriageAdmission:
         state = self._pass
         if state.begin_if_new(seq, engine):
             self._feasible_running = any(not running.request.best_effort for running in engine.running_seqs)
+            if self.tpot_guard is not None:
+                self.tpot_guard.begin(engine)
         if self.prefix_wait is not None and self.prefix_wait.holds(seq, engine):
             return False
         if self.max_concurrency is not None and engine.num_running + state.admitted >= self.max_concurrency:
+            return False
+        if self.tpot_guard is not None and not self.tpot_guard.admits(seq, engine):
             return False
         if is_best_effort(seq, engine):
             if self.relegated_alone and seq.request.best_effort and self._feasible_running:
@@ -87,10 +99,14 @@ class TriageAdmission:
                 return False
         else:
             self._feasible_running = True
+        if self.tpot_guard is not None:
+            self.tpot_guard.joined(seq)
         state.admitted += 1
         return True
 
 
 @ADMISSIONS.register("triage", params=TriageParams)
 def build(params: TriageParams, context: PolicyContext) -> TriageAdmission:
-    return TriageAdmission(params.best_effort_share, params.relegated_alone, params.prefix_wait, params.max_concurrency)
+    return TriageAdmission(
+        params.best_effort_share, params.relegated_alone, params.prefix_wait, params.max_concurrency, params.tpot_guard
+    )

@@ -3,7 +3,8 @@
 - ordering ``least-slack``: deadline-first on each call's apportioned target; calls that can no longer
   meet their job's deadline (or whose job the job layer demoted) go to a best-effort tier behind them;
 - admission ``triage``: feasible calls join the batch eagerly, best-effort ones only within
-  ``best_effort_share`` of the running slots;
+  ``best_effort_share`` of the running slots, and no call while the decode step it makes would outgrow
+  ``tpot_guard`` x the tightest TPOT SLO of the batch (``admission/tpot_guard.py``);
 - batching ``deadline-budget`` (default): chunked prefill whose per-step token budget is sized to the
   tightest running call (TPOT SLO, or slack per remaining token) from the instance's step-time belief,
   up to ``token_budget``. ``batching: chunked`` (static ``token_budget``) and ``batching: lens``
@@ -41,6 +42,11 @@ class DeadlineTriageParams:
         False, "a call waits while another computes the prefix it lacks (admission prefix-wait)"
     )
     max_concurrency: int | None = setting(None, "most calls running at once; none: the instance's max running")
+    tpot_guard: float | None = setting(
+        0.8,
+        "with triage: a call joins only while the decode step stays within this share of the batch's tightest "
+        "TPOT SLO; none: no guard",
+    )
     batching: str = setting("deadline-budget", "the batching part: deadline-budget, chunked or lens")
     token_budget: int | None = setting(
         None, f"most tokens per step; none: {DEFAULT_TOKEN_BUDGET} (lens: the instance's max batched tokens)"
@@ -53,6 +59,8 @@ class DeadlineTriageParams:
             raise ConfigError(f"{NAME}.batching", f"got {self.batching!r}; allowed: {list(BATCHING_CHOICES)}")
         if self.max_concurrency is not None and not self.triage:
             raise ConfigError(f"{NAME}.max_concurrency", "needs triage: true (the cap is part of triage admission)")
+        if self.tpot_guard is not None and not self.tpot_guard > 0:
+            raise ConfigError(f"{NAME}.tpot_guard", f"must be > 0 or none, got {self.tpot_guard}")
 
 
 def _batching(params: DeadlineTriageParams, context: PolicyContext) -> BatchPolicy:
@@ -69,7 +77,11 @@ def _batching(params: DeadlineTriageParams, context: PolicyContext) -> BatchPoli
 def build(params: DeadlineTriageParams, context: PolicyContext) -> EnginePolicy:
     if params.triage:
         triage = TriageParams(
-            params.best_effort_share, params.relegated_alone, params.prefix_wait, params.max_concurrency
+            params.best_effort_share,
+            params.relegated_alone,
+            params.prefix_wait,
+            params.max_concurrency,
+            params.tpot_guard,
         )
         admission = ADMISSIONS.build("triage", triage, context)
     else:
