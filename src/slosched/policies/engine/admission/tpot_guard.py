@@ -30,6 +30,10 @@ class TpotGuard:
     decoding: int = 0
     context_tokens: int = 0
     bound_s: float = math.inf
+    # The batch is full for every call: one more decode with no context of its own already outgrows the bound
+    # (None: not asked yet since the batch last changed). Under overload the queue is long and most of a pass's
+    # calls meet a full batch, so this saves a prediction per waiting call.
+    full: bool | None = None
 
     def begin(self, engine: EngineView) -> None:
         running = engine.running_seqs
@@ -37,13 +41,20 @@ class TpotGuard:
         self.context_tokens = sum(seq.num_computed_tokens for seq in running)
         slos = [seq.request.tpot_slo_s for seq in running if seq.request.tpot_slo_s is not None]
         self.bound_s = min(slos, default=math.inf)
+        self.full = None
 
     def admits(self, seq: SeqView, engine: EngineView) -> bool:
         own = seq.request.tpot_slo_s
         bound = self.bound_s if own is None else min(self.bound_s, own)
         if self.decoding == 0 or math.isinf(bound):
             return True
-        step_s = engine.step_predictor.predict_s(0, 0, self.decoding + 1, self.context_tokens + seq.num_prompt_tokens)
+        predictor = engine.step_predictor
+        if self.full is None and math.isfinite(self.bound_s):
+            floor_s = predictor.predict_s(0, 0, self.decoding + 1, self.context_tokens)
+            self.full = floor_s > self.share * self.bound_s
+        if self.full:  # a call's own SLO only tightens the bound, and its prompt only lengthens the step
+            return False
+        step_s = predictor.predict_s(0, 0, self.decoding + 1, self.context_tokens + seq.num_prompt_tokens)
         return step_s <= self.share * bound
 
     def joined(self, seq: SeqView) -> None:
@@ -51,3 +62,4 @@ class TpotGuard:
         self.context_tokens += seq.num_prompt_tokens
         if seq.request.tpot_slo_s is not None:
             self.bound_s = min(self.bound_s, seq.request.tpot_slo_s)
+        self.full = None
