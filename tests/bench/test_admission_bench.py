@@ -20,7 +20,8 @@ TINY = replace(TEXT2SQL, quick=Sizes(12, 4))
 
 def test_variants_set_the_two_mechanisms() -> None:
     by_label = {variant.label: variant for variant in VARIANTS}
-    assert by_label["stack"].candidate().params.stack == {}
+    # The reference is the stack without job-level admission (on by default since it went through bench stack)
+    assert by_label["stack"].candidate().params.stack == {"slosched": {"backlog": False}}
     assert by_label["stack+backlog"].candidate().params.stack == {"slosched": {"backlog": True}}
     assert by_label["stack+reject"].workbench(TINY, True).options.on_infeasible == "reject"
     assert PLAIN.workbench(TINY, True).options.on_infeasible == "relegate"

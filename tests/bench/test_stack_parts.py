@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import slosched.bench.stack.parts as parts
+import slosched.bench.stack.refresh as refresh
 import slosched.bench.stack.runs as stack
 import slosched.bench.stack.setup as stack_setup
 from slosched.bench.stack.figures import WorkloadRun
@@ -103,8 +104,55 @@ def test_a_run_assembled_from_parts_gives_the_figures_of_the_one_run(
         assert list(per_load)[-1] == "4x"
         kept = {load: value for load, value in per_load.items() if load != "4x"}
         assert _same(kept, again["workloads"][name]["goodput_ratio_per_load"])
-    monkeypatch.setattr(stack, "overload_runs", _must_not_measure)  # measured at 4x and saved: read back
+    monkeypatch.setattr(refresh, "overload_runs", _must_not_measure)  # measured at 4x and saved: read back
     assert _same(stack.run(quick=True)["workloads"], grown["workloads"])
+
+
+def _tiny_quick_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stand_in: tuple[str, str]) -> None:
+    monkeypatch.setattr(stack_setup, "STACK_POLICY", stand_in[0])
+    monkeypatch.setattr(stack_setup, "STACK_JOB_POLICY", stand_in[1])
+    monkeypatch.setattr(stack_setup, "STACK_SELF_TUNE", False)
+    plan = BaselinePlan(token_budgets=(512,), caps=(64,), routers=("least-tokens",))
+    monkeypatch.setattr(stack_setup, "baseline_plan", lambda quick: plan)
+    monkeypatch.setattr(stack, "QUICK_SEEDS", (1,))
+    monkeypatch.setattr(steady, "WINDOW_FACTOR", 2.0)
+    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
+    monkeypatch.setattr(stack_setup, "WORKLOADS", (replace(stack_setup.CODE, quick=Sizes(16, 4)),))
+    monkeypatch.setenv(stack.REPORT_ENV, str(tmp_path / "page"))
+
+
+def test_the_stack_measured_again_on_saved_baselines_gives_the_figures_of_a_fresh_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    other = ("least-tokens+urgency", "stage-budget")
+    _tiny_quick_bench(monkeypatch, tmp_path, other)
+    monkeypatch.setenv(parts.PARTS_ENV, str(tmp_path / "fresh"))
+    fresh = stack.run(quick=True)["workloads"]["code"]
+
+    _tiny_quick_bench(monkeypatch, tmp_path, STAND_IN)  # a part saved with another stack ...
+    monkeypatch.setenv(parts.PARTS_ENV, str(tmp_path / "parts"))
+    saved = stack.run(quick=True)["workloads"]["code"]
+    assert saved["capacity_rps"]["slosched"] != fresh["capacity_rps"]["slosched"]
+
+    _tiny_quick_bench(monkeypatch, tmp_path, other)  # ... its stack rows measured again, baselines kept
+    monkeypatch.setattr(stack, "score", _must_not_measure)
+    monkeypatch.setenv(refresh.REMEASURE_ENV, "stack")
+    again = stack.run(quick=True)
+    assert again["loaded_parts"] == ["code"]
+    row = again["workloads"]["code"]
+    for field in ("capacity_rps", "strongest_baseline", "goodput_ratio_per_load", "ratio_vs_strongest"):
+        assert _same(row[field], fresh[field]), field
+    monkeypatch.delenv(refresh.REMEASURE_ENV)  # saved with the new rows: read back as they are
+    monkeypatch.setattr(refresh, "overload_runs", _must_not_measure)
+    assert _same(stack.run(quick=True)["workloads"]["code"]["capacity_rps"], fresh["capacity_rps"])
+
+
+def test_an_unknown_remeasure_value_fails_naming_the_allowed_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(refresh.REMEASURE_ENV, "baselines")
+    with pytest.raises(ConfigError, match="allowed: stack"):
+        refresh.remeasure_asked()
+    monkeypatch.setenv(refresh.REMEASURE_ENV, " ")
+    assert not refresh.remeasure_asked()
 
 
 def _same(left: object, right: object) -> bool:

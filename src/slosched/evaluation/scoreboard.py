@@ -168,24 +168,53 @@ def evaluate(
     at the job count the pilot's capacity needs, not at the floor (``steady.py``)."""
     plan = plan or BaselinePlan()
     board = Scoreboard(workbench.name, workbench.num_jobs, tuple(seeds), workbench.truth)
-    sweep = baseline_candidates(plan, None, None)
-    pilot = next(iter(capacities(workbench, sweep[:1], seeds[:1], guess, workers).values()))
-    guess = max(pilot.median_90, 1e-3)
-    # Presized (quick): the pilot is the first candidate's search on the first seed, taken as it is.
-    known = {(pilot.candidate.label, seeds[0]): pilot.searches[0]} if presized else {}
+    guess, known = pilot(workbench, plan, seeds, guess, workers, presized)
     screen = Screen(workbench, seeds, guess, workers, presized)
+    sweep = baseline_candidates(plan, None, None)
     board.baselines = screen.capacities(sweep, known)
     best_budget, best_cap = _best_settings(board, plan)
     board.baselines.update(screen.capacities(baseline_candidates(plan, best_budget, best_cap)))
     board.screened_out = screen.screened_out
     full = [label for label in board.baselines if label not in board.screened_out]
     board.strongest = max(full, key=lambda label: board.baselines[label].median_90)
+    measure_others(workbench, board, others, guess, loads, overload_labels, workers, converge_labels, presized)
+    return board
+
+
+def pilot(
+    workbench: Workbench, plan: BaselinePlan, seeds: Sequence[int], guess: float, workers: int, presized: bool
+) -> tuple[float, dict[tuple[str, int], SteadyCapacity]]:
+    """The guess every later search starts from: the first sweep candidate's capacity on the first seed,
+    searched from ``guess``; and, presized (quick), that search by (label, seed), taken as it is."""
+    first = baseline_candidates(plan, None, None)[:1]
+    found = next(iter(capacities(workbench, first, seeds[:1], guess, workers).values()))
+    known = {(found.candidate.label, seeds[0]): found.searches[0]} if presized else {}
+    return max(found.median_90, 1e-3), known
+
+
+def measure_others(
+    workbench: Workbench,
+    board: Scoreboard,
+    others: Sequence[Candidate],
+    guess: float,
+    loads: Sequence[float] = LOADS,
+    overload_labels: Sequence[str] = (),
+    workers: int = 2,
+    converge_labels: Sequence[str] | None = None,
+    presized: bool = False,
+) -> None:
+    """Steps 4-6 on a board whose baselines are measured: ``others``' capacities (searched from the pilot's
+    ``guess``), the convergence runs of those lacking them, and every overload run, replacing what the board
+    held of them (``evaluate``; a saved board whose own policies changed is measured again this way)."""
+    seeds = board.seeds
     board.others = capacities(workbench, others, seeds, guess, workers, presized) if others else {}
     labels = [others[0].label] if converge_labels is None and others else list(converge_labels or ())
     every_result = {**board.baselines, **board.others}
-    convergence(workbench, [every_result[label] for label in dict.fromkeys([*labels, board.strongest])], seeds, workers)
+    unconverged = [every_result[label] for label in dict.fromkeys([*labels, board.strongest])]
+    convergence(workbench, [result for result in unconverged if not result.capacity_4x], seeds, workers)
     chosen = list(overload_labels) if overload_labels else [candidate.label for candidate in others]
     runs = overload_runs(workbench, board, [*chosen, *board.baselines], seeds, loads, workers, screened=True)
+    board.overload, board.overload_baselines, board.overload_serving = {}, {}, {}
     board.record_overload(runs, [board.strongest, *chosen])
     # A finished row: what an interrupted bench still shows (``evaluation/rows.py``).
     row_finished(board.workbench, board.as_json(others[0].label if others else None))

@@ -30,7 +30,7 @@ def write_report(directory: Path, figures: dict[str, Any]) -> Path:
         "# Job-level admission under overload",
         "",
         f"Written by `{command(figures['mode'])}` (seeds {figures['seeds']}). Loads are multiples of the plain",
-        "stack's steady-state SLO capacity @90% on the same seeds; goodput is jobs meeting their deadline per",
+        "stack's (`stack`: without job-level admission, `backlog: false`) steady-state SLO capacity @90% on the same seeds; goodput is jobs meeting their deadline per",
         "second (median over seeds), and `vs 1x` divides it by the plain stack's goodput at 1x: at least 1 at 2x",
         "and 3x means overload does not collapse (`holds`). What each variant turns on: docs/stack.md.",
         "",

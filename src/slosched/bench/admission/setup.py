@@ -2,7 +2,8 @@
 
 Workloads (``--quick``: Text-to-SQL only): ``bench stack``'s Text-to-SQL (multi-stage CHESS workflows, where
 an admitted job's later stages arrive as work nobody queued yet), relQueries and mixed multi-tenant workloads,
-on their clusters and deadlines. Each runs the plain stack and its variants (``VARIANTS``):
+on their clusters and deadlines. Each runs the plain stack (``stack``: the stack without job-level admission,
+``backlog: false``; the stack's default has it on) and its variants (``VARIANTS``):
 
 - ``backlog``: the job layer judges a job at its arrival through the work queued on each instance
   (``critical-path.backlog``); ``(every stage)``: the same judgement at every stage (``backlog_stages``);
@@ -57,8 +58,6 @@ class Variant:
 
     def candidate(self) -> Candidate:
         stack = stack_setup.stack_candidates()[0]
-        if not self.backlog and not self.bands:
-            return replace(stack, label=self.label)
         settings: dict[str, Any] = {"backlog": self.backlog}
         if self.backlog_stages != "arrival":
             settings["backlog_stages"] = self.backlog_stages

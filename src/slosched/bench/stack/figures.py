@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 from dataclasses import dataclass
 
 from slosched.bench.stack.setup import Sizes, StackWorkload
@@ -18,5 +19,13 @@ class WorkloadRun:
     wall_s: float
     cpu_s: float = float("nan")
     loaded: bool = False  # read from a saved part (``parts.py``), not measured by this process
-    # (wall, CPU) seconds this process spent adding loads to a loaded part: in wall_s / cpu_s, and in this run's own
+    # (wall, CPU) seconds this process spent on a loaded part (loads added, the stack measured again:
+    # ``refresh.py``): in wall_s / cpu_s, and in this run's own
     topped_up: tuple[float, float] = (0.0, 0.0)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its finished workers (wall time on an idle machine is about this over
+    the worker count, whatever else shares the machine)."""
+    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime

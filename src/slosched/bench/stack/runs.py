@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 import os
-import resource
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -39,13 +38,14 @@ from pathlib import Path
 from typing import Any
 
 import slosched.bench.stack.parts as parts
+import slosched.bench.stack.refresh as refresh
 import slosched.bench.stack.setup as setup
-from slosched.bench.stack.figures import WorkloadRun
+from slosched.bench.stack.figures import WorkloadRun, cpu_seconds
 from slosched.bench.stack.setup import Sizes, StackWorkload
 from slosched.evaluation.board import CapacityResult
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.formatting import finite_ratio, print_figures
-from slosched.evaluation.scoreboard import Scoreboard, evaluate, overload_runs
+from slosched.evaluation.scoreboard import Scoreboard, evaluate
 from slosched.evaluation.scoreboard_report import print_serving
 from slosched.perf.length_error import compare_predictors
 from slosched.perf.output_length import HistoryOutputPredictor
@@ -227,35 +227,18 @@ def measured_or_saved(workload: StackWorkload, quick: bool, seeds: Sequence[int]
     saved = parts.load_part(directory, workload, quick, seeds)
     if saved is not None:
         print(f"{workload.name}: loaded from {parts.part_path(directory, workload.name, quick)}", flush=True)
-        added = measure_missing_loads(saved, quick)
+        if refresh.remeasure_asked():
+            refresh.remeasure_stack(saved, quick, LOADS)
+            print(f"{workload.name}: the stack's rows measured again on the saved baselines", flush=True)
+        added = refresh.missing_loads(saved, quick, LOADS)
         if added:
-            path = parts.save_part(directory, saved, quick)
-            print(f"{workload.name}: measured at {', '.join(f'{x:g}x' for x in added)} too, saved to {path}")
+            print(f"{workload.name}: measured at {', '.join(f'{x:g}x' for x in added)} too", flush=True)
+        if added or refresh.remeasure_asked():
+            print(f"{workload.name}: saved to {parts.save_part(directory, saved, quick)}", flush=True)
         return saved
     measured = score(workload, quick, seeds)
     print(f"{workload.name}: saved to {parts.save_part(directory, measured, quick)}", flush=True)
     return measured
-
-
-def measure_missing_loads(run: WorkloadRun, quick: bool) -> list[float]:
-    """The loads of ``LOADS`` a saved part was not run at (parts measured before the bench gained a load),
-    measured now as the scoreboard measures every load (the stack, its oracle and the baselines, screened the
-    same way, on the part's seeds and sizes) and recorded on its board; their time is added to the part's.
-    Those runs are sized for the highest missing load, not for the highest of all: the loads measured before
-    and after do not share one job count per seed. Returns the loads added."""
-    board = run.board
-    missing = [load for load in LOADS if load not in board.overload.get(setup.STACK_LABEL, {})]
-    if not missing or not board.overload:
-        return []
-    start, cpu_start = time.perf_counter(), cpu_seconds()
-    shown = [label for label in board.overload if label not in board.baselines]
-    bench = run.workload.workbench(quick, run.sizes)
-    found = overload_runs(bench, board, [*shown, *board.baselines], board.seeds, missing, screened=True)
-    board.record_overload(found, [board.strongest, *shown])
-    run.topped_up = (time.perf_counter() - start, cpu_seconds() - cpu_start)
-    run.wall_s += run.topped_up[0]
-    run.cpu_s += run.topped_up[1]
-    return missing
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -278,13 +261,6 @@ def run(quick: bool) -> dict[str, Any]:
 
         write_report(Path(directory) if directory else RESULTS_DIR, runs, figures)
     return figures
-
-
-def cpu_seconds() -> float:
-    """CPU seconds of this process and its finished workers (wall time on an idle machine is about this over
-    the worker count, whatever else shares the machine)."""
-    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
 
 
 def _print_summary(figures: dict[str, Any]) -> None:

@@ -62,7 +62,7 @@ class CriticalPathParams:
     triage_factor: float = setting(
         1.0, "demote a job when its time left < this x the least time it needs (1: only the hopeless; >= 0)"
     )
-    backlog: bool = setting(False, "cost the released stage through the work queued on each instance, not alone")
+    backlog: bool = setting(True, "cost the released stage through the work queued on each instance, not alone")
     backlog_stages: str = setting(
         "arrival", "the stages judged through the backlog: arrival (later ones alone, once admitted) or every"
     )
@@ -85,7 +85,7 @@ class CriticalPathBudget(StageBudget):
         self,
         predictors: Sequence[StepPredictor],
         triage_factor: float = 1.0,
-        backlog: bool = False,
+        backlog: bool = True,
         tenant_bands: bool = False,
         backlog_stages: str = "arrival",
     ) -> None:

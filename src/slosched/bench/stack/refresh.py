@@ -1,0 +1,79 @@
+"""Bringing a saved ``bench stack`` part (``parts.py``) up to date without measuring it all again.
+
+A part holds hours of searches, most of them the baselines'. Two changes leave those valid:
+
+- **The bench gained a load** (``missing_loads``): only the new load is measured, as the scoreboard measures
+  every load (the stack, its oracle and the baselines, screened the same way, on the part's seeds and
+  sizes). Those runs are sized for the highest new load, not for the highest of all: the loads measured
+  before and after do not share one job count per seed.
+- **The stack changed** (``SLOSCHED_STACK_REMEASURE=stack``): the baselines' code did not, so their capacity
+  searches and 4x runs are kept, and everything the stack's code decides is measured again: the stack's and
+  its oracle's capacities (from the pilot's guess, searched again as ``evaluate`` searches it), their 4x
+  runs, and every overload run (baselines too, so each load's runs share one job count per seed). The
+  figures are the ones a full run of the part would give (``scoreboard.measure_others``, the same steps).
+
+Either way the time spent is added to the part's (``WorkloadRun.topped_up``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+
+import slosched.bench.stack.setup as setup
+from slosched.bench.stack.figures import WorkloadRun, cpu_seconds
+from slosched.core.errors import ConfigError
+from slosched.evaluation.scoreboard import measure_others, overload_runs, pilot
+
+REMEASURE_ENV = "SLOSCHED_STACK_REMEASURE"
+REMEASURE_CHOICES = ("stack",)
+
+
+def remeasure_asked() -> bool:
+    """Whether ``SLOSCHED_STACK_REMEASURE`` asks for the stack's rows of saved parts to be measured again
+    (``stack``; unset or empty: no); another value is a ``ConfigError`` naming the allowed ones."""
+    text = os.environ.get(REMEASURE_ENV, "").strip()
+    if text and text not in REMEASURE_CHOICES:
+        raise ConfigError(REMEASURE_ENV, f"got {text!r}; allowed: {', '.join(REMEASURE_CHOICES)} (or unset)")
+    return bool(text)
+
+
+def missing_loads(run: WorkloadRun, quick: bool, loads: Sequence[float]) -> list[float]:
+    """The ``loads`` the part was not run at, measured now and recorded on its board (module doc); returns
+    them (none for a part without overload runs)."""
+    board = run.board
+    missing = [load for load in loads if load not in board.overload.get(setup.STACK_LABEL, {})]
+    if not missing or not board.overload:
+        return []
+
+    def measure() -> None:
+        shown = [label for label in board.overload if label not in board.baselines]
+        bench = run.workload.workbench(quick, run.sizes)
+        found = overload_runs(bench, board, [*shown, *board.baselines], board.seeds, missing, screened=True)
+        board.record_overload(found, [board.strongest, *shown])
+
+    _timed(run, measure)
+    return missing
+
+
+def remeasure_stack(run: WorkloadRun, quick: bool, loads: Sequence[float]) -> None:
+    """The stack's rows of the part measured again on its kept baselines (module doc)."""
+    board = run.board
+
+    def measure() -> None:
+        bench = run.workload.workbench(quick, run.sizes)
+        plan = setup.baseline_plan(quick)
+        guess, _ = pilot(bench, plan, board.seeds, run.workload.guess, 2, quick)
+        measure_others(bench, board, setup.stack_candidates(), guess, loads, presized=quick)
+
+    _timed(run, measure)
+
+
+def _timed(run: WorkloadRun, measure: Callable[[], None]) -> None:
+    start, cpu_start = time.perf_counter(), cpu_seconds()
+    measure()
+    spent = (time.perf_counter() - start, cpu_seconds() - cpu_start)
+    run.topped_up = (run.topped_up[0] + spent[0], run.topped_up[1] + spent[1])
+    run.wall_s += spent[0]
+    run.cpu_s += spent[1]
