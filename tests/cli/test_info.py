@@ -40,7 +40,7 @@ def test_policies_json_lists_every_section_with_parameters(capsys: pytest.Captur
     assert jobs["deadline"]["params"] == []
     assert jobs["critical-path"]["aliases"] == ["slosched"]
     factor, backlog, stages, bands = jobs["critical-path"]["params"]
-    assert backlog["name"] == "backlog" and backlog["default"] is False
+    assert backlog["name"] == "backlog" and backlog["default"] is True
     assert stages["name"] == "backlog_stages" and stages["default"] == "arrival"
     assert bands["name"] == "tenant_bands" and bands["default"] is False
     assert factor["name"] == "triage_factor" and factor["type"] == "float" and factor["default"] == 1.0

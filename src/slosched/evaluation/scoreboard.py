@@ -218,7 +218,6 @@ def measure_others(
     board.record_overload(runs, [board.strongest, *chosen])
     # A finished row: what an interrupted bench still shows (``evaluation/rows.py``).
     row_finished(board.workbench, board.as_json(others[0].label if others else None))
-    return board
 
 
 @dataclass(slots=True)
