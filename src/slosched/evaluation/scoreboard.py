@@ -182,7 +182,12 @@ def evaluate(
 
 
 def pilot(
-    workbench: Workbench, plan: BaselinePlan, seeds: Sequence[int], guess: float, workers: int, presized: bool
+    workbench: Workbench,
+    plan: BaselinePlan,
+    seeds: Sequence[int],
+    guess: float,
+    workers: int = 2,
+    presized: bool = False,
 ) -> tuple[float, dict[tuple[str, int], SteadyCapacity]]:
     """The guess every later search starts from: the first sweep candidate's capacity on the first seed,
     searched from ``guess``; and, presized (quick), that search by (label, seed), taken as it is."""

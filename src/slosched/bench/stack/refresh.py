@@ -64,7 +64,7 @@ def remeasure_stack(run: WorkloadRun, quick: bool, loads: Sequence[float]) -> No
     def measure() -> None:
         bench = run.workload.workbench(quick, run.sizes)
         plan = setup.baseline_plan(quick)
-        guess, _ = pilot(bench, plan, board.seeds, run.workload.guess, 2, quick)
+        guess, _ = pilot(bench, plan, board.seeds, run.workload.guess, presized=quick)
         measure_others(bench, board, setup.stack_candidates(), guess, loads, presized=quick)
 
     _timed(run, measure)

@@ -219,21 +219,24 @@ def figures_of(runs: Sequence[WorkloadRun], seeds: Sequence[int], quick: bool) -
     }
 
 
-def measured_or_saved(workload: StackWorkload, quick: bool, seeds: Sequence[int]) -> WorkloadRun:
-    """The workload's run: loaded from ``SLOSCHED_STACK_PARTS`` when saved there, else measured (and saved)."""
+def measured_or_saved(
+    workload: StackWorkload, quick: bool, seeds: Sequence[int], remeasure: bool = False
+) -> WorkloadRun:
+    """The workload's run: loaded from ``SLOSCHED_STACK_PARTS`` when saved there (``remeasure``: its stack rows
+    measured again, ``refresh.py``), else measured (and saved)."""
     directory = parts.parts_directory()
     if directory is None:
         return score(workload, quick, seeds)
     saved = parts.load_part(directory, workload, quick, seeds)
     if saved is not None:
         print(f"{workload.name}: loaded from {parts.part_path(directory, workload.name, quick)}", flush=True)
-        if refresh.remeasure_asked():
+        if remeasure:
             refresh.remeasure_stack(saved, quick, LOADS)
             print(f"{workload.name}: the stack's rows measured again on the saved baselines", flush=True)
         added = refresh.missing_loads(saved, quick, LOADS)
         if added:
             print(f"{workload.name}: measured at {', '.join(f'{x:g}x' for x in added)} too", flush=True)
-        if added or refresh.remeasure_asked():
+        if added or remeasure:
             print(f"{workload.name}: saved to {parts.save_part(directory, saved, quick)}", flush=True)
         return saved
     measured = score(workload, quick, seeds)
@@ -245,7 +248,8 @@ def run(quick: bool) -> dict[str, Any]:
     start = time.perf_counter()
     seeds = QUICK_SEEDS if quick else FULL_SEEDS
     chosen = parts.chosen_workloads(setup.WORKLOADS)
-    runs = [measured_or_saved(workload, quick, seeds) for workload in chosen]
+    remeasure = refresh.remeasure_asked()  # read (and a bad value refused) before any measuring
+    runs = [measured_or_saved(workload, quick, seeds, remeasure) for workload in chosen]
     figures = figures_of(runs, seeds, quick)
     figures["left_out"] = [workload.name for workload in setup.WORKLOADS if workload not in chosen]
     # Loaded parts count with the time they took when measured, so an assembled run states its whole cost.
