@@ -5,7 +5,7 @@ completion factor, the job layer's triage), then a whole simulated run."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytest
@@ -235,6 +235,19 @@ def test_tightest_step_reads_tpot_slos_and_deadline_slack() -> None:
     assert tightest_step_s(running, 1.0) == pytest.approx(0.03)
     assert tightest_step_s(running[1:], 1.0) == pytest.approx(0.1)
     assert tightest_step_s(running[2:], 1.0) == math.inf
+
+
+def test_a_call_no_budget_can_save_or_of_a_relegated_job_bounds_no_step() -> None:
+    """Steps sized for a call past saving would only starve the prefills of calls that can still count."""
+    hopeless = FakeSeq(call("hopeless", deadline_s=1.1, predicted=101.0), num_output_tokens=1)  # 1 ms a step
+    savable = FakeSeq(call("savable", deadline_s=11.0, predicted=101.0), num_output_tokens=1)  # 100 ms a step
+    assert tightest_step_s([hopeless, savable], 1.0) == pytest.approx(0.001)  # no floor: the old rule
+    assert tightest_step_s([hopeless, savable], 1.0, floor_s=0.01) == pytest.approx(0.1)
+    assert tightest_step_s([hopeless], 1.0, floor_s=0.01) == math.inf
+    relegated = FakeSeq(replace(call("relegated", deadline_s=1.1, predicted=101.0), best_effort=True))
+    assert tightest_step_s([relegated, savable], 1.0) == pytest.approx(0.1)
+    # A TPOT SLO bounds the step whatever the floor: the batch's own decode step is what it is judged on.
+    assert tightest_step_s([FakeSeq(call("tpot", tpot=0.005))], 1.0, floor_s=0.01) == pytest.approx(0.005)
 
 
 @settings(max_examples=40, deadline=None)

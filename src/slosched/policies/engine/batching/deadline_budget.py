@@ -3,7 +3,9 @@ running call, from the instance's own belief step-time model (the slosched stack
 
 Each step must advance every running call fast enough for it: a call with a TPOT SLO needs a step no
 longer than that SLO; a call with a deadline needs ``slack / predicted remaining tokens`` per step (its
-share of the time left; ``lens_deadline.step_bound_s``); a late call or one without either bounds nothing.
+share of the time left; ``lens_deadline.step_bound_s``); a late call, one without either, one whose job was
+relegated, or one needing a step shorter than the running batch's decode alone (past saving by any budget)
+bounds nothing.
 The budget is the largest number of tokens (decodes plus prefill chunks) whose predicted step time stays
 within ``margin`` x the tightest bound, never below ``min_budget`` (prefill must progress) nor above the
 instance's max batched tokens nor ``token_budget``; with no bound at all it is that ceiling. An idle engine gets
@@ -39,8 +41,13 @@ class DeadlineBudgetParams:
             raise ConfigError("deadline-budget.margin", f"must be > 0, got {self.margin}")
 
 
-def tightest_step_s(running: Sequence[SeqView], now_s: float) -> float:
-    """The shortest step any running call needs (inf when none needs one)."""
+def tightest_step_s(running: Sequence[SeqView], now_s: float, floor_s: float = 0.0) -> float:
+    """The shortest step any running call needs (inf when none needs one).
+
+    A call with a deadline and no TPOT SLO bounds nothing when its job was relegated, or when it needs a step
+    shorter than ``floor_s`` (the decode-only step of the running batch, over the margin): no budget can save
+    it, and sizing steps down to the floor for it only starves the prefills of calls that can still count
+    (on the KV-limited code workload near capacity such calls held every step at the floor budget)."""
     bound = math.inf
     for seq in running:
         request = seq.request
@@ -48,8 +55,11 @@ def tightest_step_s(running: Sequence[SeqView], now_s: float) -> float:
             bound = min(bound, request.tpot_slo_s)
             continue
         slack = call_deadline_s(request) - now_s
-        if 0.0 < slack < math.inf:
-            bound = min(bound, slack / remaining_steps(request, seq.num_output_tokens))
+        if request.best_effort or not 0.0 < slack < math.inf:
+            continue
+        needed = slack / remaining_steps(request, seq.num_output_tokens)
+        if needed >= floor_s:
+            bound = min(bound, needed)
     return bound
 
 
@@ -67,7 +77,9 @@ class DeadlineBudgetBatching:
         ceiling = min(self.token_budget, spec.max_batched_tokens)
         if not engine.waiting and not engine.num_running:
             return StepPlan(StepMode.MIXED, ceiling, spec.max_running, True)
-        bound = tightest_step_s(engine.running_seqs, engine.now_s)
+        decoding = engine.num_running
+        floor_s = engine.step_predictor.predict_s(0, 0, decoding, decoding * DECODE_REF_CONTEXT) / self.margin
+        bound = tightest_step_s(engine.running_seqs, engine.now_s, floor_s)
         budget = ceiling if math.isinf(bound) else self.sized(engine, bound, ceiling)
         self.last_budget = budget
         return StepPlan(StepMode.MIXED, budget, spec.max_running, True)
