@@ -28,6 +28,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 TEST_XARGS_KEY = "slosched-test-xargs-key-0123456789"
 os.environ.setdefault("SLOSCHED_XARGS_KEY", TEST_XARGS_KEY)
 
+# Tests patch module globals (a shorter steady-state window, say) that a task cache's key cannot see: a cache
+# set in the developer's shell must not hand their results to a real bench, nor a bench's to a test.
+os.environ.pop("SLOSCHED_TASK_CACHE", None)
+
 
 def make_instance(name: str = "i0", gpu: str = "A100-80G", **overrides: object) -> InstanceSpec:
     fields: dict[str, object] = {"model": "Llama-3-8B", "max_running": 64, "max_batched_tokens": 2048}

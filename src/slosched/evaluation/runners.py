@@ -4,6 +4,7 @@ on stderr.
 Results come back in task order whatever order they finish in, so a scoreboard or a sweep never depends on
 scheduling or on where it ran. ``SLOSCHED_BENCH_WORKERS`` overrides the local worker count (1: in-process,
 e.g. under a profiler). Ray is reached the one way the tuner reaches it too (``tuning.executors``).
+``SLOSCHED_TASK_CACHE=DIR`` keeps each finished task's result, so a stopped bench resumes (``task_cache.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from slosched.core.errors import Interrupted
+from slosched.evaluation.task_cache import task_cache
 from slosched.tuning.executors import connect_ray, ignore_sigint, kill_workers, ray_map
 
 TaskT = TypeVar("TaskT")
@@ -43,9 +45,42 @@ def run_tasks(
     """``[fn(task) for task in tasks]`` (``fn`` module-level): on the Ray cluster at ``ray_address`` when
     given, else spread over ``workers`` local processes. Ctrl-C stops at once (workers killed, Ray tasks
     cancelled) and raises ``Interrupted`` whose ``partial`` is the result list with None where a task had
-    not finished."""
+    not finished. With ``SLOSCHED_TASK_CACHE`` set, tasks finished by an earlier run come from the cache and
+    each task finished now is written to it as it finishes."""
+    cache = task_cache(fn)
+    if cache is None:
+        return _run_uncached(fn, tasks, description, workers, ray_address)
+    keys = [cache.key(task) for task in tasks]
+    found = [cache.get(key) for key in keys]
+    pending = [index for index, (hit, _) in enumerate(found) if not hit]
+    slots: list[Any] = [result for _, result in found]
+
+    def record(position: int, result: Any) -> None:
+        slots[pending[position]] = result
+        cache.put(keys[pending[position]], result)
+
+    try:
+        _run_uncached(fn, [tasks[index] for index in pending], description, workers, ray_address, record)
+    except Interrupted:
+        raise Interrupted(slots) from None
+    return slots
+
+
+def _run_uncached(
+    fn: Callable[[TaskT], ResultT],
+    tasks: Sequence[TaskT],
+    description: str,
+    workers: int,
+    ray_address: str | None,
+    on_result: Callable[[int, ResultT], None] | None = None,
+) -> list[ResultT]:
+    """``run_tasks`` without the cache; ``on_result(index, result)`` is called as each task finishes."""
     if ray_address is not None:
-        return run_on_ray(fn, tasks, description, ray_address)
+        results = run_on_ray(fn, tasks, description, ray_address)
+        for index, result in enumerate(results):
+            if on_result is not None:
+                on_result(index, result)
+        return results
     workers = worker_count(workers)
     slots: list[Any] = [None] * len(tasks)
     with progress_bar() as progress:
@@ -54,6 +89,8 @@ def run_tasks(
             try:
                 for index, task in enumerate(tasks):
                     slots[index] = fn(task)
+                    if on_result is not None:
+                        on_result(index, slots[index])
                     progress.advance(bar)
             except KeyboardInterrupt:
                 raise Interrupted(slots) from None
@@ -64,6 +101,8 @@ def run_tasks(
             futures: dict[Future[ResultT], int] = {pool.submit(fn, task): index for index, task in enumerate(tasks)}
             for future in as_completed(futures):
                 slots[futures[future]] = future.result()
+                if on_result is not None:
+                    on_result(futures[future], slots[futures[future]])
                 progress.advance(bar)
         except KeyboardInterrupt:
             kill_workers(pool)

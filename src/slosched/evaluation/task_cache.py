@@ -1,0 +1,120 @@
+"""Finished evaluation tasks kept on disk, so that a long bench stopped part-way resumes where it stopped.
+
+A full paper bench on the steady-state method runs for hours on a small machine (``bench hexgen`` and
+``bench nexus`` did not finish in a 2.5-hour sitting on two cores), and a stopped run used to lose every
+capacity search it had finished. With ``SLOSCHED_TASK_CACHE=DIR`` each task ``runners.run_tasks`` finishes
+is written to ``DIR`` under a key, and a later run of the same command takes it from there instead of
+running it again.
+
+The key is a digest of the task function's name, the task itself (pickled: the workbench, candidate,
+seed, rate and search a capacity task carries) and everything else its result depends on: every file of
+the ``slosched`` package as it is now (sources and data; compiled modules give the same records as the
+sources, so they are left out), the Python version and every installed distribution's version (the
+workloads read data shipped in some). Any change to the code therefore
+misses the cache, and a hit is what running the task again would return: every task is deterministic by
+its seed. What the key cannot see: module globals patched at run time (tests do this; ``tests/conftest.py``
+unsets the variable) and environment variables read inside a task rather than when it is built (the
+benches read theirs into their plans). A task that cannot be pickled is simply run. Files are written
+whole (a temporary file renamed into place), so a run killed mid-write leaves no half entry behind.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import io
+import os
+import pickle
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from slosched.core.errors import ConfigError
+
+CACHE_ENV = "SLOSCHED_TASK_CACHE"
+# Build products beside the sources that say nothing the sources do not.
+_SKIPPED_SUFFIXES = (".pyc", ".so", ".pyd", ".c", ".h", ".o")
+
+
+@functools.cache
+def code_digest() -> str:
+    """Digest of every file of the installed ``slosched`` package (relative path and bytes, sorted), the
+    Python version and the installed distributions' versions: what a task's result depends on besides the
+    task."""
+    root = Path(__file__).resolve().parent.parent
+    installed = sorted(f"{dist.metadata['Name']}=={dist.version}" for dist in importlib.metadata.distributions())
+    digest = hashlib.sha256("\n".join([sys.version, *installed]).encode())
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in _SKIPPED_SUFFIXES:
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+class _CanonicalPickler(pickle._Pickler):
+    """Pickles a set in sorted order, so that one task has one key in every process: a set's order follows
+    the string hash, which each interpreter seeds anew (pydantic models, a scenario's among them, carry the
+    set of their fields). The pure-Python pickler, because the C one never asks ``reducer_override`` about a
+    set."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) in (set, frozenset):
+            return type(obj), (sorted(obj, key=repr),)
+        return NotImplemented
+
+
+class TaskCache:
+    """Results of ``fn`` by task, in one folder (one file per finished task)."""
+
+    def __init__(self, root: Path, fn: Callable[..., Any]) -> None:
+        self.root = root
+        self.name = f"{fn.__module__}.{fn.__qualname__}"
+
+    def key(self, task: Any) -> str | None:
+        """The task's key, or None when it cannot be pickled (it is then run, never cached)."""
+        buffer = io.BytesIO()
+        try:
+            _CanonicalPickler(buffer, protocol=5).dump(task)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return None
+        payload = buffer.getvalue()
+        digest = hashlib.sha256(code_digest().encode() + b"\0" + self.name.encode() + b"\0" + payload)
+        return digest.hexdigest()
+
+    def get(self, key: str | None) -> tuple[bool, Any]:
+        """(found, result); an unreadable entry counts as not found (the task runs again)."""
+        if key is None:
+            return False, None
+        try:
+            with (self.root / f"{key}.pkl").open("rb") as file:
+                return True, pickle.load(file)
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+            return False, None
+
+    def put(self, key: str | None, result: Any) -> None:
+        if key is None:
+            return
+        handle, temporary = tempfile.mkstemp(prefix=f".{key}-", dir=self.root)
+        try:
+            with os.fdopen(handle, "wb") as file:
+                pickle.dump(result, file, protocol=5)
+            os.replace(temporary, self.root / f"{key}.pkl")
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+
+def task_cache(fn: Callable[..., Any]) -> TaskCache | None:
+    """The cache ``SLOSCHED_TASK_CACHE`` names for ``fn``'s tasks (None when it is unset or empty); the folder
+    is created; one that cannot be is a ``ConfigError`` naming the variable."""
+    text = os.environ.get(CACHE_ENV, "").strip()
+    if not text:
+        return None
+    root = Path(text)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(CACHE_ENV, f"cannot use {text!r} as the task cache folder: {error.strerror}") from None
+    return TaskCache(root, fn)
