@@ -13,8 +13,9 @@ import slosched.bench.hexgen.runs as hexgen
 import slosched.bench.hexgen.setup as setup
 from slosched.bench.hexgen.online import OnlineRun, WindowStep
 from slosched.core.records import RunResult
+from slosched.evaluation.baseline_plan import BaselinePlan, baseline_candidates
 from slosched.evaluation.capacity import Spread
-from slosched.evaluation.scoreboard import BaselinePlan, CapacityResult, Scoreboard, baseline_candidates
+from slosched.evaluation.scoreboard import CapacityResult, Scoreboard
 from slosched.evaluation.workbench import Candidate
 
 

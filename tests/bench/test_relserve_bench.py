@@ -8,8 +8,9 @@ from pathlib import Path
 import slosched.bench.relserve.runs as relserve
 import slosched.bench.relserve.setup as relserve_setup
 from slosched.bench.relserve.report import write_report
+from slosched.evaluation.baseline_plan import BASELINE_ROUTERS
 from slosched.evaluation.capacity import Spread
-from slosched.evaluation.scoreboard import BASELINE_ROUTERS, TARGETS, CapacityResult, Scoreboard
+from slosched.evaluation.scoreboard import TARGETS, CapacityResult, Scoreboard
 from slosched.evaluation.workbench import Candidate
 from slosched.metrics.summary import json_safe
 

@@ -12,8 +12,9 @@ import slosched.bench.saber.setup as setup
 from slosched.bench.saber.figures import MixResult
 from slosched.bench.saber.runs import LOADS, RunPlan, _paper_row, figures_of
 from slosched.core.errors import ConfigError
+from slosched.evaluation.baseline_plan import BASELINE_ROUTERS
 from slosched.evaluation.capacity import Spread
-from slosched.evaluation.scoreboard import BASELINE_ROUTERS, CapacityResult, Scoreboard
+from slosched.evaluation.scoreboard import CapacityResult, Scoreboard
 from slosched.evaluation.workbench import Candidate, measured_only
 from slosched.metrics.serving import median_over_runs
 from slosched.metrics.summary import summarize

@@ -23,8 +23,8 @@ from slosched.bench.stack.setup import MIXED, WORKLOADS, Sizes
 from slosched.core.job import JobKind, JobSpec, validate_job
 from slosched.core.request import Outcome, Request
 from slosched.evaluation import steady
+from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.oracle import OracleOutputPredictor
-from slosched.evaluation.scoreboard import BaselinePlan
 from slosched.evaluation.workbench import Candidate
 from slosched.metrics.summary import json_safe
 from slosched.sim.models import InstanceModels

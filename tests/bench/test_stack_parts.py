@@ -18,8 +18,8 @@ from slosched.bench.stack.figures import WorkloadRun
 from slosched.bench.stack.setup import WORKLOADS, Sizes
 from slosched.core.errors import ConfigError
 from slosched.evaluation import steady
+from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.board import Scoreboard
-from slosched.evaluation.scoreboard import BaselinePlan
 from slosched.metrics.summary import json_safe
 
 STAND_IN = ("prism+urgency", "stage-budget")
@@ -144,6 +144,34 @@ def test_the_stack_measured_again_on_saved_baselines_gives_the_figures_of_a_fres
         assert _same(row[field], fresh[field]), field
     monkeypatch.delenv(refresh.REMEASURE_ENV)  # saved with the new rows: read back as they are
     monkeypatch.setattr(refresh, "overload_runs", _must_not_measure)
+    assert _same(stack.run(quick=True)["workloads"]["code"]["capacity_rps"], fresh["capacity_rps"])
+
+
+def test_a_saved_part_gains_the_baselines_the_plan_now_sweeps(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A part saved before the refinement step: the baselines it lacks are measured, and the figures are
+    those of a fresh run with the refinement (the strongest baseline and every overload figure included)."""
+    routers = ("least-tokens", "prism")
+    before = BaselinePlan(token_budgets=(512, 2048), caps=(16, 64), routers=routers, refine_margin=-1.0)
+    after = replace(before, refine_margin=1.0)  # every router refined: one new candidate at least
+    _tiny_quick_bench(monkeypatch, tmp_path, STAND_IN)
+    monkeypatch.setattr(stack, "QUICK_SEEDS", (1, 2))
+    monkeypatch.setattr(stack_setup, "baseline_plan", lambda quick: after)
+    monkeypatch.setenv(parts.PARTS_ENV, str(tmp_path / "fresh"))
+    fresh = stack.run(quick=True)["workloads"]["code"]
+
+    monkeypatch.setattr(stack_setup, "baseline_plan", lambda quick: before)
+    monkeypatch.setenv(parts.PARTS_ENV, str(tmp_path / "parts"))
+    saved = stack.run(quick=True)["workloads"]["code"]
+    added = set(fresh["capacity_rps"]) - set(saved["capacity_rps"])
+    assert added and all(label.startswith("prism+") for label in added)
+
+    monkeypatch.setattr(stack_setup, "baseline_plan", lambda quick: after)
+    monkeypatch.setattr(stack, "score", _must_not_measure)
+    again = stack.run(quick=True)["workloads"]["code"]
+    for field in ("capacity_rps", "strongest_baseline", "goodput_ratio_per_load", "ratio_vs_strongest"):
+        assert _same(again[field], fresh[field]), field
+    monkeypatch.setattr(refresh, "overload_runs", _must_not_measure)  # saved with them: nothing to add
+    monkeypatch.setattr(refresh, "pilot", _must_not_measure)
     assert _same(stack.run(quick=True)["workloads"]["code"]["capacity_rps"], fresh["capacity_rps"])
 
 

@@ -10,8 +10,9 @@ import pytest
 
 from slosched.core.job import JobSpec
 from slosched.evaluation import steady
+from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.rows import keeping_rows
-from slosched.evaluation.scoreboard import BaselinePlan, Scoreboard, baseline_candidates, evaluate, unscreen
+from slosched.evaluation.scoreboard import Scoreboard, evaluate, unscreen
 from slosched.evaluation.scoreboard_report import (
     capacity_table,
     overload_table,
@@ -56,21 +57,6 @@ def evaluated() -> tuple[Scoreboard, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def board(evaluated: tuple[Scoreboard, dict[str, Any]]) -> Scoreboard:
     return evaluated[0]
-
-
-def test_engine_sweep_then_every_router_with_the_best_settings() -> None:
-    plan = BaselinePlan(token_budgets=(256, 512), caps=(8,), routers=("least-tokens", "prism"))
-    sweep = [candidate.label for candidate in baseline_candidates(plan, None, None)]
-    assert sweep == [
-        "least-tokens+chunked-fcfs[token_budget=256]",
-        "least-tokens+chunked-fcfs[token_budget=512]",
-        "least-tokens+static-concurrency[cap=8]",
-    ]
-    routers = [candidate.label for candidate in baseline_candidates(plan, 512, 8)]
-    assert routers == ["prism+chunked-fcfs[token_budget=512]", "prism+static-concurrency[cap=8]"]
-    # A quick plan's step 2 (``best_engine_only``): the routers with the better engine setting only.
-    assert [candidate.label for candidate in baseline_candidates(plan, 512, None)] == [routers[0]]
-    assert [candidate.label for candidate in baseline_candidates(plan, None, 8)] == [routers[1]]
 
 
 def test_strongest_is_the_best_baseline_and_never_a_paper_policy(board: Scoreboard) -> None:

@@ -2,11 +2,11 @@
 
 For one ``Workbench`` (a workload on a cluster):
 
-1. **Engine sweep.** ``chunked-fcfs`` with each static token budget and ``static-concurrency`` with each
-   static max concurrency, behind the reference router ``least-tokens``: the best budget and the best cap
-   are chosen after the fact (as SABER's paper chooses its best static cap).
-2. **Router sweep.** Every baseline router (``least-tokens``, ``least-loaded``, ``power-of-two``,
-   ``cache-aware``, ``predicted-latency``, ``prism``) with the best budget and the best cap.
+1-2. **Engine and router sweeps** (``baseline_plan.py``): ``chunked-fcfs`` with each static token budget and
+   ``static-concurrency`` with each static max concurrency behind the reference router ``least-tokens``,
+   then every baseline router (``least-loaded``, ``power-of-two``, ``cache-aware``, ``predicted-latency``,
+   ``prism``) with the best budget and the best cap, then every router that came near the best with every
+   other setting of its better engine (the best budget depends on the router).
 3. **The strongest baseline** is the candidate of steps 1-2 with the highest median SLO capacity. Steps 1-2
    are screened (``screening.py``): every baseline is searched on the first seed, the contenders on all.
 4. **Paper policies** (and labelled oracles, and the paper's own baseline) get their SLO capacity too.
@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from slosched.evaluation.baseline_plan import BaselinePlan, baseline_candidates, best_settings, refined_candidates
 from slosched.evaluation.board import TARGETS, CapacityResult, LoadRuns, Scoreboard
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.rows import row_finished
@@ -38,26 +39,8 @@ from slosched.evaluation.workbench import Candidate, RunFigures, Workbench
 
 SCOREBOARD_API_READY = True
 
-BASELINE_ROUTERS = ("least-tokens", "least-loaded", "power-of-two", "cache-aware", "predicted-latency", "prism")
-REFERENCE_ROUTER = "least-tokens"
 LOADS = (0.5, 1.0, 1.5, 2.0)
 PRESIZED_GROWTH = 1.25  # first bracket step of a presized search (the step regrown rounds take too)
-
-
-@dataclass(slots=True, frozen=True)
-class BaselinePlan:
-    """What the strongest-baseline search sweeps: token budgets, caps, routers. ``best_engine_only`` (quick
-    forms): step 2 runs every router with the better of the two engine settings of step 1 only (the best
-    budget or the best cap, whichever carried more behind the reference router), not with both."""
-
-    token_budgets: tuple[int, ...] = (256, 512, 1024, 2048)
-    caps: tuple[int, ...] = (16, 32, 64, 128, 256)
-    routers: tuple[str, ...] = BASELINE_ROUTERS
-    best_engine_only: bool = False
-
-    @classmethod
-    def quick(cls) -> BaselinePlan:
-        return cls(token_budgets=(512, 2048), caps=(32, 128))
 
 
 @dataclass(slots=True, frozen=True)
@@ -132,22 +115,6 @@ def convergence(
         result.capacity_4x = _spreads(found[index * len(seeds) : (index + 1) * len(seeds)], TARGETS[:1])
 
 
-def baseline_candidates(plan: BaselinePlan, best_budget: int | None, best_cap: int | None) -> list[Candidate]:
-    """Step 1 (both ``best_*`` None: the engine sweep) or step 2 (every router with the best engine settings;
-    one of them None: with the other only)."""
-    if best_budget is None and best_cap is None:
-        policy = f"{REFERENCE_ROUTER}+chunked-fcfs"
-        sweep = [Candidate.of(policy, {"token_budget": budget}) for budget in plan.token_budgets]
-        capped = f"{REFERENCE_ROUTER}+static-concurrency"
-        return sweep + [Candidate.of(capped, {"cap": cap}) for cap in plan.caps]
-    routers = [router for router in plan.routers if router != REFERENCE_ROUTER]
-    budgets = [] if best_budget is None else [best_budget]
-    caps = [] if best_cap is None else [best_cap]
-    return [Candidate.of(f"{router}+chunked-fcfs", {"token_budget": b}) for b in budgets for router in routers] + [
-        Candidate.of(f"{router}+static-concurrency", {"cap": cap}) for cap in caps for router in routers
-    ]
-
-
 def evaluate(
     workbench: Workbench,
     seeds: Sequence[int],
@@ -172,8 +139,9 @@ def evaluate(
     screen = Screen(workbench, seeds, guess, workers, presized)
     sweep = baseline_candidates(plan, None, None)
     board.baselines = screen.capacities(sweep, known)
-    best_budget, best_cap = _best_settings(board, plan)
+    best_budget, best_cap = best_settings(board, plan)
     board.baselines.update(screen.capacities(baseline_candidates(plan, best_budget, best_cap)))
+    board.baselines.update(screen.capacities(refined_candidates(board, plan, best_budget, best_cap)))
     board.screened_out = screen.screened_out
     full = [label for label in board.baselines if label not in board.screened_out]
     board.strongest = max(full, key=lambda label: board.baselines[label].median_90)
@@ -266,26 +234,6 @@ def unscreen(workbench: Workbench, board: Scoreboard, label: str, workers: int =
     guess = max(result.median_90, 1e-3)
     board.baselines.update(capacities(workbench, [result.candidate], board.seeds, guess, workers, False, known))
     board.screened_out.remove(label)
-
-
-def _best_settings(board: Scoreboard, plan: BaselinePlan) -> tuple[int | None, int | None]:
-    """(best token budget, best cap) of the engine sweep; with ``plan.best_engine_only`` the weaker of the
-    two (behind the reference router) is None, so step 2 runs the routers with the stronger one only."""
-    budget = _best_param(board, plan.token_budgets, "chunked-fcfs", "token_budget")
-    cap = _best_param(board, plan.caps, "static-concurrency", "cap")
-    if not plan.best_engine_only:
-        return budget, cap
-    chunked = Candidate.of(f"{REFERENCE_ROUTER}+chunked-fcfs", {"token_budget": budget}).label
-    capped = Candidate.of(f"{REFERENCE_ROUTER}+static-concurrency", {"cap": cap}).label
-    return (budget, None) if board.capacity_of(chunked) >= board.capacity_of(capped) else (None, cap)
-
-
-def _best_param(board: Scoreboard, values: Sequence[int], engine: str, key: str) -> int:
-    def capacity(value: int) -> float:
-        label = Candidate.of(f"{REFERENCE_ROUTER}+{engine}", {key: value}).label
-        return board.baselines[label].median_90
-
-    return max(values, key=capacity)
 
 
 def overload_runs(

@@ -30,8 +30,9 @@ import slosched.bench.hexgen.report as hexgen_report
 import slosched.bench.hexgen.setup as setup
 from slosched.bench.hexgen.online import OnlineRun, drift_trace, run_online
 from slosched.core.records import RunResult
+from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.formatting import print_figures
-from slosched.evaluation.scoreboard import BaselinePlan, Scoreboard, capacities, cold_start, evaluate
+from slosched.evaluation.scoreboard import Scoreboard, capacities, cold_start, evaluate
 from slosched.evaluation.scoreboard_report import print_serving
 from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.metrics.slo_scale import min_scale_for

@@ -21,7 +21,7 @@ from typing import Any
 
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
-from slosched.evaluation.scoreboard import BaselinePlan
+from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.sim.options import SimOptions
 from slosched.workloads.generators import make_workload

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
-from slosched.evaluation.scoreboard import REFERENCE_ROUTER, BaselinePlan
+from slosched.evaluation.baseline_plan import REFERENCE_ROUTER, BaselinePlan
 from slosched.evaluation.workbench import Candidate, Workbench, simulate_candidate
 from slosched.sim.options import SimOptions
 from slosched.workloads.generators import make_workload

@@ -33,7 +33,8 @@ from slosched.bench.relserve.setup import run_candidate
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.core.request import Outcome
-from slosched.evaluation.scoreboard import REFERENCE_ROUTER, BaselinePlan, Scoreboard
+from slosched.evaluation.baseline_plan import REFERENCE_ROUTER, BaselinePlan
+from slosched.evaluation.scoreboard import Scoreboard
 from slosched.evaluation.workbench import WARMUP_PREFIX, Candidate, Workbench, measured_only
 from slosched.metrics.serving import ServingStats
 from slosched.metrics.summary import serving_of

@@ -1,6 +1,6 @@
 """Bringing a saved ``bench stack`` part (``parts.py``) up to date without measuring it all again.
 
-A part holds hours of searches, most of them the baselines'. Two changes leave those valid:
+A part holds hours of searches, most of them the baselines'. Three changes leave those valid:
 
 - **The bench gained a load** (``missing_loads``): only the new load is measured, as the scoreboard measures
   every load (the stack, its oracle and the baselines, screened the same way, on the part's seeds and
@@ -12,7 +12,14 @@ A part holds hours of searches, most of them the baselines'. Two changes leave t
   runs, and every overload run (baselines too, so each load's runs share one job count per seed). The
   figures are the ones a full run of the part would give (``scoreboard.measure_others``, the same steps).
 
-Either way the time spent is added to the part's (``WorkloadRun.topped_up``).
+- **The baseline plan sweeps more** (``missing_baselines``; the refinement step of ``baseline_plan.py``
+  came after most parts were saved): the baselines the plan now asks for and the part lacks are searched,
+  screened against the part's own first-seed bar as ``evaluate`` screens them. Where one of them becomes
+  the strongest baseline, its 4x runs and every overload run are measured again (the loads are multiples
+  of the strongest's capacity); otherwise the new ones get their overload runs beside the kept ones (the
+  same job count per seed, as the strongest's capacity sets it). Automatic, as a missing load is.
+
+In every case the time spent is added to the part's (``WorkloadRun.topped_up``).
 """
 
 from __future__ import annotations
@@ -24,7 +31,9 @@ from collections.abc import Callable, Sequence
 import slosched.bench.stack.setup as setup
 from slosched.bench.stack.figures import WorkloadRun, cpu_seconds
 from slosched.core.errors import ConfigError
-from slosched.evaluation.scoreboard import measure_others, overload_runs, pilot
+from slosched.evaluation.baseline_plan import best_settings, refined_candidates
+from slosched.evaluation.board import TARGETS
+from slosched.evaluation.scoreboard import Screen, convergence, measure_others, overload_runs, pilot
 
 REMEASURE_ENV = "SLOSCHED_STACK_REMEASURE"
 REMEASURE_CHOICES = ("stack",)
@@ -55,6 +64,42 @@ def missing_loads(run: WorkloadRun, quick: bool, loads: Sequence[float]) -> list
 
     _timed(run, measure)
     return missing
+
+
+def missing_baselines(run: WorkloadRun, quick: bool, loads: Sequence[float], overload: bool = True) -> list[str]:
+    """The baselines the plan now sweeps that the part lacks, measured and recorded on its board (module
+    doc; ``overload`` False: their overload runs are left to a remeasure that runs them all); returns their
+    labels."""
+    board, plan = run.board, setup.baseline_plan(quick)
+    new = refined_candidates(board, plan, *best_settings(board, plan))
+    if not new:
+        return []
+
+    def measure() -> None:
+        bench = run.workload.workbench(quick, run.sizes)
+        guess, _ = pilot(bench, plan, board.seeds, run.workload.guess, presized=quick)  # as ``evaluate`` starts
+        bar = max(result.searches[0].capacity[TARGETS[0]] for result in board.baselines.values())
+        screen = Screen(bench, board.seeds, guess, 2, quick, bar=bar)
+        board.baselines.update(screen.capacities(new))
+        board.screened_out += screen.screened_out
+        full = [label for label in board.baselines if label not in board.screened_out]
+        strongest = max(full, key=lambda label: board.baselines[label].median_90)
+        shown = [label for label in board.overload if label not in board.baselines]  # the stack and its oracle
+        if strongest != board.strongest:
+            board.strongest = strongest
+            if not board.baselines[strongest].capacity_4x:
+                convergence(bench, [board.baselines[strongest]], board.seeds)
+            if overload:
+                board.overload, board.overload_baselines, board.overload_serving = {}, {}, {}
+                runs = overload_runs(bench, board, [*shown, *board.baselines], board.seeds, loads, screened=True)
+                board.record_overload(runs, [strongest, *shown])
+        elif overload:
+            runs = overload_runs(bench, board, [c.label for c in new], board.seeds, loads, screened=True)
+            # The strongest's runs again (the same ones): ``record_overload`` counts a full run by them.
+            board.record_overload(runs, [])
+
+    _timed(run, measure)
+    return [candidate.label for candidate in new]
 
 
 def remeasure_stack(run: WorkloadRun, quick: bool, loads: Sequence[float]) -> None:

@@ -230,13 +230,16 @@ def measured_or_saved(
     saved = parts.load_part(directory, workload, quick, seeds)
     if saved is not None:
         print(f"{workload.name}: loaded from {parts.part_path(directory, workload.name, quick)}", flush=True)
+        baselines = refresh.missing_baselines(saved, quick, LOADS, overload=not remeasure)
+        if baselines:
+            print(f"{workload.name}: baselines added to the saved part: {', '.join(baselines)}", flush=True)
         if remeasure:
             refresh.remeasure_stack(saved, quick, LOADS)
             print(f"{workload.name}: the stack's rows measured again on the saved baselines", flush=True)
         added = refresh.missing_loads(saved, quick, LOADS)
         if added:
             print(f"{workload.name}: measured at {', '.join(f'{x:g}x' for x in added)} too", flush=True)
-        if added or remeasure:
+        if baselines or added or remeasure:
             print(f"{workload.name}: saved to {parts.save_part(directory, saved, quick)}", flush=True)
         return saved
     measured = score(workload, quick, seeds)

@@ -33,7 +33,7 @@ import slosched.bench.nexus.setup as nexus_setup
 from slosched.bench.saber.setup import task_max_tokens
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobKind, JobSpec
-from slosched.evaluation.scoreboard import BaselinePlan
+from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.workbench import SELF_TUNE, Candidate, JobsFn, Workbench
 from slosched.sim.options import SimOptions
 from slosched.workloads.generators import make_workload
