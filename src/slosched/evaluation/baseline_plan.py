@@ -1,24 +1,32 @@
-"""What the strongest-baseline search sweeps, and which candidates each of its steps runs.
+"""What the strongest-baseline search sweeps, and which candidates each of its rounds runs.
 
-The scoreboard (``scoreboard.py``) chooses the strongest baseline after the fact from three steps:
+The scoreboard (``scoreboard.py``) chooses the strongest baseline after the fact from the candidates of five
+rounds (``BASELINE_ROUNDS``), each a function of what the board holds so far:
 
 1. **Engine sweep**: ``chunked-fcfs`` with each static token budget and ``static-concurrency`` with each cap,
    behind the reference router ``least-tokens``.
-2. **Router sweep**: every other baseline router with the best budget and the best cap of step 1.
-3. **Refinement**: every router of step 2 whose best row there carried at least ``1 - refine_margin`` of
+2. **Past the edge**: where the best budget (or cap) of round 1 is the grid's smallest or largest, the
+   reference router runs one step beyond it (half the smallest, twice the largest). A best value on the
+   edge says the grid stopped too early: on ``bench stack``'s Text-to-SQL, chat and mixed workloads the
+   strongest baseline ran at the smallest budget of the grid (256).
+3. **Router sweep**: every other baseline router with the best budget and the best cap of rounds 1-2.
+4. **Refinement**: every router of round 3 whose best row there carried at least ``1 - refine_margin`` of
    the best baseline so far gets every other setting of the engine it did best with. Why: the best budget
-   depends on the router. On NexusSched's ShareGPT workload step 1 chose a budget of 128 behind
+   depends on the router. On NexusSched's ShareGPT workload round 1 chose a budget of 128 behind
    ``least-tokens``; ``prism`` at 128 carried 37.0 jobs/s (0.88 of the best, 42.2), where ``prism`` at 512
    had carried 74.5 in an earlier table: the strongest baseline was never run. A full grid (every router x
    every setting) would triple the baselines' first-seed searches; the margin keeps the routers that could
    be near the best with another setting (a quarter below it by default) and drops the ones far below.
+5. **Past the edge, refined**: round 2's rule for each refined router.
 
-Every step is screened the same way (``screening.py``: all candidates on the first seed, contenders on all).
+"On the first seed" throughout: every baseline is searched on the first seed, the contenders of each round
+on all (``screening.py``). A saved board measured before a round existed gains that round's candidates by
+running the rounds again (each runs only what the board lacks; ``bench/stack/refresh.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from slosched.evaluation.board import TARGETS, Scoreboard
@@ -27,6 +35,10 @@ from slosched.evaluation.workbench import Candidate
 BASELINE_ROUTERS = ("least-tokens", "least-loaded", "power-of-two", "cache-aware", "predicted-latency", "prism")
 REFERENCE_ROUTER = "least-tokens"
 CHUNKED, CAPPED = "chunked-fcfs", "static-concurrency"
+KEYS = {CHUNKED: "token_budget", CAPPED: "cap"}
+# How far past its grid an engine setting is extended (round 2): a budget under 64 tokens splits every prompt
+# into tens of steps, and a cap over 1,024 is past every cluster's KV room; neither is a setting anyone runs.
+LIMITS = {CHUNKED: (64, 16384), CAPPED: (1, 1024)}
 
 
 @dataclass(slots=True, frozen=True)
@@ -34,14 +46,16 @@ class BaselinePlan:
     """What the strongest-baseline search sweeps: token budgets, caps, routers. ``best_engine_only`` (quick
     forms): step 2 runs every router with the better of the two engine settings of step 1 only (the best
     budget or the best cap, whichever carried more behind the reference router), not with both.
-    ``refine_margin``: how far below the best baseline so far a router's best step-2 row may be and still
-    be swept by step 3 (0: only a router that is the best; negative: no step 3)."""
+    ``refine_margin``: how far below the best baseline so far a router's best round-3 row may be and still
+    be swept by round 4 (0: only a router that is the best; negative: no round 4). ``past_edges``: rounds 2
+    and 5 run."""
 
     token_budgets: tuple[int, ...] = (256, 512, 1024, 2048)
     caps: tuple[int, ...] = (16, 32, 64, 128, 256)
     routers: tuple[str, ...] = BASELINE_ROUTERS
     best_engine_only: bool = False
     refine_margin: float = 0.25
+    past_edges: bool = True
 
     @classmethod
     def quick(cls) -> BaselinePlan:
@@ -62,26 +76,98 @@ def baseline_candidates(plan: BaselinePlan, best_budget: int | None, best_cap: i
     ]
 
 
-def refined_candidates(
-    board: Scoreboard, plan: BaselinePlan, best_budget: int | None, best_cap: int | None
-) -> list[Candidate]:
-    """Step 3: each router whose best step-2 row carried at least ``1 - plan.refine_margin`` of the best
-    baseline so far on the first seed (the one seed every baseline is searched on), with every setting of
-    that row's engine it has not run."""
-    rows: dict[str, Candidate] = {}  # each router's best step-2 candidate
-    for candidate in baseline_candidates(plan, best_budget, best_cap):
-        router = candidate.policy.split("+", 1)[0]
+def _grid(plan: BaselinePlan, policy: str) -> tuple[str, tuple[int, ...]]:
+    """(the engine's setting key, its grid in ``plan``) of a ``ROUTER+ENGINE`` baseline."""
+    engine = policy.split("+", 1)[1]
+    return KEYS[engine], plan.token_budgets if engine == CHUNKED else plan.caps
+
+
+def _tried(board: Scoreboard, policy: str, key: str) -> dict[int, float]:
+    """The settings of ``policy``'s engine the board holds (the grid and any past it) -> median capacity (the
+    figure the strongest baseline is chosen by; a screened-out row's is its first seed's)."""
+    engine = policy.split("+", 1)[1]
+    return {
+        result.candidate.params.engine[engine][key]: result.median_90
+        for result in board.baselines.values()
+        if result.candidate.policy == policy and engine in result.candidate.params.engine
+    }
+
+
+def past_edge(board: Scoreboard, plan: BaselinePlan, policies: Sequence[str]) -> list[Candidate]:
+    """For each ``ROUTER+ENGINE`` whose best setting so far is the grid's smallest or largest: one step beyond it
+    (half, or twice), within ``LIMITS``."""
+    beyond: list[Candidate] = []
+    for policy in policies if plan.past_edges else ():
+        key, values = _grid(plan, policy)
+        tried = _tried(board, policy, key)
+        if not tried:
+            continue
+        best = max(sorted(tried), key=lambda value: tried[value])
+        low, high = LIMITS[policy.split("+", 1)[1]]
+        # Only from the grid's own edge: a step beyond that is best itself is not followed by another.
+        if best == min(values) and best // 2 >= low:
+            beyond.append(Candidate.of(policy, {key: best // 2}))
+        elif best == max(values) and best * 2 <= high:
+            beyond.append(Candidate.of(policy, {key: best * 2}))
+    return beyond
+
+
+def engine_sweep(board: Scoreboard, plan: BaselinePlan) -> list[Candidate]:
+    """Round 1."""
+    return baseline_candidates(plan, None, None)
+
+
+def engine_edges(board: Scoreboard, plan: BaselinePlan) -> list[Candidate]:
+    """Round 2."""
+    return past_edge(board, plan, [f"{REFERENCE_ROUTER}+{CHUNKED}", f"{REFERENCE_ROUTER}+{CAPPED}"])
+
+
+def router_sweep(board: Scoreboard, plan: BaselinePlan) -> list[Candidate]:
+    """Round 3."""
+    return baseline_candidates(plan, *best_settings(board, plan))
+
+
+def refinement(board: Scoreboard, plan: BaselinePlan) -> list[Candidate]:
+    """Round 4: each refined router with every setting of its better engine's grid."""
+    refined: list[Candidate] = []
+    for leader in _refined_leaders(board, plan):
+        key, values = _grid(plan, leader.policy)
+        refined += [Candidate.of(leader.policy, {key: value}) for value in values]
+    return refined
+
+
+def refinement_edges(board: Scoreboard, plan: BaselinePlan) -> list[Candidate]:
+    """Round 5."""
+    return past_edge(board, plan, [leader.policy for leader in _refined_leaders(board, plan)])
+
+
+Round = Callable[[Scoreboard, BaselinePlan], list[Candidate]]
+BASELINE_ROUNDS: tuple[Round, ...] = (engine_sweep, engine_edges, router_sweep, refinement, refinement_edges)
+
+
+def lacks_a_round(board: Scoreboard, plan: BaselinePlan) -> bool:
+    """Whether some round would run a candidate the board does not hold (a board saved before the round)."""
+    return any(candidate.label not in board.baselines for run in BASELINE_ROUNDS for candidate in run(board, plan))
+
+
+def _refined_leaders(board: Scoreboard, plan: BaselinePlan) -> list[Candidate]:
+    """Each router's best round-3 row, for the routers whose best carried at least ``1 - plan.refine_margin``
+    of the best baseline of rounds 1-3 (module doc, round 4)."""
+    rows: dict[str, Candidate] = {}
+    for candidate in router_sweep(board, plan):
+        router = _router(candidate)
         if router not in rows or _first_seed(board, candidate) > _first_seed(board, rows[router]):
             rows[router] = candidate
-    best = max((result.searches[0].capacity[TARGETS[0]] for result in board.baselines.values()), default=0.0)
-    refined: list[Candidate] = []
-    for leader in rows.values():
-        if _first_seed(board, leader) < (1.0 - plan.refine_margin) * best:
-            continue
-        chunked = leader.policy.endswith(f"+{CHUNKED}")
-        key, values = ("token_budget", plan.token_budgets) if chunked else ("cap", plan.caps)
-        refined += [Candidate.of(leader.policy, {key: value}) for value in values]
-    return [candidate for candidate in refined if candidate.label not in board.baselines]
+    # The best of rounds 1-3 (every reference-router row, every round-3 row): what rounds 4-5 add moves no bar.
+    reference = [
+        result.candidate for result in board.baselines.values() if _router(result.candidate) == REFERENCE_ROUTER
+    ]
+    best = max((_first_seed(board, candidate) for candidate in [*reference, *rows.values()]), default=0.0)
+    return [leader for leader in rows.values() if _first_seed(board, leader) >= (1.0 - plan.refine_margin) * best]
+
+
+def _router(candidate: Candidate) -> str:
+    return candidate.policy.split("+", 1)[0]
 
 
 def _first_seed(board: Scoreboard, candidate: Candidate) -> float:
@@ -89,20 +175,20 @@ def _first_seed(board: Scoreboard, candidate: Candidate) -> float:
 
 
 def best_settings(board: Scoreboard, plan: BaselinePlan) -> tuple[int | None, int | None]:
-    """(best token budget, best cap) of the engine sweep; with ``plan.best_engine_only`` the weaker of the
-    two (behind the reference router) is None, so step 2 runs the routers with the stronger one only."""
-    budget = _best_param(board, plan.token_budgets, CHUNKED, "token_budget")
-    cap = _best_param(board, plan.caps, CAPPED, "cap")
+    """(best token budget, best cap) behind the reference router, among every setting the board holds for it
+    (rounds 1-2), by median capacity; with ``plan.best_engine_only`` the weaker of the two is None, so round
+    3 runs the routers with the stronger one only."""
+    budget, budget_capacity = _best_setting(board, plan, CHUNKED)
+    cap, cap_capacity = _best_setting(board, plan, CAPPED)
     if not plan.best_engine_only:
         return budget, cap
-    chunked = Candidate.of(f"{REFERENCE_ROUTER}+{CHUNKED}", {"token_budget": budget}).label
-    capped = Candidate.of(f"{REFERENCE_ROUTER}+{CAPPED}", {"cap": cap}).label
-    return (budget, None) if board.capacity_of(chunked) >= board.capacity_of(capped) else (None, cap)
+    return (budget, None) if budget_capacity >= cap_capacity else (None, cap)
 
 
-def _best_param(board: Scoreboard, values: Sequence[int], engine: str, key: str) -> int:
-    def capacity(value: int) -> float:
-        label = Candidate.of(f"{REFERENCE_ROUTER}+{engine}", {key: value}).label
-        return board.baselines[label].median_90
-
-    return max(values, key=capacity)
+def _best_setting(board: Scoreboard, plan: BaselinePlan, engine: str) -> tuple[int, float]:
+    key, grid = _grid(plan, f"{REFERENCE_ROUTER}+{engine}")
+    medians = _tried(board, f"{REFERENCE_ROUTER}+{engine}", key)
+    best = max(grid, key=lambda value: medians[value])  # in the grid's order: ties go as they always went
+    beyond = [value for value in medians if value not in grid and medians[value] > medians[best]]
+    best = max(beyond, key=lambda value: medians[value]) if beyond else best
+    return best, medians[best]

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from slosched.evaluation.baseline_plan import BaselinePlan, baseline_candidates, best_settings, refined_candidates
+from slosched.evaluation.baseline_plan import BASELINE_ROUNDS, BaselinePlan, baseline_candidates
 from slosched.evaluation.board import TARGETS, CapacityResult, LoadRuns, Scoreboard
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.rows import row_finished
@@ -137,16 +137,30 @@ def evaluate(
     board = Scoreboard(workbench.name, workbench.num_jobs, tuple(seeds), workbench.truth)
     guess, known = pilot(workbench, plan, seeds, guess, workers, presized)
     screen = Screen(workbench, seeds, guess, workers, presized)
-    sweep = baseline_candidates(plan, None, None)
-    board.baselines = screen.capacities(sweep, known)
-    best_budget, best_cap = best_settings(board, plan)
-    board.baselines.update(screen.capacities(baseline_candidates(plan, best_budget, best_cap)))
-    board.baselines.update(screen.capacities(refined_candidates(board, plan, best_budget, best_cap)))
-    board.screened_out = screen.screened_out
-    full = [label for label in board.baselines if label not in board.screened_out]
-    board.strongest = max(full, key=lambda label: board.baselines[label].median_90)
+    measure_baselines(screen, board, plan, known)
     measure_others(workbench, board, others, guess, loads, overload_labels, workers, converge_labels, presized)
     return board
+
+
+def measure_baselines(
+    screen: Screen,
+    board: Scoreboard,
+    plan: BaselinePlan,
+    known: Mapping[tuple[str, int], SteadyCapacity] | None = None,
+) -> list[str]:
+    """Each round of the baseline search (``baseline_plan.BASELINE_ROUNDS``) on what the board lacks, screened
+    by ``screen``; then the strongest baseline. Returns the labels measured (on a board saved before a round
+    existed: that round's)."""
+    added: list[str] = []
+    for run in BASELINE_ROUNDS:
+        new = [candidate for candidate in run(board, plan) if candidate.label not in board.baselines]
+        if new:
+            board.baselines.update(screen.capacities(new, known))
+            added += [candidate.label for candidate in new]
+    board.screened_out += [label for label in screen.screened_out if label not in board.screened_out]
+    full = [label for label in board.baselines if label not in board.screened_out]
+    board.strongest = max(full, key=lambda label: board.baselines[label].median_90)
+    return added
 
 
 def pilot(

@@ -12,9 +12,11 @@ A part holds hours of searches, most of them the baselines'. Three changes leave
   runs, and every overload run (baselines too, so each load's runs share one job count per seed). The
   figures are the ones a full run of the part would give (``scoreboard.measure_others``, the same steps).
 
-- **The baseline plan sweeps more** (``missing_baselines``; the refinement step of ``baseline_plan.py``
-  came after most parts were saved): the baselines the plan now asks for and the part lacks are searched,
-  screened against the part's own first-seed bar as ``evaluate`` screens them. Where one of them becomes
+- **The baseline plan sweeps more** (``missing_baselines``; the rounds past the grid's edge and the
+  refinement of ``baseline_plan.py`` came after the parts were saved): the rounds run again on the part's
+  board, each searching only the candidates it lacks, screened against the part's first-seed bar as
+  ``evaluate`` screens them (``scoreboard.measure_baselines``). A part may then hold more baselines than a
+  fresh run (the rows of a round whose input changed stay), never fewer. Where one of them becomes
   the strongest baseline, its 4x runs and every overload run are measured again (the loads are multiples
   of the strongest's capacity); otherwise the new ones get their overload runs beside the kept ones (the
   same job count per seed, as the strongest's capacity sets it). Automatic, as a missing load is.
@@ -31,9 +33,9 @@ from collections.abc import Callable, Sequence
 import slosched.bench.stack.setup as setup
 from slosched.bench.stack.figures import WorkloadRun, cpu_seconds
 from slosched.core.errors import ConfigError
-from slosched.evaluation.baseline_plan import best_settings, refined_candidates
+from slosched.evaluation.baseline_plan import lacks_a_round
 from slosched.evaluation.board import TARGETS
-from slosched.evaluation.scoreboard import Screen, convergence, measure_others, overload_runs, pilot
+from slosched.evaluation.scoreboard import Screen, convergence, measure_baselines, measure_others, overload_runs, pilot
 
 REMEASURE_ENV = "SLOSCHED_STACK_REMEASURE"
 REMEASURE_CHOICES = ("stack",)
@@ -71,35 +73,31 @@ def missing_baselines(run: WorkloadRun, quick: bool, loads: Sequence[float], ove
     doc; ``overload`` False: their overload runs are left to a remeasure that runs them all); returns their
     labels."""
     board, plan = run.board, setup.baseline_plan(quick)
-    new = refined_candidates(board, plan, *best_settings(board, plan))
-    if not new:
+    if not lacks_a_round(board, plan):
         return []
+    added: list[str] = []
 
     def measure() -> None:
         bench = run.workload.workbench(quick, run.sizes)
         guess, _ = pilot(bench, plan, board.seeds, run.workload.guess, presized=quick)  # as ``evaluate`` starts
         bar = max(result.searches[0].capacity[TARGETS[0]] for result in board.baselines.values())
-        screen = Screen(bench, board.seeds, guess, 2, quick, bar=bar)
-        board.baselines.update(screen.capacities(new))
-        board.screened_out += screen.screened_out
-        full = [label for label in board.baselines if label not in board.screened_out]
-        strongest = max(full, key=lambda label: board.baselines[label].median_90)
+        was = board.strongest
+        added.extend(measure_baselines(Screen(bench, board.seeds, guess, 2, quick, bar=bar), board, plan))
         shown = [label for label in board.overload if label not in board.baselines]  # the stack and its oracle
-        if strongest != board.strongest:
-            board.strongest = strongest
-            if not board.baselines[strongest].capacity_4x:
-                convergence(bench, [board.baselines[strongest]], board.seeds)
+        if board.strongest != was:
+            if not board.baselines[board.strongest].capacity_4x:
+                convergence(bench, [board.baselines[board.strongest]], board.seeds)
             if overload:
                 board.overload, board.overload_baselines, board.overload_serving = {}, {}, {}
                 runs = overload_runs(bench, board, [*shown, *board.baselines], board.seeds, loads, screened=True)
-                board.record_overload(runs, [strongest, *shown])
+                board.record_overload(runs, [board.strongest, *shown])
         elif overload:
-            runs = overload_runs(bench, board, [c.label for c in new], board.seeds, loads, screened=True)
+            runs = overload_runs(bench, board, added, board.seeds, loads, screened=True)
             # The strongest's runs again (the same ones): ``record_overload`` counts a full run by them.
             board.record_overload(runs, [])
 
     _timed(run, measure)
-    return [candidate.label for candidate in new]
+    return added
 
 
 def remeasure_stack(run: WorkloadRun, quick: bool, loads: Sequence[float]) -> None:
