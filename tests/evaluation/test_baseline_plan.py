@@ -1,4 +1,4 @@
-"""The strongest-baseline search's candidates: engine sweep, router sweep, refinement of the near routers."""
+"""The strongest-baseline search's rounds: engine sweep, past its edge, router sweep, refinement of the near rows."""
 
 from __future__ import annotations
 
@@ -81,17 +81,29 @@ def test_a_router_near_the_best_gets_every_setting_of_its_better_engine() -> Non
     assert refined == ["prism+chunked-fcfs[token_budget=512]"]
 
 
-def test_the_engine_refined_is_the_one_the_router_did_best_with() -> None:
+def test_each_near_row_gets_its_own_engines_grid() -> None:
     board = _engine_sweep_and_routers(prism_chunked=25.0, least_loaded_capped=40.0)
     refined = _new(board, refinement(board, PLAN))
     assert refined == ["least-loaded+static-concurrency[cap=8]"]  # prism's best (30) is too far below 42
+    # NexusSched's case: prism's cap row a hair above its budget row; both are near, both grids run.
+    _add(board, {"prism+static-concurrency[cap=64]": 37.6, "prism+chunked-fcfs[token_budget=128]": 37.0})
+    assert set(_new(board, refinement(board, PLAN))) == {
+        "least-loaded+static-concurrency[cap=8]",
+        "prism+static-concurrency[cap=8]",
+        "prism+chunked-fcfs[token_budget=512]",
+    }
 
 
 def test_the_margin_sets_how_far_below_the_best_a_router_may_be() -> None:
     board = _engine_sweep_and_routers(prism_chunked=37.0, least_loaded_capped=28.0)
     everyone = BaselinePlan(PLAN.token_budgets, PLAN.caps, PLAN.routers, refine_margin=1.0)
     refined = set(_new(board, refinement(board, everyone)))
-    assert refined == {"prism+chunked-fcfs[token_budget=512]", "least-loaded+chunked-fcfs[token_budget=512]"}
+    assert refined == {
+        "prism+chunked-fcfs[token_budget=512]",
+        "prism+static-concurrency[cap=8]",
+        "least-loaded+chunked-fcfs[token_budget=512]",
+        "least-loaded+static-concurrency[cap=8]",
+    }
     nobody = BaselinePlan(PLAN.token_budgets, PLAN.caps, PLAN.routers, refine_margin=-1.0)
     assert refinement(board, nobody) == []
 

@@ -10,14 +10,16 @@ rounds (``BASELINE_ROUNDS``), each a function of what the board holds so far:
    edge says the grid stopped too early: on ``bench stack``'s Text-to-SQL, chat and mixed workloads the
    strongest baseline ran at the smallest budget of the grid (256).
 3. **Router sweep**: every other baseline router with the best budget and the best cap of rounds 1-2.
-4. **Refinement**: every router of round 3 whose best row there carried at least ``1 - refine_margin`` of
-   the best baseline so far gets every other setting of the engine it did best with. Why: the best budget
-   depends on the router. On NexusSched's ShareGPT workload round 1 chose a budget of 128 behind
-   ``least-tokens``; ``prism`` at 128 carried 37.0 jobs/s (0.88 of the best, 42.2), where ``prism`` at 512
-   had carried 74.5 in an earlier table: the strongest baseline was never run. A full grid (every router x
-   every setting) would triple the baselines' first-seed searches; the margin keeps the routers that could
-   be near the best with another setting (a quarter below it by default) and drops the ones far below.
-5. **Past the edge, refined**: round 2's rule for each refined router.
+4. **Refinement**: every row of round 3 (a router with the best budget, or with the best cap) that carried
+   at least ``1 - refine_margin`` of the best baseline so far gets every other setting of its engine. Why:
+   the best setting depends on the router. On NexusSched's ShareGPT workload round 1 chose a budget of 128
+   behind ``least-tokens``; ``prism`` at 128 carried 37.0 jobs/s (0.88 of the best, 42.2), where ``prism``
+   at 512 had carried 74.5 in an earlier table: the strongest baseline was never run. Per row, not per
+   router: there ``prism`` with a cap of 64 carried 37.6, a hair above its budget row, and the budgets are
+   where its gain lay. A full grid (every router x every setting) would triple the baselines' first-seed
+   searches; the margin keeps the rows that could be near the best with another setting (a quarter below
+   it by default) and drops the ones far below.
+5. **Past the edge, refined**: round 2's rule for each refined row.
 
 "On the first seed" throughout: every baseline is searched on the first seed, the contenders of each round
 on all (``screening.py``). A saved board measured before a round existed gains that round's candidates by
@@ -46,8 +48,8 @@ class BaselinePlan:
     """What the strongest-baseline search sweeps: token budgets, caps, routers. ``best_engine_only`` (quick
     forms): step 2 runs every router with the better of the two engine settings of step 1 only (the best
     budget or the best cap, whichever carried more behind the reference router), not with both.
-    ``refine_margin``: how far below the best baseline so far a router's best round-3 row may be and still
-    be swept by round 4 (0: only a router that is the best; negative: no round 4). ``past_edges``: rounds 2
+    ``refine_margin``: how far below the best baseline so far a round-3 row may be and still have its
+    engine's grid swept by round 4 (0: only a row that is the best; negative: no round 4). ``past_edges``: rounds 2
     and 5 run."""
 
     token_budgets: tuple[int, ...] = (256, 512, 1024, 2048)
@@ -128,7 +130,7 @@ def router_sweep(board: Scoreboard, plan: BaselinePlan) -> list[Candidate]:
 
 
 def refinement(board: Scoreboard, plan: BaselinePlan) -> list[Candidate]:
-    """Round 4: each refined router with every setting of its better engine's grid."""
+    """Round 4: each refined row's router with every setting of its engine's grid."""
     refined: list[Candidate] = []
     for leader in _refined_leaders(board, plan):
         key, values = _grid(plan, leader.policy)
@@ -151,19 +153,14 @@ def lacks_a_round(board: Scoreboard, plan: BaselinePlan) -> bool:
 
 
 def _refined_leaders(board: Scoreboard, plan: BaselinePlan) -> list[Candidate]:
-    """Each router's best round-3 row, for the routers whose best carried at least ``1 - plan.refine_margin``
-    of the best baseline of rounds 1-3 (module doc, round 4)."""
-    rows: dict[str, Candidate] = {}
-    for candidate in router_sweep(board, plan):
-        router = _router(candidate)
-        if router not in rows or _first_seed(board, candidate) > _first_seed(board, rows[router]):
-            rows[router] = candidate
+    """The round-3 rows that carried at least ``1 - plan.refine_margin`` of the best baseline of rounds 1-3 on
+    the first seed (module doc, round 4): each is a router and an engine whose grid round 4 runs."""
+    rows = router_sweep(board, plan)
     # The best of rounds 1-3 (every reference-router row, every round-3 row): what rounds 4-5 add moves no bar.
-    reference = [
-        result.candidate for result in board.baselines.values() if _router(result.candidate) == REFERENCE_ROUTER
-    ]
-    best = max((_first_seed(board, candidate) for candidate in [*reference, *rows.values()]), default=0.0)
-    return [leader for leader in rows.values() if _first_seed(board, leader) >= (1.0 - plan.refine_margin) * best]
+    every = [result.candidate for result in board.baselines.values()]
+    reference = [candidate for candidate in every if _router(candidate) == REFERENCE_ROUTER]
+    best = max((_first_seed(board, candidate) for candidate in [*reference, *rows]), default=0.0)
+    return [row for row in rows if _first_seed(board, row) >= (1.0 - plan.refine_margin) * best]
 
 
 def _router(candidate: Candidate) -> str:
