@@ -55,9 +55,10 @@ def _summary(boards: list[Scoreboard], figures: dict[str, Any]) -> list[str]:
         "## Headline: both ratios",
         "",
         f"`{PAPER_POLICY}`'s SLO capacity @90% over the strongest baseline (chosen after the fact among six "
-        "routers x chunked-fcfs with the best static token budget / static-concurrency with the best static "
-        "cap) and over the paper's own baseline (`least-loaded` + Sarathi-style chunked prefill, static "
-        "512-token budget). A target counts as met only against the strongest baseline.",
+        "routers x chunked-fcfs with static token budgets / static-concurrency with static caps, searched in "
+        "the rounds of [scoreboard.md](../scoreboard.md#the-strongest-baseline)) and over the paper's own "
+        "baseline (`least-loaded` + Sarathi-style chunked prefill, static 512-token budget). A target counts as "
+        "met only against the strongest baseline.",
         "",
         "| setting | prism+lens | strongest baseline | its capacity | ratio vs strongest | paper baseline | "
         "ratio vs paper baseline |",

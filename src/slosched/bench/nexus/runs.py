@@ -4,8 +4,8 @@ Per setting (``setup``: ShareGPT on the heterogeneous cluster is the headline; f
 and Summarization on 2x H100):
 
 * **SLO capacity** (>= 90% and >= 95% of jobs meeting their token SLOs, bisection to 2%, median over seeds
-  with the min-max spread) of the strongest-baseline candidates (``evaluation/scoreboard.py``: six routers x
-  ``chunked-fcfs`` with the best static token budget and ``static-concurrency`` with the best static cap),
+  with the min-max spread) of the strongest-baseline candidates (``evaluation/baseline_plan.py``: six
+  routers x ``chunked-fcfs`` with static token budgets and ``static-concurrency`` with static caps, in rounds),
   of ``prism+lens``, its ablations and the paper's baselines.
 * **Overload**: attainment and goodput at 0.5x-2x the strongest baseline's capacity.
 * **Cold start** (its own table): the same capacities with no warm-up prefix, so the step-time model

@@ -6,8 +6,8 @@ arrivals, a discarded warm-up prefix so learned state is warm, leak-free deadlin
 client's estimate) give:
 
 - **SLO capacity** (90% and 95% of relQueries within their SLO, bisection to 2%, median over seeds with
-  the min-max spread) of the strongest baseline (``scoreboard.evaluate``: best static token budget, best
-  static max concurrency, every router on multi-engine clusters), of RelServe (``least-tokens+relserve``),
+  the min-max spread) of the strongest baseline (``scoreboard.evaluate``: static token budgets and static
+  max concurrencies searched in rounds, every router on multi-engine clusters), of RelServe (``least-tokens+relserve``),
   of the paper's baselines (vLLM ``fcfs``, Sarathi ``chunked-fcfs``, vLLM-SP ``static-priority``) and, in
   full runs, of the predicted-OL variant and the labelled ORACLE (true output lengths).
 - **Goodput under overload** at 0.5x-2x the strongest baseline's capacity.

@@ -3,7 +3,8 @@
 Settings follow the paper (OPT-13B on 1x A100-40G and Llama-2-70B on 4x A100-40G TP4, one engine each;
 ``MORE_SETTINGS``: Qwen2.5-32B TP2, and a two-engine OPT-13B cluster where the router matters). On one engine
 every router makes the same (only) choice, so there the router sweep collapses to the reference router and
-the engine sweep (best static token budget, best static max concurrency) is the whole baseline search.
+the engine sweep (static token budgets and max concurrencies, one step past the grid's edge where the best
+lies on it) is the whole baseline search.
 
 Candidates beside the scoreboard's baselines, all behind ``least-tokens`` (the reference router, so the
 engine is the only difference): RelServe's engine ``relserve`` (the paper policy), the paper's own

@@ -5,8 +5,9 @@ W1/W2/W3 code mixes, per-task SLAs, per-task max_tokens). The offline phase prof
 (closed loops on the W3 mix, ~1,000 samples; USL / linear / logistic fits). Then, per mix:
 
 - **SLO capacity** (>= 90% and >= 95% of requests within their task's SLA, bisection to 2%, median over
-  seeds with the min-max spread) of every baseline of the engine sweep (best static token budget, best
-  static max concurrency, ``scoreboard.evaluate``), of SABER and its ablations. The strongest baseline is
+  seeds with the min-max spread) of every baseline of the engine sweep (static token budgets and max
+  concurrencies, one step past the grid's edge where the best lies on it: ``scoreboard.evaluate``), of
+  SABER and its ablations. The strongest baseline is
   the best of the sweep, chosen after the fact; the paper's baseline is the best static cap in 10..100.
 - **Goodput under overload** at 0.5x-4x the strongest baseline's capacity (1.5x and 2x among them).
 - **The paper's table**: attainment of SABER and of the best static cap *per load* (10..100, chosen after

@@ -55,7 +55,8 @@ def _header(figures: dict[str, Any]) -> list[str]:
         f"`{ORACLE_LABEL}` is the same policy with an output-length predictor that reads true lengths (the limit). "
         "Method: DESIGN section 9 (SLO capacity = the highest rate at which >= 90% of jobs meet their SLO, "
         f"bisection to 2%, median [min-max] over {figures['seeds']} seeds; warm learned state; leak-free deadlines; "
-        "the strongest baseline chosen after the fact, by capacity and again at each load).",
+        "the strongest baseline chosen after the fact, by capacity and again at each load, from the baseline "
+        "search's rounds: [scoreboard.md](../scoreboard.md#the-strongest-baseline)).",
         "",
     ]
     for name, row in figures["workloads"].items():
