@@ -124,10 +124,9 @@ def test_a_best_setting_on_the_grid_edge_is_tried_one_step_beyond() -> None:
     assert engine_edges(board, BaselinePlan(PLAN.token_budgets, PLAN.caps, PLAN.routers, past_edges=False)) == []
     _add(board, {"least-tokens+chunked-fcfs[token_budget=64]": 45.0, "least-tokens+static-concurrency[cap=128]": 1.0})
     assert best_settings(board, PLAN) == (64, 64)  # the step past the edge is better: the routers run it
-    assert _new(board, engine_edges(board, PLAN)) == []
 
 
-def test_the_step_past_the_edge_is_one_step_not_a_walk() -> None:
+def test_the_walk_past_the_edge_goes_on_while_the_step_beyond_is_best() -> None:
     plan = BaselinePlan(token_budgets=(256, 512), caps=(64,), routers=("least-tokens",))
     board = _board(
         {
@@ -141,8 +140,14 @@ def test_the_step_past_the_edge_is_one_step_not_a_walk() -> None:
         "least-tokens+chunked-fcfs[token_budget=128]",
         "least-tokens+static-concurrency[cap=32]",
     ]
-    _add(board, {"least-tokens+chunked-fcfs[token_budget=128]": 12.0})
-    assert "least-tokens+chunked-fcfs[token_budget=64]" not in _new(board, engine_edges(board, plan))
+    _add(board, {"least-tokens+chunked-fcfs[token_budget=128]": 12.0, "least-tokens+static-concurrency[cap=32]": 4})
+    # The budget walks on (128 is the best); the cap's smaller side lost, so its larger side is tried.
+    assert _new(board, engine_edges(board, plan)) == [
+        "least-tokens+chunked-fcfs[token_budget=64]",
+        "least-tokens+static-concurrency[cap=128]",
+    ]
+    _add(board, {"least-tokens+chunked-fcfs[token_budget=64]": 13.0, "least-tokens+static-concurrency[cap=128]": 4})
+    assert _new(board, engine_edges(board, plan)) == []  # 32 tokens is past ``LIMITS``
 
 
 def test_a_refined_router_on_the_edge_is_tried_one_step_beyond() -> None:

@@ -153,8 +153,8 @@ def measure_baselines(
     existed: that round's)."""
     added: list[str] = []
     for run in BASELINE_ROUNDS:
-        new = [candidate for candidate in run(board, plan) if candidate.label not in board.baselines]
-        if new:
+        # Each round until it asks for nothing new: a step past a grid's edge that is the best asks for the next.
+        while new := [candidate for candidate in run(board, plan) if candidate.label not in board.baselines]:
             board.baselines.update(screen.capacities(new, known))
             added += [candidate.label for candidate in new]
     board.screened_out += [label for label in screen.screened_out if label not in board.screened_out]
