@@ -167,7 +167,19 @@ def test_a_saved_part_gains_the_baselines_the_plan_now_sweeps(monkeypatch: pytes
 
     monkeypatch.setattr(stack_setup, "baseline_plan", lambda quick: after)
     monkeypatch.setattr(stack, "score", _must_not_measure)
+    monkeypatch.setattr(refresh, "pilot", _must_not_measure)
+    as_saved = stack.run(quick=True)  # not asked: read as saved, and the page says what it lacks
+    assert not as_saved["workloads"]["code"]["baseline_rounds_complete"]
+    assert "not topped up with them" in (tmp_path / "page" / "stack.md").read_text(encoding="utf-8")
+    monkeypatch.undo()
+    _tiny_quick_bench(monkeypatch, tmp_path, STAND_IN)
+    monkeypatch.setattr(stack, "QUICK_SEEDS", (1, 2))
+    monkeypatch.setattr(stack_setup, "baseline_plan", lambda quick: after)
+    monkeypatch.setenv(parts.PARTS_ENV, str(tmp_path / "parts"))
+    monkeypatch.setattr(stack, "score", _must_not_measure)
+    monkeypatch.setenv(refresh.REMEASURE_ENV, "baselines")
     again = stack.run(quick=True)["workloads"]["code"]
+    assert again["baseline_rounds_complete"] and fresh["baseline_rounds_complete"]
     for field in ("capacity_rps", "strongest_baseline", "goodput_ratio_per_load", "ratio_vs_strongest"):
         assert _same(again[field], fresh[field]), field
     monkeypatch.setattr(refresh, "overload_runs", _must_not_measure)  # saved with them: nothing to add
@@ -176,11 +188,13 @@ def test_a_saved_part_gains_the_baselines_the_plan_now_sweeps(monkeypatch: pytes
 
 
 def test_an_unknown_remeasure_value_fails_naming_the_allowed_ones(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(refresh.REMEASURE_ENV, "baselines")
-    with pytest.raises(ConfigError, match="allowed: stack"):
+    monkeypatch.setenv(refresh.REMEASURE_ENV, "stack,everything")
+    with pytest.raises(ConfigError, match="got everything; allowed: stack, baselines"):
         refresh.remeasure_asked()
     monkeypatch.setenv(refresh.REMEASURE_ENV, " ")
     assert not refresh.remeasure_asked()
+    monkeypatch.setenv(refresh.REMEASURE_ENV, "baselines, stack")
+    assert refresh.remeasure_asked() == {"stack", "baselines"}
 
 
 def _same(left: object, right: object) -> bool:

@@ -12,14 +12,16 @@ A part holds hours of searches, most of them the baselines'. Three changes leave
   runs, and every overload run (baselines too, so each load's runs share one job count per seed). The
   figures are the ones a full run of the part would give (``scoreboard.measure_others``, the same steps).
 
-- **The baseline plan sweeps more** (``missing_baselines``; the rounds past the grid's edge and the
+- **The baseline plan sweeps more** (``SLOSCHED_STACK_REMEASURE=baselines``, ``missing_baselines``; opt-in,
+  since on the slow workloads it is hours of searches; the page says which parts lack a round). The rounds
+  past the grid's edge and the
   refinement of ``baseline_plan.py`` came after the parts were saved): the rounds run again on the part's
   board, each searching only the candidates it lacks, screened against the part's first-seed bar as
   ``evaluate`` screens them (``scoreboard.measure_baselines``). A part may then hold more baselines than a
   fresh run (the rows of a round whose input changed stay), never fewer. Where one of them becomes
   the strongest baseline, its 4x runs and every overload run are measured again (the loads are multiples
   of the strongest's capacity); otherwise the new ones get their overload runs beside the kept ones (the
-  same job count per seed, as the strongest's capacity sets it). Automatic, as a missing load is.
+  same job count per seed, as the strongest's capacity sets it).
 
 In every case the time spent is added to the part's (``WorkloadRun.topped_up``).
 """
@@ -38,16 +40,22 @@ from slosched.evaluation.board import TARGETS
 from slosched.evaluation.scoreboard import Screen, convergence, measure_baselines, measure_others, overload_runs, pilot
 
 REMEASURE_ENV = "SLOSCHED_STACK_REMEASURE"
-REMEASURE_CHOICES = ("stack",)
+REMEASURE_CHOICES = ("stack", "baselines")
 
 
-def remeasure_asked() -> bool:
-    """Whether ``SLOSCHED_STACK_REMEASURE`` asks for the stack's rows of saved parts to be measured again
-    (``stack``; unset or empty: no); another value is a ``ConfigError`` naming the allowed ones."""
-    text = os.environ.get(REMEASURE_ENV, "").strip()
-    if text and text not in REMEASURE_CHOICES:
-        raise ConfigError(REMEASURE_ENV, f"got {text!r}; allowed: {', '.join(REMEASURE_CHOICES)} (or unset)")
-    return bool(text)
+def remeasure_asked() -> frozenset[str]:
+    """What ``SLOSCHED_STACK_REMEASURE`` asks to measure again on saved parts: a comma-separated subset of
+    ``stack`` (the stack's rows) and ``baselines`` (the baseline rounds a part lacks); unset or empty: nothing.
+    Another value is a ``ConfigError`` naming the allowed ones."""
+    text = os.environ.get(REMEASURE_ENV, "")
+    asked = frozenset(name.strip() for name in text.split(",") if name.strip())
+    unknown = sorted(asked - set(REMEASURE_CHOICES))
+    if unknown:
+        raise ConfigError(
+            REMEASURE_ENV,
+            f"got {', '.join(unknown)}; allowed: {', '.join(REMEASURE_CHOICES)}, comma-separated (or unset)",
+        )
+    return asked
 
 
 def missing_loads(run: WorkloadRun, quick: bool, loads: Sequence[float]) -> list[float]:

@@ -69,6 +69,13 @@ def _header(figures: dict[str, Any]) -> list[str]:
             "- Assembled from saved parts (`SLOSCHED_STACK_PARTS`), measured by earlier runs of the same command, "
             f"their time included above: {', '.join(figures['loaded_parts'])}."
         )
+    lacking = [name for name, row in figures["workloads"].items() if not row.get("baseline_rounds_complete", True)]
+    if lacking:
+        lines.append(
+            f"- Saved before the baseline search's later rounds and not topped up with them "
+            f"(`SLOSCHED_STACK_REMEASURE=baselines`): {', '.join(lacking)}; their strongest baseline comes from "
+            "the engine and router sweeps only ([scoreboard.md](../scoreboard.md#the-strongest-baseline))."
+        )
     if figures.get("left_out"):
         lines.append(
             f"- Not in this run: {', '.join(figures['left_out'])} (the run measured the workloads "

@@ -42,6 +42,7 @@ import slosched.bench.stack.refresh as refresh
 import slosched.bench.stack.setup as setup
 from slosched.bench.stack.figures import WorkloadRun, cpu_seconds
 from slosched.bench.stack.setup import Sizes, StackWorkload
+from slosched.evaluation.baseline_plan import lacks_a_round
 from slosched.evaluation.board import CapacityResult
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.formatting import finite_ratio, print_figures
@@ -203,6 +204,9 @@ def target_checks(workloads: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 def figures_of(runs: Sequence[WorkloadRun], seeds: Sequence[int], quick: bool) -> dict[str, Any]:
     workloads = {run.workload.name: workload_figures(run) for run in runs}
+    for run in runs:  # a saved part may predate a round of the baseline search (``refresh.py``)
+        complete = not lacks_a_round(run.board, setup.baseline_plan(quick))
+        workloads[run.workload.name]["baseline_rounds_complete"] = complete
     ratios = [row["ratio_vs_strongest"] for row in workloads.values()]
     checks = target_checks(workloads)
     return {
@@ -220,31 +224,33 @@ def figures_of(runs: Sequence[WorkloadRun], seeds: Sequence[int], quick: bool) -
 
 
 def measured_or_saved(
-    workload: StackWorkload, quick: bool, seeds: Sequence[int], remeasure: bool = False
+    workload: StackWorkload, quick: bool, seeds: Sequence[int], remeasure: frozenset[str] = frozenset()
 ) -> WorkloadRun:
-    """The workload's run: loaded from ``SLOSCHED_STACK_PARTS`` when saved there (``remeasure``: its stack rows
-    measured again, ``refresh.py``), else measured (and saved)."""
+    """The workload's run: loaded from ``SLOSCHED_STACK_PARTS`` when saved there (``remeasure``: the baseline
+    rounds it lacks and / or its stack rows measured again, ``refresh.py``), else measured (and saved)."""
     directory = parts.parts_directory()
     if directory is None:
         return score(workload, quick, seeds)
     saved = parts.load_part(directory, workload, quick, seeds)
-    if saved is not None:
-        print(f"{workload.name}: loaded from {parts.part_path(directory, workload.name, quick)}", flush=True)
-        baselines = refresh.missing_baselines(saved, quick, LOADS, overload=not remeasure)
+    if saved is None:
+        measured = score(workload, quick, seeds)
+        print(f"{workload.name}: saved to {parts.save_part(directory, measured, quick)}", flush=True)
+        return measured
+    print(f"{workload.name}: loaded from {parts.part_path(directory, workload.name, quick)}", flush=True)
+    baselines: list[str] = []
+    if "baselines" in remeasure:
+        baselines = refresh.missing_baselines(saved, quick, LOADS, overload="stack" not in remeasure)
         if baselines:
             print(f"{workload.name}: baselines added to the saved part: {', '.join(baselines)}", flush=True)
-        if remeasure:
-            refresh.remeasure_stack(saved, quick, LOADS)
-            print(f"{workload.name}: the stack's rows measured again on the saved baselines", flush=True)
-        added = refresh.missing_loads(saved, quick, LOADS)
-        if added:
-            print(f"{workload.name}: measured at {', '.join(f'{x:g}x' for x in added)} too", flush=True)
-        if baselines or added or remeasure:
-            print(f"{workload.name}: saved to {parts.save_part(directory, saved, quick)}", flush=True)
-        return saved
-    measured = score(workload, quick, seeds)
-    print(f"{workload.name}: saved to {parts.save_part(directory, measured, quick)}", flush=True)
-    return measured
+    if "stack" in remeasure:
+        refresh.remeasure_stack(saved, quick, LOADS)
+        print(f"{workload.name}: the stack's rows measured again on the saved baselines", flush=True)
+    added = refresh.missing_loads(saved, quick, LOADS)
+    if added:
+        print(f"{workload.name}: measured at {', '.join(f'{x:g}x' for x in added)} too", flush=True)
+    if baselines or added or "stack" in remeasure:
+        print(f"{workload.name}: saved to {parts.save_part(directory, saved, quick)}", flush=True)
+    return saved
 
 
 def run(quick: bool) -> dict[str, Any]:
