@@ -47,7 +47,7 @@ LIMITS = {CHUNKED: (64, 16384), CAPPED: (1, 1024)}
 @dataclass(slots=True, frozen=True)
 class BaselinePlan:
     """What the strongest-baseline search sweeps: token budgets, caps, routers. ``best_engine_only`` (quick
-    forms): step 2 runs every router with the better of the two engine settings of step 1 only (the best
+    forms): round 3 runs every router with the better of the two engine settings of rounds 1-2 only (the best
     budget or the best cap, whichever carried more behind the reference router), not with both.
     ``refine_margin``: how far below the best baseline so far a round-3 row may be and still have its
     engine's grid swept by round 4 (0: only a row that is the best; negative: no round 4). ``past_edges``: rounds 2
@@ -66,7 +66,7 @@ class BaselinePlan:
 
 
 def baseline_candidates(plan: BaselinePlan, best_budget: int | None, best_cap: int | None) -> list[Candidate]:
-    """Step 1 (both ``best_*`` None: the engine sweep) or step 2 (every router with the best engine settings;
+    """Round 1 (both ``best_*`` None: the engine sweep) or round 3 (every router with the best engine settings;
     one of them None: with the other only)."""
     if best_budget is None and best_cap is None:
         sweep = [Candidate.of(f"{REFERENCE_ROUTER}+{CHUNKED}", {"token_budget": b}) for b in plan.token_budgets]

@@ -2,11 +2,11 @@
 
 For one ``Workbench`` (a workload on a cluster):
 
-1-2. **Engine and router sweeps** (``baseline_plan.py``): ``chunked-fcfs`` with each static token budget and
-   ``static-concurrency`` with each static max concurrency behind the reference router ``least-tokens``,
-   then every baseline router (``least-loaded``, ``power-of-two``, ``cache-aware``, ``predicted-latency``,
-   ``prism``) with the best budget and the best cap, then every router that came near the best with every
-   other setting of its better engine (the best budget depends on the router).
+1-2. **The baseline search** (``baseline_plan.py``, in rounds): ``chunked-fcfs`` with each static token
+   budget and ``static-concurrency`` with each static max concurrency behind the reference router
+   ``least-tokens`` (walked past the grid's edge where the best lies on it), then every baseline router
+   (``least-loaded``, ``power-of-two``, ``cache-aware``, ``predicted-latency``, ``prism``) with the best
+   budget and the best cap, then every router-engine row near the best over its engine's settings.
 3. **The strongest baseline** is the candidate of steps 1-2 with the highest median SLO capacity. Steps 1-2
    are screened (``screening.py``): every baseline is searched on the first seed, the contenders on all.
 4. **Paper policies** (and labelled oracles, and the paper's own baseline) get their SLO capacity too.

@@ -12,16 +12,15 @@ A part holds hours of searches, most of them the baselines'. Three changes leave
   runs, and every overload run (baselines too, so each load's runs share one job count per seed). The
   figures are the ones a full run of the part would give (``scoreboard.measure_others``, the same steps).
 
-- **The baseline plan sweeps more** (``SLOSCHED_STACK_REMEASURE=baselines``, ``missing_baselines``; opt-in,
-  since on the slow workloads it is hours of searches; the page says which parts lack a round). The rounds
-  past the grid's edge and the
-  refinement of ``baseline_plan.py`` came after the parts were saved): the rounds run again on the part's
-  board, each searching only the candidates it lacks, screened against the part's first-seed bar as
-  ``evaluate`` screens them (``scoreboard.measure_baselines``). A part may then hold more baselines than a
-  fresh run (the rows of a round whose input changed stay), never fewer. Where one of them becomes
-  the strongest baseline, its 4x runs and every overload run are measured again (the loads are multiples
-  of the strongest's capacity); otherwise the new ones get their overload runs beside the kept ones (the
-  same job count per seed, as the strongest's capacity sets it).
+- **The baseline search gained rounds** (``SLOSCHED_STACK_REMEASURE=baselines``, ``missing_baselines``; opt-in,
+  since on the slow workloads it is hours of searches; the page says which parts lack a round; the rounds past the
+  grid's edge and the refinement of ``baseline_plan.py`` came after the parts were saved): the rounds run again on
+  the part's board, each searching only the candidates it lacks, screened against the part's first-seed bar as
+  ``evaluate`` screens them (``scoreboard.measure_baselines``). A part may then hold more baselines than a fresh run
+  (the rows of a round whose input changed stay), never fewer. Where one of them becomes the strongest baseline, its
+  4x runs and every overload run are measured again (the loads are multiples of the strongest's capacity); otherwise
+  the new ones get their overload runs beside the kept ones (the same job count per seed, as the strongest's
+  capacity sets it).
 
 In every case the time spent is added to the part's (``WorkloadRun.topped_up``).
 """
