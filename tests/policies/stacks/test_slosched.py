@@ -307,6 +307,24 @@ def test_affinity_holds_home_while_balanced_and_lets_go_past_the_bound() -> None
     assert affinity.filter(Cycle(_prefixed("d", deadline_s=1e6), 0.0), busy) == [1]  # ... yet meets the target
 
 
+def test_affinity_yields_a_late_home_only_where_another_instance_is_in_time() -> None:
+    completion = PredictedCompletion(PrismModel())
+    holding = AffinityFilter(completion, min_match=0.3, balance_rel=4.0, balance_abs_s=30.0)
+    yielding = AffinityFilter(completion, min_match=0.3, balance_rel=4.0, balance_abs_s=30.0, yields=True)
+    views = [_view(0), _view(1, prefill=20_000, pending=4)]
+    completion.on_routed(Cycle(_prefixed("a"), 0.0), views[1])  # the template lives on the busier instance 1
+    probe = _prefixed("p", deadline_s=1e6)
+    states = completion.states(Cycle(probe, 0.0), views)
+    away, home = (completion.latency_s(probe, view, state) for view, state in zip(views, states, strict=True))
+    assert away < home
+    between = _prefixed("b", deadline_s=(away + home) / 2)
+    assert holding.filter(Cycle(between, 0.0), views) == [1]  # home within the load bound: held, late or not
+    assert yielding.filter(Cycle(between, 0.0), views) == [0, 1]  # late at home, in time away: every instance
+    hopeless = _prefixed("h", deadline_s=away / 2)
+    assert yielding.filter(Cycle(hopeless, 0.0), views) == [1]  # late everywhere: the prefix holds (overload)
+    assert yielding.filter(Cycle(_prefixed("l", deadline_s=2 * home), 0.0), views) == [1]  # in time at home
+
+
 def test_completion_factor_is_in_unit_interval_and_prefers_the_faster_path() -> None:
     completion = PredictedCompletion(PrismModel())
     views = [_view(0, prefill=50_000, pending=20), _view(1)]

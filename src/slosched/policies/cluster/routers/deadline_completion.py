@@ -174,12 +174,18 @@ class AffinityFilter:
     """Step 2 of the module doc."""
 
     def __init__(
-        self, completion: PredictedCompletion, min_match: float, balance_rel: float, balance_abs_s: float
+        self,
+        completion: PredictedCompletion,
+        min_match: float,
+        balance_rel: float,
+        balance_abs_s: float,
+        yields: bool = False,
     ) -> None:
         self.completion = completion
         self.min_match = min_match
         self.balance_rel = balance_rel
         self.balance_abs_s = balance_abs_s
+        self.yields = yields
 
     def filter(self, cycle: Cycle, views: Sequence[InstanceView]) -> list[int]:
         request = cycle.request
@@ -194,25 +200,35 @@ class AffinityFilter:
         bound = self.balance_rel * min(loads) + self.balance_abs_s
         room = call_target_s(request) - cycle.now_s
 
+        def meets(i: int) -> bool:
+            return math.isfinite(room) and self.completion.latency_s(request, views[i], states[i]) <= room
+
         def keep(i: int) -> bool:
             if matches[i] != best:
                 return False
-            if loads[i] <= bound:
-                return True
-            return math.isfinite(room) and self.completion.latency_s(request, views[i], states[i]) <= room
+            return loads[i] <= bound or meets(i)
 
-        return [i for i in everyone if keep(i)] or everyone
+        kept = [i for i in everyone if keep(i)] or everyone
+        if self.yields and not any(meets(i) for i in kept) and any(meets(i) for i in everyone):
+            return everyone  # the holders would make the call late where another instance would not
+        return kept
 
 
 class DeadlineCompletionRouter(Profile):
     """The module doc's profile."""
 
     def __init__(
-        self, min_match: float = 0.3, balance_rel: float = 4.0, balance_abs_s: float = 30.0, tpot_residents: bool = True
+        self,
+        min_match: float = 0.3,
+        balance_rel: float = 4.0,
+        balance_abs_s: float = 30.0,
+        tpot_residents: bool = True,
+        affinity_yields: bool = False,
     ) -> None:
         self.model = PrismModel()
         self.completion = PredictedCompletion(self.model, tpot_residents)
-        filters: list[Filter] = [KvFitsFilter(), AffinityFilter(self.completion, min_match, balance_rel, balance_abs_s)]
+        affinity = AffinityFilter(self.completion, min_match, balance_rel, balance_abs_s, affinity_yields)
+        filters: list[Filter] = [KvFitsFilter(), affinity]
         scorers = [
             WeightedScorer("predicted-completion", self.completion),
             WeightedScorer("prism-load", PrismFactorScorer(self.model, LOAD)),
@@ -233,6 +249,9 @@ class DeadlineCompletionParams:
     balance_rel: float = setting(4.0, "prefix holders stay while their pending work <= balance_rel x the least (>= 0)")
     balance_abs_s: float = setting(30.0, "... plus this many seconds of pending work (>= 0)")
     tpot_residents: bool = setting(True, "a call must not push the step past the tightest TPOT SLO decoding there")
+    affinity_yields: bool = setting(
+        False, "prefix holders predicted to make the call late yield when another instance would not"
+    )
 
     def __post_init__(self) -> None:
         for name in ("min_match", "balance_rel", "balance_abs_s"):
@@ -243,4 +262,6 @@ class DeadlineCompletionParams:
 
 @ROUTERS.register("deadline-completion", params=DeadlineCompletionParams)
 def build(params: DeadlineCompletionParams, context: PolicyContext) -> DeadlineCompletionRouter:
-    return DeadlineCompletionRouter(params.min_match, params.balance_rel, params.balance_abs_s, params.tpot_residents)
+    return DeadlineCompletionRouter(
+        params.min_match, params.balance_rel, params.balance_abs_s, params.tpot_residents, params.affinity_yields
+    )
