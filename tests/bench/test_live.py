@@ -12,6 +12,7 @@ import slosched.bench.live.runs as live
 import slosched.bench.live.setup as live_setup
 from slosched.bench.live.setup import Speed
 from slosched.client.sdk import ReplayResult
+from slosched.core.errors import ConfigError
 from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
 from slosched.gateway.ops.config import parse_config
 
@@ -116,6 +117,22 @@ def test_sizes_quick_full_and_seed_override() -> None:
     assert len(live_setup.sizes(True, {}).seeds) == 1
     assert len(live_setup.sizes(False, {}).seeds) >= 2
     assert live_setup.sizes(False, {"SLOSCHED_LIVE_SEEDS": "3"}).seeds == (1, 2, 3)
+    assert live_setup.sizes(True, {}).load == 1.0
+    assert live_setup.sizes(True, {"SLOSCHED_LIVE_LOAD": "1.5"}).load == 1.5
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("SLOSCHED_LIVE_SEEDS", "two"),
+        ("SLOSCHED_LIVE_SEEDS", "0"),
+        ("SLOSCHED_LIVE_LOAD", "x"),
+        ("SLOSCHED_LIVE_LOAD", "-1"),
+    ],
+)
+def test_bad_size_variables_fail_naming_the_variable(name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=name):
+        live_setup.sizes(False, {name: value})
     assert live_setup.FULL.jobs("mixed") > live_setup.QUICK.jobs("mixed")
     # Issue 24's live target is judged on at least 3 seeds and 60 jobs per workload and seed.
     assert len(live_setup.FULL.seeds) >= 3

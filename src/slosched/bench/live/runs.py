@@ -39,6 +39,7 @@ from slosched.bench.live.setup import (
     STACK_LABEL,
     WORKLOADS,
     Row,
+    Sizes,
     Speed,
     build_jobs,
     parse_counters,
@@ -224,9 +225,8 @@ def _run_once(servers: Servers, row: Row, jobs: list[JobSpec], peer: Path | None
     }
 
 
-def _measure(servers: Servers, table: Sequence[Row], peer: Path | None, quick: bool) -> dict[str, Any]:
-    chosen = sizes(quick)
-    load = float(os.environ.get("SLOSCHED_LIVE_LOAD", "1"))
+def _measure(servers: Servers, table: Sequence[Row], peer: Path | None, chosen: Sizes) -> dict[str, Any]:
+    load = chosen.load
     probes = {url: asyncio.run(probe(url)) for url in [*servers.plain, *servers.plugin]}
     speed = Speed.mean([probes[url] for url in servers.plain])  # the SLO basis: stock vLLM alone
     salt = secrets.token_hex(3)  # prefix keys never repeat across runs, nor across invocations
@@ -257,6 +257,7 @@ def _measure(servers: Servers, table: Sequence[Row], peer: Path | None, quick: b
 
 def run(quick: bool) -> dict[str, Any]:
     began = time.monotonic()
+    chosen = sizes(quick)  # before any server starts: a bad variable fails at once
     table = rows(os.environ.get("SLOSCHED_LIVE_EXTRA_ROWS") == "1")
     peer, peer_text = peer_router(install=not quick)
     peer_text = peer_text.split(", --policy")[0]  # the description names the gateway bench's one policy
@@ -264,7 +265,7 @@ def run(quick: bool) -> dict[str, Any]:
     figures["peer"] = peer_text if peer else f"unavailable: {peer_text}"
     with _servers() as servers:
         figures["server_startup_s"] = servers.startup_s
-        figures.update(_measure(servers, table, peer, quick))
+        figures.update(_measure(servers, table, peer, chosen))
     figures["summary"] = live_report.summarize(figures["runs"])
     figures["wall_s"] = time.monotonic() - began
     summary = figures["summary"]

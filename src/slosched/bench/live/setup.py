@@ -20,12 +20,14 @@ run finds the previous run's prefixes in the engines' caches.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import slosched.bench.stack.setup as stack_setup
+from slosched.core.errors import ConfigError
 from slosched.core.job import CallSpec, JobSpec, StageSpec
 from slosched.workloads.generators import make_workload
 
@@ -86,6 +88,7 @@ class Sizes:
     text2sql_jobs: int
     mixed_jobs: int
     seeds: tuple[int, ...]
+    load: float = 1.0  # multiplies ``RATES``
 
     def jobs(self, workload: str) -> int:
         return self.text2sql_jobs if workload == "text2sql" else self.mixed_jobs
@@ -97,10 +100,24 @@ FULL = Sizes(60, 60, (1, 2, 3))
 
 
 def sizes(quick: bool, env: Mapping[str, str] | None = None) -> Sizes:
-    """The quick or full sizes; ``SLOSCHED_LIVE_SEEDS=N`` runs seeds 1..N instead."""
+    """The quick or full sizes; ``SLOSCHED_LIVE_SEEDS=N`` runs seeds 1..N instead and ``SLOSCHED_LIVE_LOAD=X``
+    multiplies the offered load. Read before any server starts, so a bad value fails at once (``ConfigError``)."""
     chosen = QUICK if quick else FULL
-    count = (os.environ if env is None else env).get("SLOSCHED_LIVE_SEEDS")
-    return replace(chosen, seeds=tuple(range(1, int(count) + 1))) if count else chosen
+    environ = os.environ if env is None else env
+    count, load = environ.get("SLOSCHED_LIVE_SEEDS"), environ.get("SLOSCHED_LIVE_LOAD")
+    if count:
+        if not count.strip().isdigit() or int(count) < 1:
+            raise ConfigError("SLOSCHED_LIVE_SEEDS", f"got {count!r}; allowed: a whole number >= 1")
+        chosen = replace(chosen, seeds=tuple(range(1, int(count) + 1)))
+    if load:
+        try:
+            factor = float(load)
+        except ValueError:
+            factor = math.nan
+        if not (math.isfinite(factor) and factor > 0):
+            raise ConfigError("SLOSCHED_LIVE_LOAD", f"got {load!r}; allowed: a number > 0")
+        chosen = replace(chosen, load=factor)
+    return chosen
 
 
 @dataclass(slots=True, frozen=True)
