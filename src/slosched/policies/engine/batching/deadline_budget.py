@@ -11,6 +11,15 @@ within ``margin`` x the tightest bound, never below ``min_budget`` (prefill must
 instance's max batched tokens nor ``token_budget``; with no bound at all it is that ceiling. An idle engine gets
 the ceiling at once; otherwise every step reads the running calls (O(batch): a running call may still be
 prefilling in chunks, which the view does not say cheaply) and bisects the budget (about ten predictions).
+
+Opt-in ``yield_to_queue``: while steps at the ceiling would start every waiting call that can still count
+early enough to decode it by its deadline (``queue_keeps_up``: the queue in its own order, each call's prefill
+after those ahead of it at the ceiling's rate, then its predicted decode one step at a time), calls with only a
+deadline bound no step (TPOT SLOs still do); once the queue outgrows that, the bound is back. Near capacity the
+bound starved the prefill of a slower instance that the router kept feeding (code, 1x, seed 1: 230 calls
+waiting on the L40S with 586 KV blocks free); under overload it is what keeps running calls on time.
+docs/stack.md ("Code: steps sized for calls past saving") has the probes; off by default until the stack
+bench's parts are re-measured with it.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from slosched.policies.engine.batching.lens_deadline import call_deadline_s, rem
 from slosched.policies.registry import PolicyContext, setting
 
 DECODE_REF_CONTEXT = 512
+QUEUE_SCAN = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +43,11 @@ class DeadlineBudgetParams:
     token_budget: int = setting(512, "the most tokens a step may carry (capped by the instance's max batched tokens)")
     min_budget: int = setting(128, "the fewest tokens a step is given, so prefill always progresses")
     margin: float = setting(0.8, "fraction of the tightest running call's step bound the predicted step may use")
+    yield_to_queue: bool = setting(
+        False,
+        "running calls with only a deadline bound no step while the ceiling would start every waiting call that "
+        "can still count in time",
+    )
 
     def __post_init__(self) -> None:
         if self.token_budget < 1 or self.min_budget < 1:
@@ -63,13 +78,39 @@ def tightest_step_s(running: Sequence[SeqView], now_s: float, floor_s: float = 0
     return bound
 
 
+def queue_keeps_up(engine: EngineView, ceiling: int, limit: int = QUEUE_SCAN) -> bool:
+    """Whether steps at ``ceiling`` would start every waiting call that can still count (not best effort, its
+    deadline ahead) early enough to decode it by its deadline, the queue served in its own order (at most
+    ``limit`` calls read). False when no such call waits: there is nothing to yield to."""
+    predictor = engine.step_predictor
+    decoding = engine.num_running
+    context = decoding * DECODE_REF_CONTEXT
+    per_step = max(ceiling - decoding, 1)
+    step_s = predictor.predict_s(per_step, 0, decoding, context)
+    decode_s = predictor.predict_s(0, 0, decoding + 1, context + DECODE_REF_CONTEXT)
+    queued_tokens = 0
+    counted = 0
+    for seq in engine.waiting[:limit]:
+        request = seq.request
+        deadline = call_deadline_s(request)
+        if request.best_effort or not engine.now_s < deadline < math.inf:
+            continue
+        counted += 1
+        queued_tokens += max(seq.num_prompt_tokens - seq.num_computed_tokens, 1)
+        start_s = engine.now_s + math.ceil(queued_tokens / per_step) * step_s
+        if start_s + remaining_steps(request, 0) * decode_s > deadline:
+            return False
+    return counted > 0
+
+
 class DeadlineBudgetBatching:
     time_invariant = False
 
-    def __init__(self, token_budget: int, min_budget: int, margin: float) -> None:
+    def __init__(self, token_budget: int, min_budget: int, margin: float, yield_to_queue: bool = False) -> None:
         self.token_budget = token_budget
         self.min_budget = min_budget
         self.margin = margin
+        self.yield_to_queue = yield_to_queue
         self.last_budget = token_budget
 
     def plan(self, engine: EngineView) -> StepPlan:
@@ -79,7 +120,10 @@ class DeadlineBudgetBatching:
             return StepPlan(StepMode.MIXED, ceiling, spec.max_running, True)
         decoding = engine.num_running
         floor_s = engine.step_predictor.predict_s(0, 0, decoding, decoding * DECODE_REF_CONTEXT) / self.margin
-        bound = tightest_step_s(engine.running_seqs, engine.now_s, floor_s)
+        if self.yield_to_queue and queue_keeps_up(engine, ceiling):
+            bound = tightest_step_s(engine.running_seqs, engine.now_s, math.inf)
+        else:
+            bound = tightest_step_s(engine.running_seqs, engine.now_s, floor_s)
         budget = ceiling if math.isinf(bound) else self.sized(engine, bound, ceiling)
         self.last_budget = budget
         return StepPlan(StepMode.MIXED, budget, spec.max_running, True)
@@ -106,4 +150,4 @@ class DeadlineBudgetBatching:
 
 @BATCHINGS.register("deadline-budget", params=DeadlineBudgetParams)
 def build(params: DeadlineBudgetParams, context: PolicyContext) -> DeadlineBudgetBatching:
-    return DeadlineBudgetBatching(params.token_budget, params.min_budget, params.margin)
+    return DeadlineBudgetBatching(params.token_budget, params.min_budget, params.margin, params.yield_to_queue)

@@ -53,6 +53,9 @@ class DeadlineTriageParams:
     )
     min_budget: int = setting(128, "deadline-budget only: the fewest tokens a step is given")
     margin: float = setting(0.8, "deadline-budget only: fraction of the tightest step bound a step may use")
+    yield_to_queue: bool = setting(
+        False, "deadline-budget only: deadlines bound no step while the ceiling would start every waiting call in time"
+    )
 
     def __post_init__(self) -> None:
         if self.batching not in BATCHING_CHOICES:
@@ -70,7 +73,8 @@ def _batching(params: DeadlineTriageParams, context: PolicyContext) -> BatchPoli
     budget = DEFAULT_TOKEN_BUDGET if budget is None else budget
     if params.batching == "chunked":
         return BATCHINGS.build("chunked", TokenBudgetParams(budget), context)
-    return BATCHINGS.build("deadline-budget", DeadlineBudgetParams(budget, params.min_budget, params.margin), context)
+    deadline = DeadlineBudgetParams(budget, params.min_budget, params.margin, params.yield_to_queue)
+    return BATCHINGS.build("deadline-budget", deadline, context)
 
 
 @ENGINE_PRESETS.register("deadline-triage", params=DeadlineTriageParams)
