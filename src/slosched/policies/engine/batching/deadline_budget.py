@@ -24,6 +24,7 @@ bench's parts are re-measured with it.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from slosched.policies.engine.batching.lens_deadline import call_deadline_s, rem
 from slosched.policies.registry import PolicyContext, setting
 
 DECODE_REF_CONTEXT = 512
+# Most waiting calls ``queue_keeps_up`` reads: it runs at every step, so its cost is bounded; calls further back
+# are not judged (those ahead of them are).
 QUEUE_SCAN = 256
 
 
@@ -90,7 +93,7 @@ def queue_keeps_up(engine: EngineView, ceiling: int, limit: int = QUEUE_SCAN) ->
     decode_s = predictor.predict_s(0, 0, decoding + 1, context + DECODE_REF_CONTEXT)
     queued_tokens = 0
     counted = 0
-    for seq in engine.waiting[:limit]:
+    for seq in itertools.islice(engine.waiting, limit):  # (a runtime's queue may be a deque)
         request = seq.request
         deadline = call_deadline_s(request)
         if request.best_effort or not engine.now_s < deadline < math.inf:
