@@ -5,7 +5,7 @@ completion factor, the job layer's triage), then a whole simulated run."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slosched.core.errors import ConfigError
-from slosched.core.instance import InstanceSpec
 from slosched.core.request import PrefixId, Request
 from slosched.core.views import JobView
 from slosched.perf.linear import LinearStepCoefficients, LinearStepPredictor
@@ -36,33 +35,7 @@ from slosched.sim.options import SimOptions
 from slosched.sim.runner import simulate
 from slosched.sim.views import InstanceSnapshot
 from tests.conftest import make_cluster, make_instance, make_jobs
-
-SPEC = InstanceSpec(name="i", gpu="A100-80G", model="Llama-3-8B", max_running=8, max_batched_tokens=4096)
-
-
-@dataclass
-class FakeSeq:
-    request: Request
-    num_output_tokens: int = 0
-    enqueue_s: float = 0.0
-    first_token_s: float | None = None
-
-
-@dataclass
-class FakeEngine:
-    now_s: float
-    waiting: list[FakeSeq] = field(default_factory=list)
-    running: list[FakeSeq] = field(default_factory=list)
-    spec: InstanceSpec = SPEC
-    step_predictor: LinearStepPredictor = field(default_factory=LinearStepPredictor)
-
-    @property
-    def num_running(self) -> int:
-        return len(self.running)
-
-    @property
-    def running_seqs(self) -> list[FakeSeq]:
-        return self.running
+from tests.policies.engine.deadline_fakes import SPEC, FakeEngine, FakeSeq
 
 
 def call(

@@ -5,42 +5,11 @@ again once the queue outgrows that (the step bound itself is tested with the sta
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
-from slosched.perf.linear import LinearStepPredictor
 from slosched.policies.engine.batching.deadline_budget import DeadlineBudgetBatching, queue_keeps_up
-
-SPEC = InstanceSpec(name="i", gpu="A100-80G", model="Llama-3-8B", max_running=64, max_batched_tokens=4096)
-
-
-@dataclass
-class Seq:
-    request: Request
-    num_output_tokens: int = 0
-    num_computed_tokens: int = 0
-
-    @property
-    def num_prompt_tokens(self) -> int:
-        return self.request.prompt_tokens
-
-
-@dataclass
-class Engine:
-    now_s: float
-    waiting: list[Seq] = field(default_factory=list)
-    running: list[Seq] = field(default_factory=list)
-    spec: InstanceSpec = SPEC
-    step_predictor: LinearStepPredictor = field(default_factory=LinearStepPredictor)
-
-    @property
-    def num_running(self) -> int:
-        return len(self.running)
-
-    @property
-    def running_seqs(self) -> list[Seq]:
-        return self.running
+from tests.policies.engine.deadline_fakes import FakeEngine, FakeSeq
 
 
 def call(name: str, deadline_s: float = math.inf, prompt: int = 500, predicted: float = 100.0) -> Request:
@@ -49,13 +18,13 @@ def call(name: str, deadline_s: float = math.inf, prompt: int = 500, predicted: 
     )
 
 
-def tight_runner() -> Seq:
+def tight_runner() -> FakeSeq:
     """A running call that needs short steps: 300 tokens left in 6 s of slack (20 ms a step)."""
-    return Seq(call("runner", deadline_s=6.0, predicted=301.0), num_output_tokens=1)
+    return FakeSeq(call("runner", deadline_s=6.0, predicted=301.0), num_output_tokens=1)
 
 
 def test_a_short_queue_that_keeps_up_at_the_ceiling_lifts_the_deadline_bound() -> None:
-    engine = Engine(now_s=0.0, running=[tight_runner()], waiting=[Seq(call("w", deadline_s=30.0))])
+    engine = FakeEngine(now_s=0.0, running=[tight_runner()], waiting=[FakeSeq(call("w", deadline_s=30.0))])
     assert queue_keeps_up(engine, 2048)
     bounded = DeadlineBudgetBatching(2048, 64, 0.8)
     yielding = DeadlineBudgetBatching(2048, 64, 0.8, yield_to_queue=True)
@@ -64,8 +33,8 @@ def test_a_short_queue_that_keeps_up_at_the_ceiling_lifts_the_deadline_bound() -
 
 
 def test_a_queue_the_ceiling_cannot_clear_in_time_keeps_the_bound() -> None:
-    queue = [Seq(call(f"w{i}", deadline_s=2.0, prompt=2000)) for i in range(40)]  # 80k tokens due in 2 s
-    engine = Engine(now_s=0.0, running=[tight_runner()], waiting=queue)
+    queue = [FakeSeq(call(f"w{i}", deadline_s=2.0, prompt=2000)) for i in range(40)]  # 80k tokens due in 2 s
+    engine = FakeEngine(now_s=0.0, running=[tight_runner()], waiting=queue)
     assert not queue_keeps_up(engine, 2048)
     bounded = DeadlineBudgetBatching(2048, 64, 0.8)
     yielding = DeadlineBudgetBatching(2048, 64, 0.8, yield_to_queue=True)
@@ -73,17 +42,17 @@ def test_a_queue_the_ceiling_cannot_clear_in_time_keeps_the_bound() -> None:
 
 
 def test_only_calls_that_can_still_count_are_yielded_to() -> None:
-    late = Seq(call("late", deadline_s=0.5))
-    relegated = Seq(replace(call("relegated", deadline_s=30.0), best_effort=True))
-    no_deadline = Seq(call("free"))
-    engine = Engine(now_s=1.0, running=[tight_runner()], waiting=[late, relegated, no_deadline])
+    late = FakeSeq(call("late", deadline_s=0.5))
+    relegated = FakeSeq(replace(call("relegated", deadline_s=30.0), best_effort=True))
+    no_deadline = FakeSeq(call("free"))
+    engine = FakeEngine(now_s=1.0, running=[tight_runner()], waiting=[late, relegated, no_deadline])
     assert not queue_keeps_up(engine, 2048)  # nobody waiting to yield to
-    engine.waiting.append(Seq(call("ok", deadline_s=30.0)))
+    engine.waiting.append(FakeSeq(call("ok", deadline_s=30.0)))
     assert queue_keeps_up(engine, 2048)
 
 
 def test_a_tpot_slo_bounds_the_step_even_while_yielding() -> None:
-    tpot_runner = Seq(replace(call("tpot"), tpot_slo_s=0.02))
-    engine = Engine(now_s=0.0, running=[tpot_runner], waiting=[Seq(call("w", deadline_s=30.0))])
+    tpot_runner = FakeSeq(replace(call("tpot"), tpot_slo_s=0.02))
+    engine = FakeEngine(now_s=0.0, running=[tpot_runner], waiting=[FakeSeq(call("w", deadline_s=30.0))])
     yielding = DeadlineBudgetBatching(2048, 64, 0.8, yield_to_queue=True)
     assert yielding.plan(engine).token_budget < 2048
