@@ -59,6 +59,18 @@ def test_clock_conversions_are_inverse() -> None:
     assert abs(contract.gateway_to_unix_s(0.0, 0.0) - contract.engine_now_s()) < 1.0
 
 
+def test_unix_anchor_keeps_one_offset_through_jitter_and_rereads_after_a_step() -> None:
+    walls = iter([1000.0, 1001.0004, 1001.9996, 1500.0, 1500.0])
+    anchor = contract.UnixAnchor(drift_s=0.05, wall=lambda: next(walls))
+    deadline_s = 30.0  # one job's deadline, converted on three calls while the clock reads jitter
+    first = [
+        round(contract.gateway_to_unix_s(deadline_s, now, anchor.unix_s(now)), 3) for now in (0.0, 1.0, 2.0)
+    ]
+    assert first == [1030.0, 1030.0, 1030.0]
+    assert anchor.unix_s(3.0) == 1500.0  # the wall clock stepped: the offset is read again, then kept
+    assert anchor.unix_s(3.0) == 1500.0
+
+
 def test_every_key_carries_the_prefix_and_a_known_kind() -> None:
     kinds = {"str", "number", "positive", "nonneg", "count"}
     assert all(key.startswith(contract.XARG_PREFIX) and kind in kinds for key, (kind, _) in contract.XARGS.items())

@@ -15,8 +15,9 @@ what crosses a process boundary.
 - **Clocks.** The gateway's clock is its event loop's (``time.monotonic``, shifted to 0 at start): immune to
   wall-clock steps, but meaningless in another process. The engine's clock is Unix seconds
   (``time.time()``), the clock vLLM stamps ``arrival_time`` with. An absolute time crosses as Unix seconds,
-  converted once at the boundary with ``gateway_to_unix_s``; both processes read the same host (or
-  NTP-synchronised) wall clock, so the error is the hosts' clock skew. Durations (budgets, SLOs) cross as
+  converted once at the boundary with ``gateway_to_unix_s`` on one kept offset (``UnixAnchor``, so a job's
+  calls carry one deadline); both processes read the same host (or NTP-synchronised) wall clock, so the
+  error is the hosts' clock skew. Durations (budgets, SLOs) cross as
   they are.
 
 Depends on ``core`` and the standard library only, so the SDK, the gateway and the plugin can all import it.
@@ -30,7 +31,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
 from slosched.core.request import Request
@@ -185,6 +186,28 @@ def gateway_to_unix_s(gateway_s: float, now_s: float, now_unix_s: float | None =
     """An instant on the gateway's clock as Unix seconds, given one reading of both clocks (``now_s`` on the
     gateway's, ``now_unix_s`` on the wall clock, read now when omitted)."""
     return (engine_now_s() if now_unix_s is None else now_unix_s) + gateway_s - now_s
+
+
+class UnixAnchor:
+    """The gateway clock's offset from Unix seconds, read once and kept while the two clocks agree: every
+    call of a job then carries the same Unix deadline (one gateway instant, one Unix instant), where a
+    fresh reading of both clocks per call shifts it by the read's jitter (a millisecond after rounding).
+    Re-read when the wall clock has moved more than ``drift_s`` away from the monotonic one (an NTP step or
+    a long slew), so the engine's comparison against ``time.time()`` stays that close to the truth."""
+
+    __slots__ = ("drift_s", "offset_s", "wall")
+
+    def __init__(self, drift_s: float = 0.05, wall: Callable[[], float] = engine_now_s) -> None:
+        self.drift_s = drift_s
+        self.wall = wall
+        self.offset_s: float | None = None
+
+    def unix_s(self, now_s: float) -> float:
+        """``now_s`` (gateway clock) as Unix seconds, on the kept offset."""
+        offset = self.wall() - now_s
+        if self.offset_s is None or abs(offset - self.offset_s) > self.drift_s:
+            self.offset_s = offset
+        return now_s + self.offset_s
 
 
 def unix_to_gateway_s(unix_s: float, now_s: float, now_unix_s: float | None = None) -> float:

@@ -25,10 +25,16 @@ _EMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*\]')
 
 
 def backend_body(
-    call: Call, backend: BackendConfig, config: GatewayConfig, now_s: float, key: bytes | None = None
+    call: Call,
+    backend: BackendConfig,
+    config: GatewayConfig,
+    now_s: float,
+    key: bytes | None = None,
+    now_unix_s: float | None = None,
 ) -> dict[str, Any]:
     """The client's body plus policy metadata: vLLM ``priority`` (when the backend runs priority
-    scheduling) and ``vllm_xargs`` for the engine plugin, signed with ``key`` (``contract.request_xargs``).
+    scheduling) and ``vllm_xargs`` for the engine plugin, signed with ``key`` (``contract.request_xargs``;
+    ``now_unix_s``: ``now_s`` on the wall clock, from the gateway's ``UnixAnchor``).
 
     Whatever the engine schedules by comes from the gateway's decision (``call.request``), never from the
     client: a client's ``priority`` is dropped and its ``slosched_*`` extra arguments (refused earlier, in
@@ -51,7 +57,7 @@ def backend_body(
     if config.forward_xargs:
         # Absolute times cross as Unix seconds: the engine is another process, on another clock.
         # Signed for the id the backend gets in x-request-id, which vLLM builds its own request id from.
-        xargs.update(request_xargs(request, now_s, key=key, request_id=call.request_id))
+        xargs.update(request_xargs(request, now_s, now_unix_s, key=key, request_id=call.request_id))
     if xargs:
         body["vllm_xargs"] = xargs
     else:

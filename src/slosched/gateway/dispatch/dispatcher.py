@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
-from slosched.contract import HEADER_REQUEST_ID
+from slosched.contract import HEADER_REQUEST_ID, UnixAnchor
 from slosched.core.request import Outcome, Request
 from slosched.core.views import JobView, StageDecision
 from slosched.gateway.backends.backend import Backend, periodic
@@ -74,6 +74,7 @@ class Dispatcher:
         origin = time.monotonic()
         # asyncio's default loop clock is time.monotonic: now_s is the event-loop clock, shifted to 0.
         self.clock = clock or (lambda: time.monotonic() - origin)
+        self.unix_anchor = UnixAnchor()  # one Unix deadline per job on every forwarded call
         self._slots = SlotSet.first(config, self.clock)
         policies = config.policies
         self.alpha_tuner: LiveAlphaTuner | None = None
@@ -241,8 +242,8 @@ class Dispatcher:
     async def _forward(self, call: Call, backend: Backend, queue: InstanceQueue, seq: LiveSeq, probe: bool) -> Attempt:
         config = self.config
         key = config.xargs_key.encode() if config.xargs_key is not None else None
-        payload = json_bytes(backend_body(call, backend.config, config, self.clock(), key))
         sent_s = self.clock()
+        payload = json_bytes(backend_body(call, backend.config, config, sent_s, key, self.unix_anchor.unix_s(sent_s)))
         last = call.attempts >= self.config.max_attempts
         predictor = self.predictors[queue.index]
         timeout_s = first_byte_timeout_s(call, queue.num_running, predictor, self.config.timeouts, last)
