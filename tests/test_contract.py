@@ -63,9 +63,7 @@ def test_unix_anchor_keeps_one_offset_through_jitter_and_rereads_after_a_step() 
     walls = iter([1000.0, 1001.0004, 1001.9996, 1500.0, 1500.0])
     anchor = contract.UnixAnchor(drift_s=0.05, wall=lambda: next(walls))
     deadline_s = 30.0  # one job's deadline, converted on three calls while the clock reads jitter
-    first = [
-        round(contract.gateway_to_unix_s(deadline_s, now, anchor.unix_s(now)), 3) for now in (0.0, 1.0, 2.0)
-    ]
+    first = [round(contract.gateway_to_unix_s(deadline_s, now, anchor.unix_s(now)), 3) for now in (0.0, 1.0, 2.0)]
     assert first == [1030.0, 1030.0, 1030.0]
     assert anchor.unix_s(3.0) == 1500.0  # the wall clock stepped: the offset is read again, then kept
     assert anchor.unix_s(3.0) == 1500.0
