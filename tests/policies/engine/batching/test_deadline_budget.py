@@ -56,3 +56,14 @@ def test_a_tpot_slo_bounds_the_step_even_while_yielding() -> None:
     engine = FakeEngine(now_s=0.0, running=[tpot_runner], waiting=[FakeSeq(call("w", deadline_s=30.0))])
     yielding = DeadlineBudgetBatching(2048, 64, 0.8, yield_to_queue=True)
     assert yielding.plan(engine).token_budget < 2048
+
+
+def test_a_workflow_stage_on_a_share_of_its_job_deadline_bounds_the_step_even_while_yielding() -> None:
+    """A stage whose budget ends before its job's deadline delays every later stage by its own latency: it
+    keeps sizing the steps; the job's final call (budget up to the deadline) yields like a one-call job."""
+    waiting = [FakeSeq(call("w", deadline_s=30.0))]
+    stage = FakeSeq(replace(call("stage", deadline_s=60.0, predicted=301.0), budget_s=6.0), num_output_tokens=1)
+    final = FakeSeq(replace(call("final", deadline_s=6.0, predicted=301.0), budget_s=6.0), num_output_tokens=1)
+    yielding = DeadlineBudgetBatching(2048, 64, 0.8, yield_to_queue=True)
+    assert yielding.plan(FakeEngine(now_s=0.0, running=[stage], waiting=waiting)).token_budget < 2048
+    assert yielding.plan(FakeEngine(now_s=0.0, running=[final], waiting=waiting)).token_budget == 2048

@@ -14,10 +14,13 @@ prefilling in chunks, which the view does not say cheaply) and bisects the budge
 
 Opt-in ``yield_to_queue``: while steps at the ceiling would start every waiting call that can still count
 early enough to decode it by its deadline (``queue_keeps_up``: the queue in its own order, each call's prefill
-after those ahead of it at the ceiling's rate, then its predicted decode one step at a time), calls with only a
-deadline bound no step (TPOT SLOs still do); once the queue outgrows that, the bound is back. Near capacity the
-bound starved the prefill of a slower instance that the router kept feeding (code, 1x, seed 1: 230 calls
-waiting on the L40S with 586 KV blocks free); under overload it is what keeps running calls on time.
+after those ahead of it at the ceiling's rate, then its predicted decode one step at a time), a call on its
+job's own deadline bounds no step; once the queue outgrows that, the bound is back. Calls with a TPOT SLO
+still bound every step, and so does a workflow stage whose budget ends before its job's deadline: its lateness
+is taken from the stages still to come, which the queue check (each waiting call's own deadline) does not weigh
+(yielding for them cost Text-to-SQL 4% at capacity on every seed probed). Near capacity the bound starved the
+prefill of a slower instance that the router kept feeding (code, 1x, seed 1: 230 calls waiting on the L40S
+with 586 KV blocks free); under overload it is what keeps running calls on time.
 docs/stack.md ("Code: steps sized for calls past saving") has the probes; off by default until the stack
 bench's parts are re-measured with it.
 """
@@ -39,6 +42,7 @@ DECODE_REF_CONTEXT = 512
 # Most waiting calls ``queue_keeps_up`` reads: it runs at every step, so its cost is bounded; calls further back
 # are not judged (those ahead of them are).
 QUEUE_SCAN = 256
+STAGE_SHARE_TOLERANCE_S = 1e-6  # release + budget rounds off the job deadline it was derived from
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +52,8 @@ class DeadlineBudgetParams:
     margin: float = setting(0.8, "fraction of the tightest running call's step bound the predicted step may use")
     yield_to_queue: bool = setting(
         False,
-        "running calls with only a deadline bound no step while the ceiling would start every waiting call that "
-        "can still count in time",
+        "running calls on their job's own deadline bound no step while the ceiling would start every waiting call "
+        "that can still count in time",
     )
 
     def __post_init__(self) -> None:
@@ -59,8 +63,11 @@ class DeadlineBudgetParams:
             raise ConfigError("deadline-budget.margin", f"must be > 0, got {self.margin}")
 
 
-def tightest_step_s(running: Sequence[SeqView], now_s: float, floor_s: float = 0.0) -> float:
-    """The shortest step any running call needs (inf when none needs one).
+def tightest_step_s(
+    running: Sequence[SeqView], now_s: float, floor_s: float = 0.0, final_floor_s: float | None = None
+) -> float:
+    """The shortest step any running call needs (inf when none needs one). ``final_floor_s``: the floor for
+    calls on their job's own deadline (no stage budget ending before it), when it differs from ``floor_s``.
 
     A call with a deadline and no TPOT SLO bounds nothing when its job was relegated, or when it needs a step
     shorter than ``floor_s`` (the decode-only step of the running batch, over the margin): no budget can save
@@ -76,7 +83,9 @@ def tightest_step_s(running: Sequence[SeqView], now_s: float, floor_s: float = 0
         if request.best_effort or not 0.0 < slack < math.inf:
             continue
         needed = slack / remaining_steps(request, seq.num_output_tokens)
-        if needed >= floor_s:
+        apportioned = call_deadline_s(request) < request.deadline_s - STAGE_SHARE_TOLERANCE_S
+        floor = floor_s if final_floor_s is None or apportioned else final_floor_s
+        if needed >= floor:
             bound = min(bound, needed)
     return bound
 
@@ -124,7 +133,7 @@ class DeadlineBudgetBatching:
         decoding = engine.num_running
         floor_s = engine.step_predictor.predict_s(0, 0, decoding, decoding * DECODE_REF_CONTEXT) / self.margin
         if self.yield_to_queue and queue_keeps_up(engine, ceiling):
-            bound = tightest_step_s(engine.running_seqs, engine.now_s, math.inf)
+            bound = tightest_step_s(engine.running_seqs, engine.now_s, floor_s, math.inf)
         else:
             bound = tightest_step_s(engine.running_seqs, engine.now_s, floor_s)
         budget = ceiling if math.isinf(bound) else self.sized(engine, bound, ceiling)

@@ -54,7 +54,8 @@ class DeadlineTriageParams:
     min_budget: int = setting(128, "deadline-budget only: the fewest tokens a step is given")
     margin: float = setting(0.8, "deadline-budget only: fraction of the tightest step bound a step may use")
     yield_to_queue: bool = setting(
-        False, "deadline-budget only: deadlines bound no step while the ceiling would start every waiting call in time"
+        False,
+        "deadline-budget only: calls on their job's own deadline bound no step while the ceiling keeps up",
     )
 
     def __post_init__(self) -> None:
