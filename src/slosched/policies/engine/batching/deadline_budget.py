@@ -79,12 +79,14 @@ def tightest_step_s(
         if request.tpot_slo_s is not None:
             bound = min(bound, request.tpot_slo_s)
             continue
-        slack = call_deadline_s(request) - now_s
+        deadline = call_deadline_s(request)
+        slack = deadline - now_s
         if request.best_effort or not 0.0 < slack < math.inf:
             continue
         needed = slack / remaining_steps(request, seq.num_output_tokens)
-        apportioned = call_deadline_s(request) < request.deadline_s - STAGE_SHARE_TOLERANCE_S
-        floor = floor_s if final_floor_s is None or apportioned else final_floor_s
+        floor = floor_s
+        if final_floor_s is not None and deadline >= request.deadline_s - STAGE_SHARE_TOLERANCE_S:
+            floor = final_floor_s  # on its job's own deadline: no later stage pays for its lateness
         if needed >= floor:
             bound = min(bound, needed)
     return bound
