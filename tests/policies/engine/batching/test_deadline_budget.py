@@ -1,6 +1,6 @@
-"""Batching ``deadline-budget``'s opt-in ``yield_to_queue``: running calls with only a deadline stop sizing the
-steps while steps at the ceiling would start every waiting call that can still count in time, and size them
-again once the queue outgrows that (the step bound itself is tested with the stack, tests/policies/stacks)."""
+"""Batching ``deadline-budget``'s ``yield_to_queue`` (on by default): running calls with only a deadline stop
+sizing the steps while steps at the ceiling would start every waiting call that can still count in time, and
+size them again once the queue outgrows that (the step bound itself is tested with the stack, tests/policies/stacks)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def tight_runner() -> FakeSeq:
 def test_a_short_queue_that_keeps_up_at_the_ceiling_lifts_the_deadline_bound() -> None:
     engine = FakeEngine(now_s=0.0, running=[tight_runner()], waiting=[FakeSeq(call("w", deadline_s=30.0))])
     assert queue_keeps_up(engine, 2048)
-    bounded = DeadlineBudgetBatching(2048, 64, 0.8)
+    bounded = DeadlineBudgetBatching(2048, 64, 0.8, yield_to_queue=False)
     yielding = DeadlineBudgetBatching(2048, 64, 0.8, yield_to_queue=True)
     assert bounded.plan(engine).token_budget < 2048
     assert yielding.plan(engine).token_budget == 2048
@@ -36,7 +36,7 @@ def test_a_queue_the_ceiling_cannot_clear_in_time_keeps_the_bound() -> None:
     queue = [FakeSeq(call(f"w{i}", deadline_s=2.0, prompt=2000)) for i in range(40)]  # 80k tokens due in 2 s
     engine = FakeEngine(now_s=0.0, running=[tight_runner()], waiting=queue)
     assert not queue_keeps_up(engine, 2048)
-    bounded = DeadlineBudgetBatching(2048, 64, 0.8)
+    bounded = DeadlineBudgetBatching(2048, 64, 0.8, yield_to_queue=False)
     yielding = DeadlineBudgetBatching(2048, 64, 0.8, yield_to_queue=True)
     assert yielding.plan(engine).token_budget == bounded.plan(engine).token_budget < 2048
 

@@ -12,7 +12,7 @@ instance's max batched tokens nor ``token_budget``; with no bound at all it is t
 the ceiling at once; otherwise every step reads the running calls (O(batch): a running call may still be
 prefilling in chunks, which the view does not say cheaply) and bisects the budget (about ten predictions).
 
-Opt-in ``yield_to_queue``: while steps at the ceiling would start every waiting call that can still count
+``yield_to_queue`` (on by default): while steps at the ceiling would start every waiting call that can still count
 early enough to decode it by its deadline (``queue_keeps_up``: the queue in its own order, each call's prefill
 after those ahead of it at the ceiling's rate, then its predicted decode one step at a time), a call on its
 job's own deadline bounds no step; once the queue outgrows that, the bound is back. Calls with a TPOT SLO
@@ -21,8 +21,8 @@ is taken from the stages still to come, which the queue check (each waiting call
 (yielding for them cost Text-to-SQL 4% at capacity on every seed probed). Near capacity the bound starved the
 prefill of a slower instance that the router kept feeding (code, 1x, seed 1: 230 calls waiting on the L40S
 with 586 KV blocks free); under overload it is what keeps running calls on time.
-docs/stack.md ("Code: steps sized for calls past saving") has the probes; off by default until the stack
-bench's parts are re-measured with it.
+docs/stack.md ("Code: steps sized for calls past saving") has the probes and the stack bench's re-measure
+that made it the default; ``yield_to_queue: false`` keeps every deadline bounding.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class DeadlineBudgetParams:
     min_budget: int = setting(128, "the fewest tokens a step is given, so prefill always progresses")
     margin: float = setting(0.8, "fraction of the tightest running call's step bound the predicted step may use")
     yield_to_queue: bool = setting(
-        False,
+        True,
         "running calls on their job's own deadline bound no step while the ceiling would start every waiting call "
         "that can still count in time",
     )
@@ -120,7 +120,7 @@ def queue_keeps_up(engine: EngineView, ceiling: int, limit: int = QUEUE_SCAN) ->
 class DeadlineBudgetBatching:
     time_invariant = False
 
-    def __init__(self, token_budget: int, min_budget: int, margin: float, yield_to_queue: bool = False) -> None:
+    def __init__(self, token_budget: int, min_budget: int, margin: float, yield_to_queue: bool = True) -> None:
         self.token_budget = token_budget
         self.min_budget = min_budget
         self.margin = margin

@@ -54,7 +54,7 @@ class DeadlineTriageParams:
     min_budget: int = setting(128, "deadline-budget only: the fewest tokens a step is given")
     margin: float = setting(0.8, "deadline-budget only: fraction of the tightest step bound a step may use")
     yield_to_queue: bool = setting(
-        False,
+        True,
         "deadline-budget only: calls on their job's own deadline bound no step while the ceiling keeps up",
     )
 
