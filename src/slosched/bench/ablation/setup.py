@@ -85,6 +85,12 @@ ABLATIONS = (
         (("batching", "chunked"),),
     ),
     Ablation(
+        "-yield-to-queue",
+        "engine",
+        "steps yielding to a queue the ceiling keeps up with (every running call's deadline bounds the step)",
+        (("yield_to_queue", False),),
+    ),
+    Ablation(
         "-job-triage",
         "job",
         "job-level triage (triage_factor 0: no job is demoted as hopeless)",
