@@ -50,8 +50,11 @@ from slosched.tuning.executors import CandidateExecutor, SerialExecutor
 
 STACK = "slosched"
 # The knobs searched, in order, and their values (the stack's default first where it is one of them).
-# The step budget's ceiling first (the knob the baselines' sweeps show matters most), then the best-effort
-# tier's share. Not searched: ``prefix_wait`` (SGLang's in-batch prefix rule holds next to nobody on a vLLM v1
+# The step budget's ceiling first (the knob the baselines' sweeps show matters most), then whether steps at
+# that ceiling yield to a queue it keeps up with (``yield_to_queue``: on, it lifted code 0.98x -> 1.01x and
+# relQueries' 3x goodput 0.99 -> 1.19 of their own capacity, and cost mixed 14% on one seed of five and 10%
+# of its 3x goodput, docs/stack.md; it acts on the steps the ceiling shapes, so it follows it), then the
+# best-effort tier's share. Not searched: ``prefix_wait`` (SGLang's in-batch prefix rule holds next to nobody on a vLLM v1
 # prefix cache, which caches a block when a step is scheduled to compute it: calls admitted beside a leader
 # already share what it computes; ``sim/kv.py``; 0-1% of capacity in ``bench relquery-order``), and, to keep
 # a retune short, the concurrency cap (``max_concurrency``: 128, the strongest baseline's cap, left the
@@ -59,6 +62,7 @@ STACK = "slosched"
 # (its default was chosen on the stack bench's quick runs, docs/results/stack.md).
 KNOBS: tuple[tuple[str, tuple[Any, ...]], ...] = (
     ("token_budget", (2048, 1024, 512, 256)),
+    ("yield_to_queue", (True, False)),
     ("best_effort_share", (0.25, 0.1, 0.5)),
 )
 LOAD_FACTORS = (1.0, 1.5, 2.0)
