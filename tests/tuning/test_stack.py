@@ -118,6 +118,20 @@ def test_tuned_params_keep_the_base_block_and_cold_start_keeps_defaults() -> Non
     assert same is params and none is None
 
 
+def test_a_knob_the_base_block_sets_is_pinned_not_searched() -> None:
+    """An operator's (or an ablation's) value holds: the tuner searches only the knobs left free."""
+    pinned = replace(CONFIG, base=settings_of({"token_budget": 256}))
+    result = StackTuner(pinned, SerialExecutor()).retune(_window(12))
+    assert result.settings.keys() == {"best_effort_share"} and result.num_candidates == 2
+    assert all(dict(candidate).keys() == {"best_effort_share"} for candidate in result.scores)
+    params = PolicyParams(stack={STACK: {"yield_to_queue": False}})
+    tuned, _ = tuned_params(params, INSTANCES, _window(12), OPTIONS, seed=1)
+    assert tuned.stack[STACK]["yield_to_queue"] is False  # the shipped knobs search it unless pinned
+    every = replace(CONFIG, base=settings_of({"token_budget": 512, "best_effort_share": 0.1}))
+    nothing = StackTuner(every, SerialExecutor()).retune(_window(12))
+    assert nothing.settings == {} and nothing.num_candidates == 0  # nothing left to search: no replay
+
+
 def test_empty_window_and_bad_config_fail_naming_the_field() -> None:
     with pytest.raises(ConfigError, match=r"tune\.window"):
         StackTuner(CONFIG).retune([])

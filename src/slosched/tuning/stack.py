@@ -223,17 +223,25 @@ class StackTuner:
         results = self.executor.map(replay_stack_score, [(self.config, replay, scored, c) for c in candidates])
         return dict(zip(candidates, results, strict=True))
 
+    def searched_knobs(self) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+        """``config.knobs`` less those the base block sets: a value an operator (or an ablation) wrote down
+        is pinned, never searched over (``bench ablation``'s ``-yield-to-queue`` row would otherwise measure
+        the tuner's choice, not the switch)."""
+        pinned = dict(self.config.base)
+        return tuple((name, values) for name, values in self.config.knobs if name not in pinned)
+
     def retune(
         self, jobs: Sequence[JobSpec], backlog: Sequence[JobSpec] = (), start_s: float | None = None
     ) -> StackTuneResult:
-        """Coordinate descent over ``config.knobs``: each knob's values with the others at the best so far; a
-        knob keeps its value unless a candidate clears the margin over it (``StackScore.improves_on``)."""
+        """Coordinate descent over the searched knobs: each knob's values with the others at the best so far;
+        a knob keeps its value unless a candidate clears the margin over it (``StackScore.improves_on``)."""
         if not jobs:
             raise ConfigError("tune.window", "cannot tune on an empty window")
         started = time.perf_counter()
-        best = {name: values[0] for name, values in self.config.knobs}
+        knobs = self.searched_knobs()
+        best = {name: values[0] for name, values in knobs}
         scores: dict[Settings, StackScore] = {}
-        for name, values in self.config.knobs:
+        for name, values in knobs:
             incumbent = settings_of(best)
             candidates = [settings_of({**best, name: value}) for value in values]
             fresh = [c for c in candidates if c not in scores]
