@@ -133,7 +133,13 @@ def test_sigint_after_the_first_row_exits_130_within_2_s_with_that_row(tmp_path:
         assert process.poll() is None, "finished before the signal: make the second row longer"
         sent = time.monotonic()
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # say what held it: the stderr tail and the group's processes
+            group = subprocess.run(
+                ["ps", "-o", "pid,ppid,stat,etime,args", "-g", str(process.pid)], capture_output=True, text=True
+            )
+            pytest.fail(f"no exit 30 s after SIGINT; group:\n{group.stdout}\nstderr tail:\n{''.join(errors[-20:])}")
         stopped_s = time.monotonic() - sent
         reader.join(timeout=5)
     finally:

@@ -54,8 +54,8 @@ STACK = "slosched"
 # that ceiling yield to a queue it keeps up with (``yield_to_queue``: on, it lifted code 0.98x -> 1.01x and
 # relQueries' 3x goodput 0.99 -> 1.19 of their own capacity, and cost mixed 14% on one seed of five and 10%
 # of its 3x goodput, docs/stack.md; it acts on the steps the ceiling shapes, so it follows it), then the
-# best-effort tier's share. Not searched: ``prefix_wait`` (SGLang's in-batch prefix rule holds next to nobody on a vLLM v1
-# prefix cache, which caches a block when a step is scheduled to compute it: calls admitted beside a leader
+# best-effort tier's share. Not searched: ``prefix_wait`` (SGLang's in-batch prefix rule holds next to nobody
+# on a vLLM v1 prefix cache, which caches a block when a step is scheduled to compute it: calls admitted beside a leader
 # already share what it computes; ``sim/kv.py``; 0-1% of capacity in ``bench relquery-order``), and, to keep
 # a retune short, the concurrency cap (``max_concurrency``: 128, the strongest baseline's cap, left the
 # stack's quick capacity on the KV-limited code workload unchanged, two seeds) and the router's affinity bound
