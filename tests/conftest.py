@@ -5,6 +5,7 @@ test that asks for ``vllm_servers``, stopped by PID (their process groups) at th
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,13 @@ os.environ.setdefault("SLOSCHED_XARGS_KEY", TEST_XARGS_KEY)
 # Tests patch module globals (a shorter steady-state window, say) that a task cache's key cannot see: a cache
 # set in the developer's shell must not hand their results to a real bench, nor a bench's to a test.
 os.environ.pop("SLOSCHED_TASK_CACHE", None)
+
+# The Ctrl-C tests need SIGINT as a terminal's foreground job has it. A shell starts a background job
+# (`make test-fast &`) with SIGINT ignored, every child inherits that, and Python then installs no
+# KeyboardInterrupt handler: the CLIs these tests interrupt ignored the signal and never exited (the bench test
+# timed out twice that way, in background runs only). Restored here, children get the default after exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def make_instance(name: str = "i0", gpu: str = "A100-80G", **overrides: object) -> InstanceSpec:
