@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import threading
@@ -10,7 +9,7 @@ import time
 
 import pytest
 
-from slosched.tuning.executors import ProcessExecutor, WorkerPool
+from slosched.tuning.executors import ProcessExecutor
 from tests.procs import PARENT, live_pids
 
 
@@ -42,24 +41,3 @@ def test_ctrl_c_during_a_map_kills_the_workers_and_closes_the_pool() -> None:
     assert not set(_children()) - before  # no worker left
     assert pool.map(_sleep, [0.0, 0.0]) == [0.0, 0.0]  # a closed pool starts afresh on next use
     pool.close()
-
-
-def test_kill_stops_a_worker_forked_before_the_pool_registered_it() -> None:
-    """Ctrl-C can land between a worker's fork and its entry in the pool's table (Python 3.11 spawns inside
-    ``submit``): that worker would take a task and hold the command's exit until the task ended."""
-    earlier = multiprocessing.get_context("fork").Process(target=_sleep, args=(60.0,))
-    earlier.start()  # a child from before the pool: not the pool's to stop
-    pool = WorkerPool(2)
-    stray = multiprocessing.get_context("fork").Process(target=_sleep, args=(60.0,))  # as if mid-spawn
-    stray.start()
-    started = time.monotonic()
-    try:
-        pool.kill()
-        stray.join(timeout=10)
-        assert not stray.is_alive() and time.monotonic() - started < 10
-        assert earlier.is_alive()
-    finally:
-        pool.shutdown(wait=True)
-        for child in (stray, earlier):
-            child.kill()
-            child.join()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
 
 from rich.console import Console
@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from slosched.core.errors import Interrupted
 from slosched.evaluation.task_cache import task_cache
-from slosched.tuning.executors import WorkerPool, connect_ray, ray_map
+from slosched.tuning.executors import connect_ray, ignore_sigint, kill_workers, ray_map
 
 TaskT = TypeVar("TaskT")
 ResultT = TypeVar("ResultT")
@@ -96,7 +96,7 @@ def _run_uncached(
                 raise Interrupted(slots) from None
             return slots
         # Workers ignore SIGINT (a terminal's Ctrl-C reaches the whole process group): the parent kills them.
-        pool = WorkerPool(min(workers, len(tasks)))
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=ignore_sigint)
         try:
             futures: dict[Future[ResultT], int] = {pool.submit(fn, task): index for index, task in enumerate(tasks)}
             for future in as_completed(futures):
@@ -105,7 +105,7 @@ def _run_uncached(
                     on_result(futures[future], slots[futures[future]])
                 progress.advance(bar)
         except KeyboardInterrupt:
-            pool.kill()
+            kill_workers(pool)
             raise Interrupted(slots) from None
         finally:
             pool.shutdown(wait=True, cancel_futures=True)

@@ -12,12 +12,12 @@ the number of workers or the order runs finish in: only the wall time changes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import TypeVar
 
 from slosched.core.errors import Interrupted
 from slosched.evaluation.runners import progress_bar, run_tasks, worker_count
-from slosched.tuning.executors import WorkerPool, kill_workers
+from slosched.tuning.executors import ignore_sigint, kill_workers
 
 UnitT = TypeVar("UnitT")
 TaskT = TypeVar("TaskT")
@@ -71,7 +71,7 @@ def _on_pool(
     advance: Callable[[], None],
 ) -> None:
     """``speculate`` on local worker processes, each refilled as soon as it finishes; ``results`` filled."""
-    pool = WorkerPool(workers)
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=ignore_sigint)
     flying: dict[Future[ResultT], UnitT] = {}
     try:
         while plan(results) is not None:
@@ -81,11 +81,8 @@ def _on_pool(
             for future in done:
                 results[flying.pop(future)] = future.result()
                 advance()
-    except KeyboardInterrupt:
-        pool.kill()
-        raise
     finally:
-        # Speculative runs still going are not needed: stop them rather than wait for them.
+        # Speculative runs still going are not needed (or Ctrl-C): stop them rather than wait for them.
         kill_workers(pool)
         pool.shutdown(wait=True, cancel_futures=True)
 

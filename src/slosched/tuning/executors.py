@@ -7,7 +7,6 @@ order (whatever order they finish in), so a tuner's choice never depends on the 
 from __future__ import annotations
 
 import importlib
-import multiprocessing
 import os
 import signal
 import socket
@@ -45,17 +44,17 @@ class ProcessExecutor:
 
     def __init__(self, max_workers: int | None = None) -> None:
         self.max_workers = max_workers or max(1, os.cpu_count() or 1)
-        self._pool: WorkerPool | None = None
+        self._pool: ProcessPoolExecutor | None = None
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         if len(items) <= 1 or self.max_workers == 1:
             return [fn(item) for item in items]
         if self._pool is None:
-            self._pool = WorkerPool(self.max_workers)
+            self._pool = ProcessPoolExecutor(max_workers=self.max_workers, initializer=ignore_sigint)
         try:
             return list(self._pool.map(fn, items))
         except KeyboardInterrupt:
-            self._pool.kill()
+            kill_workers(self._pool)
             self.close()
             raise
 
@@ -71,28 +70,8 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-class WorkerPool(ProcessPoolExecutor):
-    """A local process pool whose workers ignore SIGINT (``ignore_sigint``) and that ``kill`` stops at once."""
-
-    def __init__(self, max_workers: int) -> None:
-        # The children this process had before the pool: every later one is a worker of this pool, including
-        # one forked but not yet registered in the pool's table when Ctrl-C landed (Python 3.11 spawns the
-        # workers inside ``submit``). Such a worker would take a task, survive ``kill`` and hold the command's
-        # exit (multiprocessing joins its children at exit) until the task ended.
-        self._before = {child.pid for child in multiprocessing.active_children()}
-        super().__init__(max_workers=max_workers, initializer=ignore_sigint)
-
-    def kill(self) -> None:
-        """On Ctrl-C: stop every worker now, registered or not, and any child this process started since the
-        pool (the command is ending; a pool that finished its work needs ``kill_workers`` only)."""
-        kill_workers(self)
-        for child in multiprocessing.active_children():
-            if child.pid not in self._before:
-                child.terminate()
-
-
 def kill_workers(pool: ProcessPoolExecutor) -> None:
-    """Stop the pool's registered processes now (Python 3.14 has ``terminate_workers``; before, the attribute)."""
+    """Stop the pool's processes now (Python 3.14 has ``terminate_workers``; before, the attribute)."""
     terminate = getattr(pool, "terminate_workers", None)
     if terminate is not None:
         terminate()
