@@ -123,3 +123,18 @@ def test_a_folder_that_cannot_be_made_is_a_config_error(tmp_path: Path, monkeypa
     monkeypatch.setenv(task_cache.CACHE_ENV, str(blocker / "tasks"))
     with pytest.raises(ConfigError, match=task_cache.CACHE_ENV):
         run_tasks(record_and_square, [1], "bad folder")
+
+
+def test_the_tally_counts_tasks_taken_from_the_cache_and_run_and_a_page_says_so(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(task_cache.TALLY, "from_cache", 0)  # the process's tally, as the runner holds it
+    monkeypatch.setattr(task_cache.TALLY, "run", 0)
+    run_tasks(record_and_square, [1, 2], "first")
+    assert task_cache.TALLY.figures() == {"from_cache": 0, "run": 2}
+    assert task_cache.resumed_note(task_cache.TALLY.figures()) == ""  # nothing resumed: no clause
+    run_tasks(record_and_square, [2, 1, 5], "resumed")
+    assert task_cache.TALLY.figures() == {"from_cache": 2, "run": 3}
+    note = task_cache.resumed_note(task_cache.TALLY.figures())
+    assert "2 of 5 tasks came from `SLOSCHED_TASK_CACHE`" in note
+    assert task_cache.resumed_note(None) == ""  # figures of a run from before the tally

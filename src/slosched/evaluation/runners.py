@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from slosched.core.errors import Interrupted
-from slosched.evaluation.task_cache import task_cache
+from slosched.evaluation.task_cache import TALLY, task_cache
 from slosched.tuning.executors import connect_ray, ignore_sigint, kill_workers, ray_map
 
 TaskT = TypeVar("TaskT")
@@ -53,6 +53,8 @@ def run_tasks(
     keys = [cache.key(task) for task in tasks]
     found = [cache.get(key) for key in keys]
     pending = [index for index, (hit, _) in enumerate(found) if not hit]
+    TALLY.from_cache += len(tasks) - len(pending)
+    TALLY.run += len(pending)
     slots: list[Any] = [result for _, result in found]
 
     def record(position: int, result: Any) -> None:

@@ -20,6 +20,7 @@ from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.rows import row_finished
 from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.steady import SteadySearch, steady_capacity
+from slosched.evaluation.task_cache import TALLY
 
 PAGE = Path("docs/results/ablation.md")
 
@@ -87,6 +88,7 @@ def run(quick: bool) -> dict[str, Any]:
         "left_out": [name for name in all_names if name not in names],
     }
     out["wall_s"] = time.perf_counter() - started
+    out["task_cache"] = TALLY.figures()
     print_figures("ablation", _summary(out["workloads"]))
     if not quick:
         from slosched.bench.ablation.report import write_page

@@ -10,6 +10,7 @@ from typing import Any
 import slosched.evaluation.scoreboard_report as report
 from slosched.evaluation.formatting import fixed_or_inf, spread
 from slosched.evaluation.scoreboard import Scoreboard
+from slosched.evaluation.task_cache import resumed_note
 
 RESULTS_DIR = Path("docs/results")
 PAPER_POLICY = "workload-balanced+urgency"
@@ -139,7 +140,7 @@ def write(
         "query will take). The strongest baseline is chosen after the fact among the registered candidates. "
         f"Alpha is tuned on an earlier trace (another seed) by the online tuner; retune on 11 alphas of a 100 s "
         f"window takes {figures['alpha_tune_seconds']:.2f} s (0.5 q/s), {figures['alpha_tune_seconds_1qps']:.2f} s "
-        f"(1 q/s). Bench wall time {figures['bench_seconds']:.0f} s.",
+        f"(1 q/s). Bench wall time {figures['bench_seconds']:.0f} s{resumed_note(figures.get('task_cache'))}.",
         "",
         "## Headline",
         "",

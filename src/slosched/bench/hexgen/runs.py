@@ -34,6 +34,7 @@ from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.scoreboard import Scoreboard, capacities, cold_start, evaluate
 from slosched.evaluation.scoreboard_report import print_serving
+from slosched.evaluation.task_cache import TALLY
 from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.metrics.slo_scale import min_scale_for
 from slosched.metrics.summary import serving_of
@@ -260,6 +261,7 @@ def run_bench(quick: bool) -> tuple[dict[str, Any], list[Outcome]]:
         "alpha_tune_seconds_1qps": tune_seconds[1.0],
         "workbenches": workbenches,
         "bench_seconds": time.perf_counter() - started,
+        "task_cache": TALLY.figures(),
     }
     return figures, outcomes
 

@@ -43,6 +43,7 @@ from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.scoreboard import LOADS, Scoreboard, cold_start, evaluate
 from slosched.evaluation.scoreboard_report import print_serving
+from slosched.evaluation.task_cache import TALLY
 
 RESULTS_DIR = Path("docs/results")  # relative to the working directory, like the other benches
 QUICK_SEEDS = (1, 2)
@@ -141,6 +142,7 @@ def run(quick: bool) -> dict[str, Any]:
     figures["zero_config_converge_s"] = zero["converge_s"]
     figures["settings"] = settings_text(settings, seeds, quick)
     figures["wall_s"] = time.perf_counter() - start
+    figures["task_cache"] = TALLY.figures()
     figures["cpu_s"] = cpu_seconds()
     _print_summary(figures, boards)
     saved = os.environ.get("SLOSCHED_NEXUS_SAVE")

@@ -19,6 +19,7 @@ from slosched.bench.stack.figures import WorkloadRun
 from slosched.bench.stack.setup import MIXED, ORACLE_LABEL, STACK_LABEL
 from slosched.evaluation.formatting import fixed, times
 from slosched.evaluation.scoreboard_report import capacity_table, overload_table
+from slosched.evaluation.task_cache import resumed_note
 
 COMMAND = "slosched bench stack --json"
 PLOTS = "stack"
@@ -47,6 +48,7 @@ def _header(figures: dict[str, Any]) -> list[str]:
     wall = f"{figures['wall_s'] / 60:.1f} min wall" if "wall_s" in figures else "wall time not recorded"
     cpu_s = figures.get("cpu_s", math.nan)  # NaN: a part measured without its CPU time
     cpu = f", {cpu_s / 60:.1f} CPU-min" if math.isfinite(cpu_s) else ""
+    cpu += resumed_note(figures.get("task_cache"))
     lines = [
         "# The slosched stack (`slosched bench stack`)",
         "",

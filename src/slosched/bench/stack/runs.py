@@ -48,6 +48,7 @@ from slosched.evaluation.capacity import Spread
 from slosched.evaluation.formatting import finite_ratio, print_figures
 from slosched.evaluation.scoreboard import Scoreboard, evaluate
 from slosched.evaluation.scoreboard_report import print_serving
+from slosched.evaluation.task_cache import TALLY
 from slosched.perf.length_error import compare_predictors
 from slosched.perf.output_length import HistoryOutputPredictor
 from slosched.sim.options import OUTPUT_PREDICTORS
@@ -266,6 +267,7 @@ def run(quick: bool) -> dict[str, Any]:
     figures["wall_s"] = time.perf_counter() - start + sum(run.wall_s - run.topped_up[0] for run in loaded)
     figures["cpu_s"] = cpu_seconds() + sum(run.cpu_s - run.topped_up[1] for run in loaded)
     figures["loaded_parts"] = [run.workload.name for run in loaded]
+    figures["task_cache"] = TALLY.figures()
     print_serving([run.board for run in runs])
     _print_summary(figures)
     directory = os.environ.get(REPORT_ENV)
