@@ -74,3 +74,15 @@ def test_a_ceiling_holds_only_where_no_capacity_exceeds_it_by_more_than_five_per
     assert held["ceiling_holds"] and held["sustained_jobs_per_s"] == 11.5
     assert held["max_capacity_over_sustained"] == pytest.approx(12.0 / 11.5)
     assert stack_limits._best({1.0: [3.0, 5.0], 2.0: [4.0, 4.5], 3.0: [math.nan]}) == pytest.approx(4.25)
+
+
+def test_a_baseline_that_collapses_at_2x_bounds_no_ratio_there(tmp_path: Path) -> None:
+    collapsed = dict(ROW, strongest_per_load={"2x": {"label": "x", "goodput": 0.02}})  # 0.002 of its capacity
+    limits = stack_limits.limits_of("code", collapsed, {"slosched": 13.0, "prism": 10.5})
+    assert math.isnan(limits["goodput_ceiling_2x"])  # 2 x 10 / 0.02 = 1000x would bound nothing
+    page = write_page(tmp_path / "limits.md", {"workloads": {"code": limits}, "seeds": 2, "source_mode": "full"})
+    assert "collapses (it keeps 0.00 of its capacity as goodput): no ratio against it there is bounded" in (
+        page.read_text()
+    )
+    kept = dict(ROW, strongest_per_load={"2x": {"label": "x", "goodput": 1.0}})  # 0.1 of its capacity: a bound
+    assert stack_limits.limits_of("code", kept, {"slosched": 13.0})["goodput_ceiling_2x"] == pytest.approx(20.0)

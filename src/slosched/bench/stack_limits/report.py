@@ -37,6 +37,11 @@ def _reading(row: dict[str, Any]) -> str:
             f"at 2x the strongest baseline keeps {fixed(row['strongest_goodput_2x_over_capacity'])} of its capacity "
             f"as goodput, so no policy can exceed {times(goodput)} there"
         )
+    elif math.isfinite(row["strongest_goodput_2x_over_capacity"]):
+        notes.append(
+            f"at 2x the strongest baseline collapses (it keeps {fixed(row['strongest_goodput_2x_over_capacity'])} "
+            "of its capacity as goodput): no ratio against it there is bounded"
+        )
     return "; ".join(notes)
 
 
