@@ -108,3 +108,26 @@ def test_a_cold_start_keeps_the_defaults_and_a_pair_cannot_self_tune() -> None:
     pair = Candidate.of("least-tokens+chunked-fcfs", extras=((SELF_TUNE, True),))
     with pytest.raises(ConfigError, match=r"self_tune.*not a stack"):
         _self_tuning_bench(num_warmup_jobs=5).self_tuned(pair, 2.0, 4, history)
+
+
+def test_a_longer_run_of_the_same_workload_learns_its_deadlines_from_the_same_past_traffic() -> None:
+    """The convergence check compares a run with one 4x longer: the warm-up prefix grows with the run, but
+    the history the deadlines learn from must not (on the stack bench's mixed workload a history that grew
+    with it made the same jobs' deadlines 1-10% looser on average, and a baseline's capacity 10-41% higher at
+    4x the length: a different SLO, not a longer run)."""
+    bench = Workbench("chat", make_cluster(1, 1), _chat_jobs, 400, SimOptions(slo_scale=3.0), num_warmup_jobs=50)
+    assert bench.history_size == workbench_module.HISTORY_FLOOR
+    longer = bench.sized(4 * bench.num_jobs)
+    assert longer.num_warmup_jobs == bench.num_jobs > bench.history_size  # the prefix grew past the history
+    _, history = bench.workload(rate=2.0, seed=3)
+    jobs, long_history = longer.workload(rate=2.0, seed=3)
+    assert long_history == history
+    warmup = [job for job in jobs if job.id.startswith(WARMUP_PREFIX)]
+    assert len(warmup) == longer.num_warmup_jobs
+    # The longer prefix is more of the history's own stream (another seed's jobs), never a measured job.
+    past = _chat_jobs(longer.num_warmup_jobs, 3 + workbench_module.HISTORY_SEED_OFFSET)
+    assert [job.stages for job in warmup] == [job.stages for job in past]
+    assert longer.sized(8 * bench.num_jobs).workload(rate=2.0, seed=3)[1] == history
+    # Without a grown prefix nothing changes: the history is the warm-up sample's own jobs, as before.
+    short_jobs, short_history = bench.workload(rate=2.0, seed=3)
+    assert [job.stages for job in short_jobs[:50]] == [job.stages for job in short_history[:50]]
