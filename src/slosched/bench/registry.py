@@ -31,6 +31,7 @@ _BENCH_MODULES = {
     "stack": "slosched.bench.stack",
     "stack-limits": "slosched.bench.stack_limits",
     "chaos": "slosched.bench.chaos",
+    "convergence": "slosched.bench.convergence",
     "fairness": "slosched.bench.fairness",
     "libs": "slosched.bench.libs",
 }

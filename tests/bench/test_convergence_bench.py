@@ -1,0 +1,124 @@
+"""``slosched bench convergence``: the ladder of run lengths, its verdict, the page, and one tiny real run."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import slosched.bench.convergence.runs as runs
+import slosched.bench.convergence.setup as setup
+import slosched.bench.stack.setup as stack_setup
+from slosched.bench.convergence.report import PLOT, write_page
+from slosched.bench.registry import get_benchmark
+from slosched.bench.stack.setup import Sizes
+from slosched.core.errors import ConfigError, UnknownNameError
+from slosched.evaluation import steady
+from slosched.metrics.summary import json_safe
+
+
+def test_labels_name_the_candidates_the_scoreboard_ran() -> None:
+    baseline = setup.candidate("prism+chunked-fcfs[token_budget=512]")
+    assert baseline.label == "prism+chunked-fcfs[token_budget=512]" and baseline.policy == "prism+chunked-fcfs"
+    assert setup.candidate("least-tokens+static-concurrency[cap=64]").label == "least-tokens+static-concurrency[cap=64]"
+    assert setup.candidate("slosched") == stack_setup.stack_candidates()[0]
+    with pytest.raises(ConfigError, match="expected ROUTER\\+ENGINE"):
+        setup.candidate("prism chunked")
+
+
+def test_the_strongest_baseline_comes_from_the_stack_bench_json(tmp_path: Path) -> None:
+    results = tmp_path / "stack.json"
+    assert setup.strongest_baseline("mixed", results) == setup.REFERENCE_BASELINE  # no file: the reference one
+    results.write_text(
+        json.dumps({"workloads": {"mixed": {"strongest_baseline": "prism+chunked-fcfs[token_budget=512]"}}})
+    )
+    assert setup.strongest_baseline("mixed", results) == "prism+chunked-fcfs[token_budget=512]"
+    assert setup.strongest_baseline("chat", results) == setup.REFERENCE_BASELINE
+
+
+def test_workloads_and_rungs_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert setup.workload_names(quick=True) == setup.QUICK_WORKLOADS
+    assert setup.workload_names(quick=False) == tuple(workload.name for workload in stack_setup.WORKLOADS)
+    monkeypatch.setenv(setup.WORKLOADS_ENV, "mixed, relquery")
+    assert setup.workload_names(quick=False) == ("relquery", "mixed")  # the stack bench's order
+    monkeypatch.setenv(setup.WORKLOADS_ENV, "chat,nope")
+    with pytest.raises(UnknownNameError, match="nope"):
+        setup.workload_names(quick=False)
+    assert setup.rungs(quick=True) == setup.QUICK_RUNGS
+    monkeypatch.setenv(setup.RUNGS_ENV, "4")
+    assert setup.rungs(quick=False) == 4
+    monkeypatch.setenv(setup.RUNGS_ENV, "9")
+    with pytest.raises(ConfigError, match="allowed: 2, 3, 4"):
+        setup.rungs(quick=False)
+
+
+def _row(*medians: float) -> dict[str, Any]:
+    return runs._row(
+        [[(median * scale, 100 * 4**index) for index, median in enumerate(medians)] for scale in (0.9, 1.0, 1.1)]
+    )
+
+
+def test_steady_from_is_the_shortest_rung_every_longer_rung_keeps() -> None:
+    row = _row(1.0, 0.8, 0.78)
+    assert [rung["capacity"]["median"] for rung in row["rungs"]] == pytest.approx([1.0, 0.8, 0.78])
+    assert row["rungs"][1]["vs_rung_below"] == pytest.approx(0.8) and math.isnan(row["rungs"][0]["vs_rung_below"])
+    assert row["rungs"][2]["num_jobs"] == 1600
+    assert runs._steady_from([row, _row(2.0, 2.02, 2.0)], 3) == 1  # a burst cleared at the first length
+    assert runs._steady_from([_row(1.0, 1.03, 0.99)], 3) == 0
+    # Holding at one step is not enough when a longer rung moves again.
+    assert runs._steady_from([_row(1.0, 1.02, 1.2)], 3) is None
+    assert runs._steady_from([_row(1.0, 1.02, 1.2), _row(1.0, 1.0, 1.0)], 3) is None
+
+
+def test_the_page_shows_each_rung_and_the_verdict(tmp_path: Path) -> None:
+    workloads = {
+        "relquery": {
+            "policies": {
+                "slosched": _row(1.0, 0.8, 0.78),
+                "prism+chunked-fcfs[token_budget=512]": _row(0.9, 0.82, 0.8),
+            },
+            "steady_from": 1,
+        },
+        "code": {"policies": {"slosched": _row(50.0, 50.5, 50.2)}, "steady_from": 0},
+    }
+    figures = {
+        "mode": "full",
+        "seeds": [1, 2, 3],
+        "rungs": 3,
+        "target": 0.9,
+        "tolerance": 0.05,
+        "workloads": workloads,
+        "wall_s": 120.0,
+    }
+    page = write_page(tmp_path / "convergence.md", figures).read_text(encoding="utf-8")
+    assert "## relquery: steady from rung 1 (4x the stack bench's length)" in page
+    assert "| `slosched` | 4x | 400 | 0.800 [0.720-0.880] | 0.800 |" in page
+    assert "**relquery** needs runs 4x the stack bench's length" in page
+    assert "**code**: the stack bench's length already holds" in page
+    assert (tmp_path / PLOT).stat().st_size > 0
+
+
+def test_a_tiny_ladder_runs_end_to_end(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(stack_setup, "STACK_POLICY", "prism+urgency")
+    monkeypatch.setattr(stack_setup, "STACK_JOB_POLICY", "stage-budget")
+    monkeypatch.setattr(stack_setup, "STACK_SELF_TUNE", False)
+    tiny = replace(stack_setup.CODE, quick=Sizes(16, 4))
+    monkeypatch.setattr(stack_setup, "WORKLOADS", (tiny,))
+    monkeypatch.setattr(setup, "QUICK_SEEDS", (1,))
+    monkeypatch.setattr(setup, "STACK_RESULTS", tmp_path / "absent.json")
+    monkeypatch.setattr(steady, "WINDOW_FACTOR", 2.0)  # a tiny run: the rule itself is tested in evaluation
+    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")  # in-process, so the runs see the patched settings
+    assert get_benchmark("convergence").run is runs.run
+    figures = json.loads(json.dumps(json_safe(runs.run(quick=True))))
+    row = figures["workloads"]["code"]
+    assert set(row["policies"]) == {"slosched", setup.REFERENCE_BASELINE}
+    for policy in row["policies"].values():
+        first, second = policy["rungs"]
+        assert first["capacity"]["median"] > 0 and second["capacity"]["median"] > 0
+        assert second["num_jobs"] >= 4 * first["num_jobs"]  # the 4x search of the rung below
+        assert second["vs_rung_below"] == pytest.approx(second["capacity"]["median"] / first["capacity"]["median"])
+    assert row["steady_from"] in (0, None) and figures["rungs"] == 2 and figures["seeds"] == [1]
