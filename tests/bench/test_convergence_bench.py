@@ -99,6 +99,12 @@ def test_the_page_shows_each_rung_and_the_verdict(tmp_path: Path) -> None:
     assert "| `slosched` | 4x | 400 | 0.800 [0.720-0.880] | 0.800 |" in page
     assert "**relquery** needs runs 4x the stack bench's length" in page
     assert "**code**: the stack bench's length already holds" in page
+    workloads["relquery"]["stack_vs_baseline"] = runs.stack_vs_baseline(workloads["relquery"]["policies"])
+    page = write_page(tmp_path / "convergence.md", figures).read_text(encoding="utf-8")
+    assert "- **relquery**, the stack over its strongest baseline by rung: 1.11x -> 0.98x -> 0.97x." in page
+    # From the printed JSON too, where the first rung's missing ratio is null.
+    printed = json.loads(json.dumps(json_safe(figures)))
+    assert write_page(tmp_path / "again.md", printed).read_text(encoding="utf-8").count("| `slosched` | 1x |") == 2
     assert (tmp_path / PLOT).stat().st_size > 0
 
 
@@ -122,3 +128,10 @@ def test_a_tiny_ladder_runs_end_to_end(monkeypatch: pytest.MonkeyPatch, tmp_path
         assert second["num_jobs"] >= 4 * first["num_jobs"]  # the 4x search of the rung below
         assert second["vs_rung_below"] == pytest.approx(second["capacity"]["median"] / first["capacity"]["median"])
     assert row["steady_from"] in (0, None) and figures["rungs"] == 2 and figures["seeds"] == [1]
+    stack, baseline = (row["policies"][label]["rungs"] for label in ("slosched", setup.REFERENCE_BASELINE))
+    assert row["stack_vs_baseline"] == pytest.approx(
+        [
+            mine["capacity"]["median"] / theirs["capacity"]["median"]
+            for mine, theirs in zip(stack, baseline, strict=True)
+        ]
+    )

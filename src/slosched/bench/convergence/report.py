@@ -63,7 +63,7 @@ def _tables(figures: dict[str, Any]) -> list[str]:
         for label, policy in row["policies"].items():
             for index, rung in enumerate(policy["rungs"]):
                 ratio = rung["vs_rung_below"]
-                shown = "" if not math.isfinite(ratio) else f"{ratio:.3f}"
+                shown = "" if ratio is None or not math.isfinite(ratio) else f"{ratio:.3f}"  # JSON writes NaN as null
                 lines.append(
                     f"| `{label}` | {4**index}x | {rung['num_jobs']:,.0f} | {spread(rung['capacity'])} | {shown} |"
                 )
@@ -74,6 +74,9 @@ def _tables(figures: dict[str, Any]) -> list[str]:
 def _reading(figures: dict[str, Any]) -> list[str]:
     lines = ["## Reading", ""]
     for name, row in figures["workloads"].items():
+        ratios = " -> ".join(f"{ratio:.2f}x" for ratio in row.get("stack_vs_baseline", []))
+        if ratios:
+            lines.append(f"- **{name}**, the stack over its strongest baseline by rung: {ratios}.")
         steady = row["steady_from"]
         if steady == 0:
             lines.append(f"- **{name}**: the stack bench's length already holds at every longer rung.")

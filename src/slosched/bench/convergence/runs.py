@@ -56,7 +56,11 @@ def run(quick: bool) -> dict[str, Any]:
             label: _row([ladder for task, ladder in zip(tasks, ladders, strict=True) if task[:2] == (name, label)])
             for label in labels
         }
-        workloads[name] = {"policies": rows, "steady_from": _steady_from(list(rows.values()), num_rungs)}
+        workloads[name] = {
+            "policies": rows,
+            "steady_from": _steady_from(list(rows.values()), num_rungs),
+            "stack_vs_baseline": stack_vs_baseline(rows),
+        }
         row_finished(name, workloads[name])
     tally = {key: value - tally_before[key] for key, value in TALLY.figures().items()}
     figures = {
@@ -88,6 +92,16 @@ def _row(ladders: list[Ladder]) -> dict[str, Any]:
         ratio = capacity.median / below if below > 0 else math.nan
         rungs.append({"capacity": capacity.as_json(), "num_jobs": jobs, "vs_rung_below": ratio})
     return {"rungs": rungs}
+
+
+def stack_vs_baseline(rows: dict[str, dict[str, Any]]) -> list[float]:
+    """Per rung, the stack's median capacity over the baseline's (the first row is the stack's, the second
+    the baseline's): the verdict of ``bench stack`` at each length."""
+    stack, baseline = (row["rungs"] for row in list(rows.values())[:2])
+    return [
+        mine["capacity"]["median"] / theirs["capacity"]["median"] if theirs["capacity"]["median"] > 0 else math.nan
+        for mine, theirs in zip(stack, baseline, strict=True)
+    ]
 
 
 def _steady_from(rows: list[dict[str, Any]], num_rungs: int) -> int | None:
