@@ -142,6 +142,9 @@ class Workbench:
     # Past traffic the deadlines learn from, in jobs; 0: ``max(num_warmup_jobs, HISTORY_FLOOR)``. ``sized``
     # pins it, so a longer run of the same workload judges its jobs by the same deadlines.
     history_jobs: int = 0
+    # False: the history follows each count (``planning``: ``compare`` at a count must reproduce the sweep's
+    # run at that count, and it knows only the count).
+    fixed_history: bool = True
 
     @property
     def truth(self) -> tuple[str, ...]:
@@ -154,7 +157,8 @@ class Workbench:
         if num_jobs == self.num_jobs:
             return self
         warmup = max(self.num_warmup_jobs, warmup_for(num_jobs)) if self.num_warmup_jobs else 0
-        return replace(self, num_jobs=num_jobs, num_warmup_jobs=warmup, history_jobs=self.history_size)
+        history = self.history_size if self.fixed_history else self.history_jobs
+        return replace(self, num_jobs=num_jobs, num_warmup_jobs=warmup, history_jobs=history)
 
     @property
     def history_size(self) -> int:

@@ -140,7 +140,11 @@ def workbench_of(
 ) -> Workbench:
     """The scenario on ``instances`` with ``num_jobs`` measured jobs per run and its warm-up prefix."""
     source = jobs or ScenarioJobs(scenario)
-    return Workbench(label, tuple(instances), source, num_jobs, scenario.options(), warmup_jobs(num_jobs))
+    # The deadlines' history follows the count (``fixed_history=False``): ``compare`` at the count a sweep
+    # ended with must replay the sweep's very run, and compare knows only the count.
+    return Workbench(
+        label, tuple(instances), source, num_jobs, scenario.options(), warmup_jobs(num_jobs), fixed_history=False
+    )
 
 
 def with_slo_reference(bench: Workbench, reference: Sequence[InstanceSpec]) -> Workbench:
