@@ -5,8 +5,9 @@ per shape, elementwise ops unfused. ``gpu_profile --engine graph --fused`` measu
 layer compiled by torch.compile (inductor fuses the norms, rotary, SiLU-mul and residual adds; attention stays
 SDPA), on the same GPU in the same call. Its GPU time is a lower bound neither: vLLM fuses further (paged
 FlashAttention/FlashInfer, fused QKV-RoPE) but adds its scheduler's CPU time per step. The two files of a
-model (``perf/data/fused-h100-*-floor.json``, ``...-fused.json``, H100, 2026-11-27) say how far fusion alone
-takes each step, and where the truth lies between them (``python -m slosched.perf.calibrate`` prints it).
+GPU and model (``perf/data/fused-<gpu>-<model>-floor.json``, ``...-fused.json``: H100 on 2026-11-27, H200 on
+2026-12-04, where Qwen2.5-32B was held out of every fit) say how far fusion alone takes each step, and where the
+truth lies between them (``python -m slosched.perf.calibrate`` prints it).
 """
 
 from __future__ import annotations
@@ -18,9 +19,13 @@ from slosched.perf.measured_steps import GROUPS, MeasuredStep, bundled_file_step
 from slosched.perf.stack_fit import check_steps
 from slosched.perf.stacks import CURRENT_ENGINE_STACK
 
+# (GPU, model) -> the stem of its two files; each pair was measured in one call on one machine.
 FUSED_FILES = {
-    "Llama-3-8B": ("fused-h100-llama-3-8b-floor.json", "fused-h100-llama-3-8b-fused.json"),
-    "Qwen2.5-Coder-1.5B": ("fused-h100-qwen2.5-coder-1.5b-floor.json", "fused-h100-qwen2.5-coder-1.5b-fused.json"),
+    ("H100", "Llama-3-8B"): "fused-h100-llama-3-8b",
+    ("H100", "Qwen2.5-Coder-1.5B"): "fused-h100-qwen2.5-coder-1.5b",
+    ("H200", "Llama-3-8B"): "fused-h200-llama-3-8b",
+    ("H200", "Qwen2.5-Coder-1.5B"): "fused-h200-qwen2.5-coder-1.5b",
+    ("H200", "Qwen2.5-32B"): "fused-h200-qwen2.5-32b",
 }
 
 
@@ -34,10 +39,11 @@ class GroupGap:
     fused_over_truth: tuple[float, float]
 
 
-def fused_pairs() -> dict[str, tuple[list[MeasuredStep], list[MeasuredStep]]]:
-    """(floor steps, fused steps) per model, step for step the same shapes."""
+def fused_pairs() -> dict[tuple[str, str], tuple[list[MeasuredStep], list[MeasuredStep]]]:
+    """(floor steps, fused steps) per (GPU, model), step for step the same shapes."""
     return {
-        model: (bundled_file_steps(floor), bundled_file_steps(fused)) for model, (floor, fused) in FUSED_FILES.items()
+        key: (bundled_file_steps(f"{stem}-floor.json"), bundled_file_steps(f"{stem}-fused.json"))
+        for key, stem in FUSED_FILES.items()
     }
 
 
@@ -67,12 +73,12 @@ def gaps(floor: list[MeasuredStep], fused: list[MeasuredStep]) -> list[GroupGap]
 
 def report_lines() -> list[str]:
     """The table ``calibrate`` prints: per model and group, floor / fused and each over the truth."""
-    lines = [f"\nwhere {CURRENT_ENGINE_STACK} sits (H100; floor = the unfused forward, fused = torch.compile'd layers)"]
-    for model, (floor, fused) in fused_pairs().items():
+    lines = [f"\nwhere {CURRENT_ENGINE_STACK} sits (floor = the unfused forward, fused = torch.compile'd layers)"]
+    for (gpu, model), (floor, fused) in fused_pairs().items():
         for gap in gaps(floor, fused):
             low, mid, high = gap.floor_over_fused
             lines.append(
-                f"  {model:20} {gap.group:8} floor/fused {low:.2f}-{high:.2f} (median {mid:.2f})  "
+                f"  {gpu:5} {model:20} {gap.group:8} floor/fused {low:.2f}-{high:.2f} (median {mid:.2f})  "
                 f"floor/{CURRENT_ENGINE_STACK} {gap.floor_over_truth[0]:.2f}-{gap.floor_over_truth[1]:.2f}  "
                 f"fused/{CURRENT_ENGINE_STACK} {gap.fused_over_truth[0]:.2f}-{gap.fused_over_truth[1]:.2f}"
             )
