@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+import slosched.bench.convergence.merge as merge
+import slosched.bench.convergence.report as report
 import slosched.bench.convergence.runs as runs
 import slosched.bench.convergence.setup as setup
 import slosched.bench.stack.setup as stack_setup
@@ -135,3 +137,53 @@ def test_a_tiny_ladder_runs_end_to_end(monkeypatch: pytest.MonkeyPatch, tmp_path
             for mine, theirs in zip(stack, baseline, strict=True)
         ]
     )
+
+
+def _figures(workloads: dict[str, Any], wall_s: float, seeds: list[int]) -> dict[str, Any]:
+    return {"mode": "full", "seeds": seeds, "rungs": 3, "target": 0.9, "tolerance": 0.05, "wall_s": wall_s} | {
+        "workloads": workloads
+    }
+
+
+def test_a_run_of_some_workloads_keeps_the_earlier_rows_of_the_others(tmp_path: Path) -> None:
+    chat = {"policies": {"slosched": _row(18.0, 17.0, 17.5)}, "steady_from": 1}
+    earlier = _figures(
+        {"chat": chat, "mixed": {"policies": {"slosched": _row(4.0, 3.5, 3.7)}, "steady_from": None}}, 600, [1, 2]
+    )
+    latest = _figures({"mixed": {"policies": {"slosched": _row(3.0, 3.0, 3.0)}, "steady_from": 0}}, 1200, [1, 2, 3])
+    figures = report.merged(earlier, latest)
+    assert list(figures["workloads"]) == ["chat", "mixed"]
+    assert figures["workloads"]["mixed"]["steady_from"] == 0  # the latest run wins where both climbed
+    runs_of = {name: row["run"] for name, row in figures["workloads"].items()}
+    assert runs_of["chat"]["wall_s"] == 600 and runs_of["mixed"]["seeds"] == [1, 2, 3]
+    page = write_page(tmp_path / "convergence.md", figures).read_text(encoding="utf-8")
+    assert "- chat: full run, seeds 1, 2, 10.0 min wall" in page
+    assert "- mixed: full run, seeds 1, 2, 3, 20.0 min wall" in page
+    written = json.loads((tmp_path / report.RESULTS).read_text(encoding="utf-8"))
+    assert report.read_results(tmp_path / "convergence.md") == written
+    assert set(written["workloads"]) == {"chat", "mixed"}
+    # Merged again with itself, a row keeps the run it came from (not the merging run's).
+    assert report.merged(written, latest)["workloads"]["chat"]["run"]["wall_s"] == 600
+    # One run: one clause, as before.
+    single = write_page(tmp_path / "one.md", latest).read_text(encoding="utf-8")
+    assert "(full run, seeds 1, 2, 3, 20.0 min wall); every number below comes from that run." in single
+
+
+def test_merging_a_run_into_the_page_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "convergence.md"
+    run = tmp_path / "relquery.json"
+    run.write_text(
+        json.dumps(
+            json_safe(
+                _figures({"relquery": {"policies": {"slosched": _row(1.0, 0.9, 0.9)}, "steady_from": 1}}, 60, [1])
+            )
+        )
+    )
+    assert merge.main([str(run), "--page", str(page)]) == 0
+    assert "## relquery: steady from rung 1" in page.read_text(encoding="utf-8")
+    bad = tmp_path / "bad.json"
+    for text in ("{not json", json.dumps({"workloads": []})):
+        bad.write_text(text)
+        assert merge.main([str(bad), "--page", str(page)]) == 2
+        assert capsys.readouterr().err.startswith(f"error: runs: {bad}: ")
+    assert "## relquery" in page.read_text(encoding="utf-8")  # a bad file changes nothing

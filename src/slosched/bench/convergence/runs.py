@@ -8,12 +8,11 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import slosched.bench.convergence.setup as setup
 import slosched.bench.stack.setup as stack_setup
-from slosched.bench.convergence.report import write_page
+from slosched.bench.convergence.report import PAGE, merged, read_results, write_page
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.rows import row_finished
@@ -21,7 +20,6 @@ from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.steady import SteadyCapacity, SteadySearch, long_search, steady_capacity
 from slosched.evaluation.task_cache import TALLY
 
-PAGE = Path("docs/results/convergence.md")
 Ladder = list[tuple[float, int]]  # per rung: (capacity @90%, measured jobs per run of its last search)
 
 
@@ -77,8 +75,8 @@ def run(quick: bool) -> dict[str, Any]:
         "convergence: the shortest steady rung (0 = the stack bench's own length)",
         {name: row["steady_from"] for name, row in workloads.items()},
     )
-    if not quick:
-        write_page(PAGE, figures)
+    if not quick:  # the page keeps the ladders of workloads this run did not climb
+        write_page(PAGE, merged(read_results(PAGE), figures))
     return figures
 
 
