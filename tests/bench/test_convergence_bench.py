@@ -152,7 +152,7 @@ def test_a_run_of_some_workloads_keeps_the_earlier_rows_of_the_others(tmp_path: 
     )
     latest = _figures({"mixed": {"policies": {"slosched": _row(3.0, 3.0, 3.0)}, "steady_from": 0}}, 1200, [1, 2, 3])
     figures = report.merged(earlier, latest)
-    assert list(figures["workloads"]) == ["chat", "mixed"]
+    assert list(figures["workloads"]) == ["chat", "mixed"]  # the stack bench's order
     assert figures["workloads"]["mixed"]["steady_from"] == 0  # the latest run wins where both climbed
     runs_of = {name: row["run"] for name, row in figures["workloads"].items()}
     assert runs_of["chat"]["wall_s"] == 600 and runs_of["mixed"]["seeds"] == [1, 2, 3]

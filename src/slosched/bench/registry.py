@@ -15,6 +15,7 @@ BenchFn = Callable[[bool], dict[str, Any]]
 
 _BENCH_MODULES = {
     "ablation": "slosched.bench.ablation",
+    "attainment": "slosched.bench.attainment",
     "admission": "slosched.bench.admission",
     "relserve": "slosched.bench.relserve",
     "relquery-order": "slosched.bench.relquery_order",

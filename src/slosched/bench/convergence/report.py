@@ -16,6 +16,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+import slosched.bench.stack.setup as stack_setup
 from slosched.evaluation.formatting import spread
 from slosched.evaluation.task_cache import resumed_note
 from slosched.metrics.summary import json_safe
@@ -33,12 +34,14 @@ def run_of(figures: dict[str, Any]) -> dict[str, Any]:
 
 def merged(earlier: dict[str, Any] | None, latest: dict[str, Any]) -> dict[str, Any]:
     """``latest``'s figures with the workloads only ``earlier`` climbed carried over; every row keeps the run it
-    came from (``"run"``). A workload both climbed is ``latest``'s; carried rows come first, in their order."""
+    came from (``"run"``). A workload both climbed is ``latest``'s; rows in the stack bench's order."""
     rows: dict[str, Any] = {}
     for figures in (earlier, latest):
         for name, row in (figures or {}).get("workloads", {}).items():
             rows[name] = {**row, "run": row.get("run") or run_of(figures or {})}
-    return {**latest, "workloads": rows}
+    order = [workload.name for workload in stack_setup.WORKLOADS]
+    ranked = sorted(rows, key=lambda name: order.index(name) if name in order else len(order))
+    return {**latest, "workloads": {name: rows[name] for name in ranked}}
 
 
 def read_results(path: Path) -> dict[str, Any] | None:
@@ -105,10 +108,12 @@ def _tables(figures: dict[str, Any]) -> list[str]:
     for name, row in figures["workloads"].items():
         steady = row["steady_from"]
         verdict = (
-            "not within the ladder" if steady is None else f"rung {steady} ({4**steady}x the stack bench's length)"
+            "nowhere within the ladder"
+            if steady is None
+            else f"from rung {steady} ({4**steady}x the stack bench's length)"
         )
         lines += [
-            f"## {name}: steady from {verdict}",
+            f"## {name}: steady {verdict}",
             "",
             "| policy | rung | jobs per run | capacity @90% | vs rung below |",
             "|---|---:|---:|---:|---:|",

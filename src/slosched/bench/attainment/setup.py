@@ -1,0 +1,75 @@
+"""Settings of ``slosched bench attainment``: which ``bench stack`` workloads, loads, seeds and run lengths.
+
+A capacity is one number per policy; where two policies' attainment curves run flat near the target (mixed:
+`bench convergence` finds its capacities moving by a fifth between run lengths) the number says little about
+why one is ahead. This bench splits attainment by who the jobs are: each measured job falls in a group
+(its tenant and its kind: a relQuery, a workflow by its template, a single call by its template), and each
+group's attainment is pooled over the seeds (met jobs over jobs, so a seed with more of a group weighs more).
+Loads are fractions of the strongest baseline's capacity as ``docs/results/stack/stack.json`` has it (the
+workload's first guess without it); runs are 4x the stack bench's length (full), the length at which
+``bench convergence`` finds relQueries and chat steady.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import slosched.bench.convergence.setup as convergence_setup
+import slosched.bench.stack.setup as stack_setup
+from slosched.core.errors import UnknownNameError
+from slosched.core.job import JobKind
+from slosched.core.records import JobRecord
+
+WORKLOADS_ENV = "SLOSCHED_ATTAINMENT_WORKLOADS"
+FULL_WORKLOADS = ("mixed",)  # the one workload with tenants of different tightness and every kind of job
+QUICK_WORKLOADS = ("code",)
+FULL_SEEDS = (1, 2, 3)
+QUICK_SEEDS = (1,)
+LOADS = (0.5, 1.0, 1.5)  # x the strongest baseline's capacity
+LENGTH_FACTOR = 4  # full runs: x the stack bench's measured jobs (quick: its quick length)
+STACK_RESULTS = convergence_setup.STACK_RESULTS
+
+
+def workload_names(quick: bool) -> tuple[str, ...]:
+    """The workloads ``SLOSCHED_ATTAINMENT_WORKLOADS`` names (comma-separated), in the stack bench's order;
+    unset: ``FULL_WORKLOADS`` or ``QUICK_WORKLOADS``."""
+    known = [workload.name for workload in stack_setup.WORKLOADS]
+    chosen = [name.strip() for name in os.environ.get(WORKLOADS_ENV, "").split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in known]
+    if unknown:
+        raise UnknownNameError(WORKLOADS_ENV, unknown[0], known)
+    if not chosen:
+        return QUICK_WORKLOADS if quick else FULL_WORKLOADS
+    return tuple(name for name in known if name in chosen)
+
+
+def base_rate(workload: str, label: str, results: Path | None = None) -> float:
+    """The capacity @90% the stack bench measured for ``label`` on ``workload`` (its JSON), else the workload's
+    first guess: the rate the loads are fractions of."""
+    results = results or STACK_RESULTS
+    if results.exists():
+        row = json.loads(results.read_text(encoding="utf-8")).get("workloads", {}).get(workload, {})
+        capacity = row.get("capacity_rps", {}).get(label)
+        if isinstance(capacity, int | float) and capacity > 0:
+            return float(capacity)
+    return stack_setup.workload(workload).guess
+
+
+def num_jobs(workload: str, quick: bool) -> int:
+    """Measured jobs per run: the stack bench's quick length, or ``LENGTH_FACTOR`` x its full length."""
+    spec = stack_setup.workload(workload)
+    return spec.quick.num_jobs if quick else LENGTH_FACTOR * spec.full.num_jobs
+
+
+def group_of(job: JobRecord) -> str:
+    """The group a measured job is counted in: ``tenant / kind`` (relQueries as one kind; workflows and single
+    calls by their template)."""
+    if job.kind is JobKind.RELQUERY:
+        kind = "relquery"
+    elif job.kind is JobKind.WORKFLOW:
+        kind = job.template.split("/")[0]
+    else:
+        kind = job.template
+    return f"{job.tenant} / {kind}"
