@@ -24,7 +24,7 @@ from slosched.policies.cluster.routers.deadline_completion import (
     PredictedCompletion,
 )
 from slosched.policies.cluster.routers.prism import PrismModel
-from slosched.policies.engine.admission.triage import TriageAdmission
+from slosched.policies.engine.admission.triage import TriageAdmission, TriageParams
 from slosched.policies.engine.batching.deadline_budget import DeadlineBudgetBatching, tightest_step_s
 from slosched.policies.engine.ordering.least_slack import BEST_EFFORT, FEASIBLE, LeastSlackOrdering, call_target_s
 from slosched.policies.job.critical_path import CriticalPathBudget
@@ -195,6 +195,24 @@ def test_triage_runs_relegated_jobs_only_beside_nothing_that_can_still_count() -
     sharing = TriageAdmission(best_effort_share=0.5, relegated_alone=False)
     busy = FakeEngine(now_s=5.0, waiting=list(waiting), running=[FakeSeq(call("ok3", deadline_s=100.0))])
     assert [sharing.admit(seq, busy) for seq in waiting] == [True, True, True]
+
+
+def test_the_strict_tier_engages_only_once_relegated_work_crowds_the_instance() -> None:
+    """While relegated calls number no more than ``relegated_strict_from`` per call that can still count
+    (running and waiting), they take the share; past it, the strict tier holds them."""
+    admission = TriageAdmission(best_effort_share=0.5)
+    rel = relegated("rel")
+    running = [FakeSeq(call("ok", deadline_s=100.0)), FakeSeq(call("ok2", deadline_s=100.0))]
+    assert admission.admit(rel, FakeEngine(now_s=1.0, waiting=[rel], running=list(running)))  # 1 against 2
+    crowd = [relegated(f"rel{i}") for i in range(3)]
+    engine = FakeEngine(now_s=2.0, waiting=list(crowd), running=list(running))  # 3 against 2
+    assert [admission.admit(seq, engine) for seq in crowd] == [False, False, False]
+    # A lower threshold engages sooner; none engages always (the rule before it).
+    for strict_from in (0.4, None):
+        strict = TriageAdmission(best_effort_share=0.5, relegated_strict_from=strict_from)
+        assert not strict.admit(rel, FakeEngine(now_s=3.0, waiting=[rel], running=list(running)))
+    with pytest.raises(ConfigError, match="relegated_strict_from"):
+        TriageParams(relegated_strict_from=-1.0)
 
 
 # ---- batching ---------------------------------------------------------------------------------------------

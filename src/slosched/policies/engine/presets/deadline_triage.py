@@ -38,6 +38,11 @@ class DeadlineTriageParams:
     triage: bool = setting(True, "demote hopeless calls behind feasible ones and hold them to best_effort_share")
     best_effort_share: float = setting(0.25, "share of the max running requests best-effort calls may hold")
     relegated_alone: bool = setting(True, "a call of a job the job layer relegated joins only a batch of such calls")
+    relegated_strict_from: float | None = setting(
+        1.0,
+        "relegated_alone engages once an instance's relegated calls exceed this many per call that can still count; "
+        "none: always",
+    )
     prefix_wait: bool = setting(
         False, "a call waits while another computes the prefix it lacks (admission prefix-wait)"
     )
@@ -82,11 +87,12 @@ def _batching(params: DeadlineTriageParams, context: PolicyContext) -> BatchPoli
 def build(params: DeadlineTriageParams, context: PolicyContext) -> EnginePolicy:
     if params.triage:
         triage = TriageParams(
-            params.best_effort_share,
-            params.relegated_alone,
-            params.prefix_wait,
-            params.max_concurrency,
-            params.tpot_guard,
+            best_effort_share=params.best_effort_share,
+            relegated_alone=params.relegated_alone,
+            relegated_strict_from=params.relegated_strict_from,
+            prefix_wait=params.prefix_wait,
+            max_concurrency=params.max_concurrency,
+            tpot_guard=params.tpot_guard,
         )
         admission = ADMISSIONS.build("triage", triage, context)
     else:
