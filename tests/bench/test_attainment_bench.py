@@ -15,7 +15,7 @@ import slosched.bench.stack.setup as stack_setup
 from slosched.bench.attainment.report import PLOT, write_page
 from slosched.bench.registry import get_benchmark
 from slosched.bench.stack.setup import Sizes
-from slosched.core.errors import UnknownNameError
+from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.core.job import JobKind
 from slosched.core.records import JobRecord, Outcome
 from slosched.metrics.summary import json_safe
@@ -98,3 +98,26 @@ def test_a_tiny_run_counts_every_measured_job_once(monkeypatch: pytest.MonkeyPat
             ours, theirs = (cells[label][index][1] for label in row["policies"])
             assert ours == theirs
     assert all(0.0 <= share <= 1.0 for shares in row["overall"].values() for share in shares)
+
+
+def test_a_variant_of_the_stack_is_pinned_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert setup.stack_settings() == {} and setup.stack_candidate({}) == stack_setup.stack_candidates()[0]
+    monkeypatch.setenv(setup.STACK_ENV, '{"relegated_strict_from": null}')
+    settings = setup.stack_settings()
+    variant = setup.stack_candidate(settings)
+    assert variant.label == 'slosched {"relegated_strict_from": null}'
+    assert variant.params.stack["slosched"]["relegated_strict_from"] is None  # pinned: the tuner leaves it
+    for text, message in (("[1", "not JSON"), ("[1]", "a JSON object"), ('{"nope": 1}', "unknown parameter 'nope'")):
+        monkeypatch.setenv(setup.STACK_ENV, text)
+        with pytest.raises(ConfigError, match=message):
+            setup.stack_settings()
+
+
+def test_loads_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert setup.loads() == setup.LOADS
+    monkeypatch.setenv(setup.LOADS_ENV, "1, 2")
+    assert setup.loads() == (1.0, 2.0)
+    for text in ("1,x", "0", "1,-2", "inf"):
+        monkeypatch.setenv(setup.LOADS_ENV, text)
+        with pytest.raises(ConfigError, match="multiples of capacity"):
+            setup.loads()

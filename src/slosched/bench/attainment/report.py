@@ -88,23 +88,27 @@ def _table(name: str, row: dict[str, Any], loads: list[float]) -> list[str]:
 
 
 def _plot(figures: dict[str, Any], path: Path) -> None:
-    """Per workload, each group's attainment by load: the stack solid, the baseline dashed."""
+    """Per workload, a map of the stack's attainment minus the baseline's, group by load (blue: the stack ahead)."""
     workloads = figures["workloads"]
-    figure = Figure(figsize=(5.5 * len(workloads), 3.8))
+    height = max(len(row["groups"]) for row in workloads.values()) * 0.32 + 1.6
+    figure = Figure(figsize=(6.5 * len(workloads), height))
     for column, (name, row) in enumerate(workloads.items(), start=1):
         axes = figure.add_subplot(1, len(workloads), column)
         stack, baseline = row["policies"]
-        for index, (group, cells) in enumerate(row["groups"].items()):
-            color = f"C{index % 10}"
-            for label, style in ((stack, "-"), (baseline, "--")):
-                shares = [share(counts) for counts in cells[label]]
-                axes.plot(
-                    figures["loads"], shares, style, color=color, marker="o", label=group if style == "-" else None
-                )
-        axes.set_title(f"{name} (solid: {stack}; dashed: baseline)", fontsize=8)
+        groups = list(row["groups"])
+        gaps = [
+            [share(mine) - share(theirs) for mine, theirs in zip(cells[stack], cells[baseline], strict=True)]
+            for cells in row["groups"].values()
+        ]
+        image = axes.imshow(gaps, cmap="RdBu", vmin=-0.15, vmax=0.15, aspect="auto")
+        for y, line in enumerate(gaps):
+            for x, gap in enumerate(line):
+                axes.text(x, y, f"{gap:+.3f}", ha="center", va="center", fontsize=7)
+        axes.set_xticks(range(len(figures["loads"])), [f"{load:g}x" for load in figures["loads"]])
+        axes.set_yticks(range(len(groups)), groups, fontsize=7)
         axes.set_xlabel("load (x the baseline's capacity)")
-        axes.set_ylabel("SLO attainment")
-        axes.legend(fontsize=5, ncol=2)
+        axes.set_title(f"{name}: {stack} minus {baseline}", fontsize=8)
+        figure.colorbar(image, ax=axes, label="attainment difference")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(figure).print_png(str(path))

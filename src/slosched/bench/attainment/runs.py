@@ -13,18 +13,17 @@ from slosched.bench.attainment.report import PAGE, write_page
 from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.rows import row_finished
 from slosched.evaluation.runners import run_tasks
-from slosched.evaluation.workbench import SELF_TUNE, WARMUP_PREFIX
+from slosched.evaluation.workbench import SELF_TUNE, WARMUP_PREFIX, Candidate
 from slosched.metrics.summary import token_slo_missed_jobs
 
 Counts = dict[str, tuple[int, int]]  # group -> (jobs that met their SLO, jobs)
 
 
-def counted(task: tuple[str, str, float, int, bool]) -> Counts:
+def counted(task: tuple[str, Candidate, float, int, bool]) -> Counts:
     """One run (workers pickle the task): the measured jobs' met and total per group, as ``bench stack``
     judges them (the job's deadline, and its token SLOs where it has any)."""
-    name, label, rate, seed, quick = task
+    name, candidate, rate, seed, quick = task
     bench = stack_setup.workload(name).workbench(quick).sized(setup.num_jobs(name, quick))
-    candidate = convergence_setup.candidate(label)
     jobs, history = bench.workload(rate, seed)
     if candidate.extra(SELF_TUNE):
         candidate = bench.self_tuned(candidate, rate, seed, history)
@@ -78,22 +77,25 @@ def _workload_row(
 def run(quick: bool) -> dict[str, Any]:
     started = time.perf_counter()
     seeds = setup.QUICK_SEEDS if quick else setup.FULL_SEEDS
+    settings, loads = setup.stack_settings(), setup.loads()
+    stack = setup.stack_candidate(settings)
     workloads: dict[str, Any] = {}
-    plans: dict[str, tuple[list[str], list[float], float]] = {}
+    plans: dict[str, tuple[list[Candidate], list[float], float]] = {}
     for name in setup.workload_names(quick):
         baseline = convergence_setup.strongest_baseline(name)
         base = setup.base_rate(name, baseline)
-        plans[name] = ([stack_setup.STACK_LABEL, baseline], [load * base for load in setup.LOADS], base)
+        plans[name] = ([stack, convergence_setup.candidate(baseline)], [load * base for load in loads], base)
     tasks = [
-        (name, label, rate, seed, quick)
-        for name, (labels, rates, _) in plans.items()
-        for label in labels
+        (name, candidate, rate, seed, quick)
+        for name, (candidates, rates, _) in plans.items()
+        for candidate in candidates
         for rate in rates
         for seed in seeds
     ]
     results = run_tasks(counted, tasks, f"attainment: {len(tasks)} runs")
-    found = {task[:4]: counts for task, counts in zip(tasks, results, strict=True)}
-    for name, (labels, rates, base) in plans.items():
+    found = {(task[0], task[1].label, *task[2:4]): counts for task, counts in zip(tasks, results, strict=True)}
+    for name, (candidates, rates, base) in plans.items():
+        labels = [candidate.label for candidate in candidates]
         workloads[name] = {
             "policies": labels,
             "base_rate": base,
@@ -104,8 +106,9 @@ def run(quick: bool) -> dict[str, Any]:
         row_finished(name, workloads[name])
     figures = {
         "mode": "quick" if quick else "full",
+        "stack_settings": settings,
         "seeds": list(seeds),
-        "loads": list(setup.LOADS),
+        "loads": list(loads),
         "workloads": workloads,
         "wall_s": time.perf_counter() - started,
     }
@@ -116,6 +119,6 @@ def run(quick: bool) -> dict[str, Any]:
             for name, row in workloads.items()
         },
     )
-    if not quick:
+    if not quick and not settings and loads == setup.LOADS:  # a variant's figures are printed, not paged
         write_page(PAGE, figures)
     return figures

@@ -8,26 +8,38 @@ group's attainment is pooled over the seeds (met jobs over jobs, so a seed with 
 Loads are fractions of the strongest baseline's capacity as ``docs/results/stack/stack.json`` has it (the
 workload's first guess without it); runs are 4x the stack bench's length (full), the length at which
 ``bench convergence`` finds relQueries and chat steady.
+
+``SLOSCHED_ATTAINMENT_STACK`` (a JSON object of the stack's settings, e.g. ``{"relegated_strict_from": null}``)
+runs the stack with those settings instead, labelled with them, against the same baseline on the same jobs:
+how a mechanism's figures in docs/stack.md are made. Such a run prints its figures and leaves the page alone.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import slosched.bench.convergence.setup as convergence_setup
 import slosched.bench.stack.setup as stack_setup
-from slosched.core.errors import UnknownNameError
+from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.core.job import JobKind
+from slosched.core.problems import ConfigProblems
 from slosched.core.records import JobRecord
+from slosched.evaluation.workbench import Candidate
+from slosched.policies.param_problems import check_keys
+from slosched.policies.stacks.base import STACKS
 
 WORKLOADS_ENV = "SLOSCHED_ATTAINMENT_WORKLOADS"
+STACK_ENV = "SLOSCHED_ATTAINMENT_STACK"
+LOADS_ENV = "SLOSCHED_ATTAINMENT_LOADS"
 FULL_WORKLOADS = ("mixed",)  # the one workload with tenants of different tightness and every kind of job
 QUICK_WORKLOADS = ("code",)
 FULL_SEEDS = (1, 2, 3)
 QUICK_SEEDS = (1,)
-LOADS = (0.5, 1.0, 1.5)  # x the strongest baseline's capacity
+LOADS = (0.5, 1.0, 1.5)  # x the strongest baseline's capacity (``SLOSCHED_ATTAINMENT_LOADS``: others)
 LENGTH_FACTOR = 4  # full runs: x the stack bench's measured jobs (quick: its quick length)
 STACK_RESULTS = convergence_setup.STACK_RESULTS
 
@@ -43,6 +55,21 @@ def workload_names(quick: bool) -> tuple[str, ...]:
     if not chosen:
         return QUICK_WORKLOADS if quick else FULL_WORKLOADS
     return tuple(name for name in known if name in chosen)
+
+
+def loads() -> tuple[float, ...]:
+    """The loads ``SLOSCHED_ATTAINMENT_LOADS`` names (comma-separated multiples of the baseline's capacity, each
+    > 0), else ``LOADS``."""
+    text = os.environ.get(LOADS_ENV, "").strip()
+    if not text:
+        return LOADS
+    try:
+        chosen = tuple(float(item) for item in text.split(","))
+    except ValueError:
+        chosen = ()
+    if not chosen or not all(0 < load < float("inf") for load in chosen):
+        raise ConfigError(LOADS_ENV, f"{text!r}: expected comma-separated multiples of capacity > 0, e.g. 1,2")
+    return chosen
 
 
 def base_rate(workload: str, label: str, results: Path | None = None) -> float:
@@ -73,3 +100,41 @@ def group_of(job: JobRecord) -> str:
     else:
         kind = job.template
     return f"{job.tenant} / {kind}"
+
+
+def stack_settings() -> dict[str, Any]:
+    """The stack settings ``SLOSCHED_ATTAINMENT_STACK`` overrides (empty: the stack as it ships), each key
+    checked against the stack's own (a ``ConfigError`` naming the variable and the allowed keys)."""
+    text = os.environ.get(STACK_ENV, "").strip()
+    if not text:
+        return {}
+    example = 'e.g. {"relegated_strict_from": null}'
+    try:
+        settings = json.loads(text)
+    except ValueError as error:
+        raise ConfigError(
+            STACK_ENV, f"not JSON ({error}); expected an object of the stack's settings, {example}"
+        ) from None
+    if not isinstance(settings, dict):
+        raise ConfigError(STACK_ENV, f"expected a JSON object of the stack's settings, {example}")
+    stack = STACKS.get(stack_setup.STACK_POLICY)
+    if stack is not None:
+        keys = sorted(stack.router_keys | stack.engine_keys | stack.job_keys)
+        problems = check_keys(STACK_ENV, f"stack {stack_setup.STACK_POLICY!r}", settings, keys)
+        if problems:
+            raise ConfigProblems(problems)
+    return settings
+
+
+def stack_candidate(settings: dict[str, Any]) -> Candidate:
+    """The stack as ``bench stack`` runs it, with ``settings`` pinned in its block (the self-tuner searches only
+    what a block leaves unset) and named in its label."""
+    stack = stack_setup.stack_candidates()[0]
+    if not settings:
+        return stack
+    block = {**stack.params.stack.get(stack_setup.STACK_POLICY, {}), **settings}
+    return replace(
+        stack,
+        label=f"{stack.label} {json.dumps(settings, sort_keys=True)}",
+        params=replace(stack.params, stack={**stack.params.stack, stack_setup.STACK_POLICY: block}),
+    )
