@@ -21,11 +21,10 @@ still served, never dropped: on any instance with nothing that can still count, 
 Why the strict rule engages only past ``relegated_strict_from``: that cascade needs relegated work to crowd
 the instance. While an instance's calls of relegated jobs (running and waiting) number no more than its calls
 that can still count, they take the best-effort share like any demoted call, and the job layer's pessimism
-costs less: on the stack bench's mixed workload (1,200 jobs, seeds 1-3 pooled) the strict tier everywhere met
-0.915 of jobs at its strongest baseline's capacity and 0.841 at 1.5x it, the share everywhere 0.936 and 0.874
-(relQueries of the batch tenant 0.80 -> 0.94 at 1.5x), engaging past 1.0 0.936 and 0.872; on Text-to-SQL (400
-jobs, seeds 1-2) 0.917 / 0.479 at 1x / 2x its capacity strict, 0.958 / 0.146 shared, 0.951 / 0.448 engaging
-past 1.0.
+costs less. ``slosched bench attainment`` (jobs met, 4x the stack bench's run length, seeds 1-3 pooled), strict
+always / shared always / engaging past 1.0: mixed 0.911 / 0.933 / 0.933 at its strongest baseline's capacity and
+0.838 / 0.886 / 0.886 at 1.5x it (the batch tenant's relQueries 0.78 -> 0.96); Text-to-SQL 0.930 / 0.947 / 0.944
+at 1x and 0.475 / 0.138 / 0.449 at 2x, where sharing always collapses.
 
 With ``max_concurrency``, no call joins once that many run (a static cap like vLLM's ``max_num_seqs``,
 below the instance's own: on a KV-limited GPU fewer running calls preempt less; the stack's self-tuner
