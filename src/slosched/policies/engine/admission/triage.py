@@ -96,13 +96,15 @@ class TriageAdmission:
         self.prefix_wait = PrefixWait() if prefix_wait else None
         self._pass = AdmissionPass()
         self._feasible_running = False  # a call that can still count runs, or joined in this pass
-        self._strict = relegated_alone  # this pass holds calls of relegated jobs to the strict tier
+        # Whether this pass holds calls of relegated jobs to the strict tier; None: not yet asked (counting the
+        # queue costs a walk of it, so only a pass that meets such a call pays it).
+        self._strict: bool | None = None
 
     def admit(self, seq: SeqView, engine: EngineView) -> bool:
         state = self._pass
         if state.begin_if_new(seq, engine):
             self._feasible_running = any(not running.request.best_effort for running in engine.running_seqs)
-            self._strict = self.relegated_alone and self._crowded(engine)
+            self._strict = None
             if self.tpot_guard is not None:
                 self.tpot_guard.begin(engine)
         if self.prefix_wait is not None and self.prefix_wait.holds(seq, engine):
@@ -112,7 +114,7 @@ class TriageAdmission:
         if self.tpot_guard is not None and not self.tpot_guard.admits(seq, engine):
             return False
         if is_best_effort(seq, engine):
-            if self._strict and seq.request.best_effort and self._feasible_running:
+            if seq.request.best_effort and self._feasible_running and self._strict_now(engine):
                 return False
             limit = self.best_effort_share * engine.spec.max_running
             if engine.num_running + state.admitted >= limit:
@@ -123,6 +125,11 @@ class TriageAdmission:
             self.tpot_guard.joined(seq)
         state.admitted += 1
         return True
+
+    def _strict_now(self, engine: EngineView) -> bool:
+        if self._strict is None:
+            self._strict = self.relegated_alone and self._crowded(engine)
+        return self._strict
 
     def _crowded(self, engine: EngineView) -> bool:
         """Whether the instance's calls of relegated jobs (running and waiting) exceed ``relegated_strict_from``
