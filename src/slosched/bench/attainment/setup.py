@@ -24,7 +24,7 @@ from typing import Any
 
 import slosched.bench.convergence.setup as convergence_setup
 import slosched.bench.stack.setup as stack_setup
-from slosched.core.errors import ConfigError, UnknownNameError
+from slosched.core.errors import ConfigError
 from slosched.core.job import JobKind
 from slosched.core.problems import ConfigProblems
 from slosched.core.records import JobRecord
@@ -47,14 +47,7 @@ STACK_RESULTS = convergence_setup.STACK_RESULTS
 def workload_names(quick: bool) -> tuple[str, ...]:
     """The workloads ``SLOSCHED_ATTAINMENT_WORKLOADS`` names (comma-separated), in the stack bench's order;
     unset: ``FULL_WORKLOADS`` or ``QUICK_WORKLOADS``."""
-    known = [workload.name for workload in stack_setup.WORKLOADS]
-    chosen = [name.strip() for name in os.environ.get(WORKLOADS_ENV, "").split(",") if name.strip()]
-    unknown = [name for name in chosen if name not in known]
-    if unknown:
-        raise UnknownNameError(WORKLOADS_ENV, unknown[0], known)
-    if not chosen:
-        return QUICK_WORKLOADS if quick else FULL_WORKLOADS
-    return tuple(name for name in known if name in chosen)
+    return stack_setup.workloads_named(WORKLOADS_ENV) or (QUICK_WORKLOADS if quick else FULL_WORKLOADS)
 
 
 def loads() -> tuple[float, ...]:

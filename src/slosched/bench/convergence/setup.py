@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 import slosched.bench.stack.setup as stack_setup
-from slosched.core.errors import ConfigError, UnknownNameError
+from slosched.core.errors import ConfigError
 from slosched.evaluation.workbench import Candidate
 
 WORKLOADS_ENV = "SLOSCHED_CONVERGENCE_WORKLOADS"
@@ -47,14 +47,8 @@ _LABEL = re.compile(r"^(?P<policy>[\w.-]+\+[\w./-]+)(?:\[(?P<key>\w+)=(?P<value>
 def workload_names(quick: bool) -> tuple[str, ...]:
     """The workloads ``SLOSCHED_CONVERGENCE_WORKLOADS`` names (comma-separated), in the stack bench's order;
     unset: all five (full) or ``QUICK_WORKLOADS``."""
-    known = [workload.name for workload in stack_setup.WORKLOADS]
-    chosen = [name.strip() for name in os.environ.get(WORKLOADS_ENV, "").split(",") if name.strip()]
-    unknown = [name for name in chosen if name not in known]
-    if unknown:
-        raise UnknownNameError(WORKLOADS_ENV, unknown[0], known)
-    if not chosen:
-        return QUICK_WORKLOADS if quick else tuple(known)
-    return tuple(name for name in known if name in chosen)
+    all_five = tuple(workload.name for workload in stack_setup.WORKLOADS)
+    return stack_setup.workloads_named(WORKLOADS_ENV) or (QUICK_WORKLOADS if quick else all_five)
 
 
 def rungs(quick: bool) -> int:

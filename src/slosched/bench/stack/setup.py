@@ -24,6 +24,7 @@ ORACLE twin reads true output lengths (``evaluation/oracle.py``, through ``workb
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -31,6 +32,7 @@ import numpy as np
 import slosched.bench.hexgen.setup as hexgen_setup
 import slosched.bench.nexus.setup as nexus_setup
 from slosched.bench.saber.setup import task_max_tokens
+from slosched.core.errors import UnknownNameError
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobKind, JobSpec
 from slosched.evaluation.baseline_plan import BaselinePlan
@@ -239,6 +241,17 @@ MIXED = StackWorkload(
     5.0,
 )
 WORKLOADS = (TEXT2SQL, RELQUERY, CHAT, CODE, MIXED)
+
+
+def workloads_named(env: str) -> tuple[str, ...]:
+    """The workloads the environment variable ``env`` names (comma-separated), in the bench's order; () when it is
+    unset; an ``UnknownNameError`` naming ``env`` and the known workloads for any other name."""
+    known = [item.name for item in WORKLOADS]
+    chosen = [name.strip() for name in os.environ.get(env, "").split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in known]
+    if unknown:
+        raise UnknownNameError(env, unknown[0], known)
+    return tuple(name for name in known if name in chosen)
 
 
 def workload(name: str) -> StackWorkload:
