@@ -121,3 +121,29 @@ def test_loads_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(setup.LOADS_ENV, text)
         with pytest.raises(ConfigError, match="multiples of capacity"):
             setup.loads()
+
+
+def test_seeds_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert setup.seeds(quick=False) == setup.FULL_SEEDS and setup.seeds(quick=True) == setup.QUICK_SEEDS
+    monkeypatch.setenv(setup.SEEDS_ENV, "4, 5")
+    assert setup.seeds(quick=True) == (4, 5)
+    for text in ("1,x", "-1", "2,2", ","):
+        monkeypatch.setenv(setup.SEEDS_ENV, text)
+        with pytest.raises(ConfigError, match="SLOSCHED_ATTAINMENT_SEEDS"):
+            setup.seeds(quick=False)
+
+
+def test_another_baseline_is_checked_before_any_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(convergence_setup, "STACK_RESULTS", tmp_path / "absent.json")
+    assert setup.baseline_label("mixed") == convergence_setup.REFERENCE_BASELINE  # unset: the strongest found
+    monkeypatch.setenv(setup.BASELINE_ENV, "cache-aware+chunked-fcfs[token_budget=256]")
+    assert setup.baseline_label("mixed") == "cache-aware+chunked-fcfs[token_budget=256]"
+    for text, message in (
+        ("nope+fcfs", "unknown name 'nope'"),
+        ("cache-aware", "expected ROUTER\\+ENGINE"),
+        ("cache-aware+chunked-fcfs[bogus=3]", "unknown parameter 'bogus'"),
+    ):
+        monkeypatch.setenv(setup.BASELINE_ENV, text)
+        with pytest.raises(ConfigError, match=message) as raised:
+            setup.baseline_label("mixed")
+        assert "SLOSCHED_ATTAINMENT_BASELINE" in str(raised.value)

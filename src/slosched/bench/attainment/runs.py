@@ -3,6 +3,7 @@ and its strongest baseline (``setup``), every seed on the same jobs for both."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -76,15 +77,14 @@ def _workload_row(
 
 def run(quick: bool) -> dict[str, Any]:
     started = time.perf_counter()
-    seeds = setup.QUICK_SEEDS if quick else setup.FULL_SEEDS
-    settings, loads = setup.stack_settings(), setup.loads()
+    seeds, settings, loads = setup.seeds(quick), setup.stack_settings(), setup.loads()
     stack = setup.stack_candidate(settings)
     workloads: dict[str, Any] = {}
     plans: dict[str, tuple[list[Candidate], list[float], float]] = {}
     for name in setup.workload_names(quick):
-        baseline = convergence_setup.strongest_baseline(name)
-        base = setup.base_rate(name, baseline)
-        plans[name] = ([stack, convergence_setup.candidate(baseline)], [load * base for load in loads], base)
+        base = setup.base_rate(name, convergence_setup.strongest_baseline(name))
+        baseline = convergence_setup.candidate(setup.baseline_label(name))
+        plans[name] = ([stack, baseline], [load * base for load in loads], base)
     tasks = [
         (name, candidate, rate, seed, quick)
         for name, (candidates, rates, _) in plans.items()
@@ -119,6 +119,7 @@ def run(quick: bool) -> dict[str, Any]:
             for name, row in workloads.items()
         },
     )
-    if not quick and not settings and loads == setup.LOADS:  # a variant's figures are printed, not paged
+    default_run = not settings and loads == setup.LOADS and seeds == setup.FULL_SEEDS
+    if not quick and default_run and not os.environ.get(setup.BASELINE_ENV, "").strip():  # variants print only
         write_page(PAGE, figures)
     return figures

@@ -11,7 +11,11 @@ workload's first guess without it); runs are 4x the stack bench's length (full),
 
 ``SLOSCHED_ATTAINMENT_STACK`` (a JSON object of the stack's settings, e.g. ``{"relegated_strict_from": null}``)
 runs the stack with those settings instead, labelled with them, against the same baseline on the same jobs:
-how a mechanism's figures in docs/stack.md are made. Such a run prints its figures and leaves the page alone.
+how a mechanism's figures in docs/stack.md are made. ``SLOSCHED_ATTAINMENT_BASELINE`` (a scoreboard label,
+``ROUTER+ENGINE[key=value]``) puts another baseline beside the stack, e.g. the one the stack bench found
+strongest at one load (the loads stay multiples of the capacity-strongest baseline's capacity), and
+``SLOSCHED_ATTAINMENT_SEEDS`` (comma-separated) other seeds. Such runs print their figures and leave the page
+alone.
 """
 
 from __future__ import annotations
@@ -29,12 +33,17 @@ from slosched.core.job import JobKind
 from slosched.core.problems import ConfigProblems
 from slosched.core.records import JobRecord
 from slosched.evaluation.workbench import Candidate
+from slosched.policies.engine.base import ENGINE_PRESETS
 from slosched.policies.param_problems import check_keys
+from slosched.policies.registry import param_infos
+from slosched.policies.spec import PolicyPair
 from slosched.policies.stacks.base import STACKS
 
 WORKLOADS_ENV = "SLOSCHED_ATTAINMENT_WORKLOADS"
 STACK_ENV = "SLOSCHED_ATTAINMENT_STACK"
 LOADS_ENV = "SLOSCHED_ATTAINMENT_LOADS"
+BASELINE_ENV = "SLOSCHED_ATTAINMENT_BASELINE"
+SEEDS_ENV = "SLOSCHED_ATTAINMENT_SEEDS"
 FULL_WORKLOADS = ("mixed",)  # the one workload with tenants of different tightness and every kind of job
 QUICK_WORKLOADS = ("code",)
 FULL_SEEDS = (1, 2, 3)
@@ -63,6 +72,46 @@ def loads() -> tuple[float, ...]:
     if not chosen or not all(0 < load < float("inf") for load in chosen):
         raise ConfigError(LOADS_ENV, f"{text!r}: expected comma-separated multiples of capacity > 0, e.g. 1,2")
     return chosen
+
+
+def seeds(quick: bool) -> tuple[int, ...]:
+    """The seeds ``SLOSCHED_ATTAINMENT_SEEDS`` names (comma-separated integers >= 0), else ``FULL_SEEDS`` or
+    ``QUICK_SEEDS``."""
+    text = os.environ.get(SEEDS_ENV, "").strip()
+    if not text:
+        return QUICK_SEEDS if quick else FULL_SEEDS
+    try:
+        chosen = tuple(int(item) for item in text.split(","))
+    except ValueError:
+        chosen = ()
+    if not chosen or min(chosen) < 0 or len(set(chosen)) != len(chosen):
+        raise ConfigError(SEEDS_ENV, f"{text!r}: expected distinct comma-separated integers >= 0, e.g. 1,2,3,4,5")
+    return chosen
+
+
+def baseline_label(workload: str) -> str:
+    """The baseline ``SLOSCHED_ATTAINMENT_BASELINE`` names (checked: a known router and engine, a setting the
+    engine has), else the strongest ``bench stack`` found for ``workload`` by capacity."""
+    text = os.environ.get(BASELINE_ENV, "").strip()
+    if not text:
+        return convergence_setup.strongest_baseline(workload)
+    try:
+        candidate = convergence_setup.candidate(text)
+        engine = PolicyPair.parse(candidate.policy).engine
+    except ConfigError as error:
+        raise ConfigError(BASELINE_ENV, f"{text!r}: {error}") from None
+    for settings in candidate.params.engine.values():
+        problems = check_keys(BASELINE_ENV, f"engine {engine!r}", settings or {}, engine_keys(engine))
+        if problems:
+            raise ConfigProblems(problems)
+    return text
+
+
+def engine_keys(engine: str) -> list[str]:
+    """The settings an engine preset takes (none for a name that is not a preset: those take none here)."""
+    if engine not in ENGINE_PRESETS:
+        return []
+    return [info.name for info in param_infos(ENGINE_PRESETS.params_of(engine))]
 
 
 def base_rate(workload: str, label: str, results: Path | None = None) -> float:
