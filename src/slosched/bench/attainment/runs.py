@@ -3,7 +3,6 @@ and its strongest baseline (``setup``), every seed on the same jobs for both."""
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -119,7 +118,7 @@ def run(quick: bool) -> dict[str, Any]:
             for name, row in workloads.items()
         },
     )
-    default_run = not settings and loads == setup.LOADS and seeds == setup.FULL_SEEDS
-    if not quick and default_run and not os.environ.get(setup.BASELINE_ENV, "").strip():  # variants print only
+    as_shipped = not settings and loads == setup.LOADS and seeds == setup.FULL_SEEDS and not setup.baseline_chosen()
+    if not quick and as_shipped:  # a variant's figures are printed, not paged
         write_page(PAGE, figures)
     return figures

@@ -89,6 +89,11 @@ def seeds(quick: bool) -> tuple[int, ...]:
     return chosen
 
 
+def baseline_chosen() -> bool:
+    """Whether ``SLOSCHED_ATTAINMENT_BASELINE`` names a baseline (the run is then a variant: it prints only)."""
+    return bool(os.environ.get(BASELINE_ENV, "").strip())
+
+
 def baseline_label(workload: str) -> str:
     """The baseline ``SLOSCHED_ATTAINMENT_BASELINE`` names (checked: a known router and engine, a setting the
     engine has), else the strongest ``bench stack`` found for ``workload`` by capacity."""
