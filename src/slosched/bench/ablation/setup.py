@@ -96,6 +96,18 @@ ABLATIONS = (
         "job-level triage (triage_factor 0: no job is demoted as hopeless)",
         (("triage_factor", 0.0),),
     ),
+    Ablation(
+        "-job-admission",
+        "job",
+        "job-level admission through the backlog and the demand test (each job judged alone)",
+        (("backlog", False),),
+    ),
+    Ablation(
+        "-relegated-threshold",
+        "engine",
+        "the threshold of the strict tier for relegated jobs' calls (strict whenever a call that can count runs)",
+        (("relegated_strict_from", None),),
+    ),
 )
 VARIANTS = (FULL_STACK, *ABLATIONS)
 
