@@ -19,7 +19,8 @@ from slosched.bench.convergence.report import PLOT, write_page
 from slosched.bench.registry import get_benchmark
 from slosched.bench.stack.setup import Sizes
 from slosched.core.errors import ConfigError, UnknownNameError
-from slosched.evaluation import steady
+from slosched.evaluation import sizing
+from slosched.evaluation.sizing import OLD_PREFIX_RULE_NAME, PREFIX_RULE_NAME
 from slosched.metrics.summary import json_safe
 
 
@@ -118,7 +119,7 @@ def test_a_tiny_ladder_runs_end_to_end(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setattr(stack_setup, "WORKLOADS", (tiny,))
     monkeypatch.setattr(setup, "QUICK_SEEDS", (1,))
     monkeypatch.setattr(setup, "STACK_RESULTS", tmp_path / "absent.json")
-    monkeypatch.setattr(steady, "WINDOW_FACTOR", 2.0)  # a tiny run: the rule itself is tested in evaluation
+    monkeypatch.setattr(sizing, "WINDOW_FACTOR", 2.0)  # a tiny run: the rule itself is tested in evaluation
     monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")  # in-process, so the runs see the patched settings
     assert get_benchmark("convergence").run is runs.run
     figures = json.loads(json.dumps(json_safe(runs.run(quick=True))))
@@ -166,7 +167,12 @@ def test_a_run_of_some_workloads_keeps_the_earlier_rows_of_the_others(tmp_path: 
     assert report.merged(written, latest)["workloads"]["chat"]["run"]["wall_s"] == 600
     # One run: one clause, as before.
     single = write_page(tmp_path / "one.md", latest).read_text(encoding="utf-8")
-    assert "(full run, seeds 1, 2, 3, 20.0 min wall); every number below comes from that run." in single
+    assert "(full run, seeds 1, 2, 3, 20.0 min wall; warm-up prefix: " in single
+    assert "every number below comes from that run." in single
+    # A run that names no warm-up rule predates the time rule; one that does names it.
+    assert OLD_PREFIX_RULE_NAME in single
+    named = write_page(tmp_path / "named.md", {**latest, "warmup": PREFIX_RULE_NAME}).read_text(encoding="utf-8")
+    assert f"warm-up prefix: {PREFIX_RULE_NAME}" in named
 
 
 def test_merging_a_run_into_the_page_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -42,7 +42,8 @@ def test_quick_plan_is_small_and_the_full_plan_is_unchanged() -> None:
 def test_workbench_deadline_is_the_same_for_every_query_and_runs_warm() -> None:
     bench = setup.workbench("paper-tp2", "natural", 8, 3)
     jobs, history = bench.workload(0.2, seed=0)
-    assert sum(job.id.startswith("warmup-") for job in jobs) == 3
+    # The bench's 3 jobs, or more: the prefix spans 10x the workload's p90 latency of arrivals (warmup.py).
+    assert sum(job.id.startswith("warmup-") for job in jobs) == bench.warmup_count(0.2, seed=0) >= 3
     result = setup.run_candidate(setup.paper_candidate(0.0), bench.instances, jobs, bench.options, 0, history)
     slos = {round(job.slo_s, 6) for job in result.jobs}
     assert len(slos) == 1  # leak-free: one deadline per template, whatever each query's rounds and lengths

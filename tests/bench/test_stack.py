@@ -22,7 +22,7 @@ from slosched.bench.stack.report import tuned_lines
 from slosched.bench.stack.setup import MIXED, WORKLOADS, Sizes
 from slosched.core.job import JobKind, JobSpec, validate_job
 from slosched.core.request import Outcome, Request
-from slosched.evaluation import steady
+from slosched.evaluation import sizing
 from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.oracle import OracleOutputPredictor
 from slosched.evaluation.workbench import Candidate
@@ -74,9 +74,11 @@ def test_every_workbench_is_heterogeneous_leak_free_and_builds_valid_jobs(item: 
         InstanceModels.build(spec)  # the model exists in hardware.json for this GPU
     assert item.options.slo_basis == "estimated"
     assert item.full.num_jobs > item.quick.num_jobs > 0 and item.quick.num_warmup_jobs > 0
-    jobs, history = item.workbench(quick=True, sizes=TINY).workload(rate=1.0, seed=3)
-    assert sum(job.id.startswith(workbench.WARMUP_PREFIX) for job in jobs) == TINY.num_warmup_jobs
-    assert len(jobs) == TINY.num_jobs + TINY.num_warmup_jobs and len({job.id for job in jobs}) == len(jobs)
+    bench = item.workbench(quick=True, sizes=TINY)
+    jobs, history = bench.workload(rate=1.0, seed=3)
+    num_warmup = bench.warmup_count(1.0, seed=3)  # the bench's count, or the time rule's (warmup.py)
+    assert sum(job.id.startswith(workbench.WARMUP_PREFIX) for job in jobs) == num_warmup >= TINY.num_warmup_jobs
+    assert len(jobs) == TINY.num_jobs + num_warmup and len({job.id for job in jobs}) == len(jobs)
     for job in [*jobs, *history[:20]]:
         validate_job(job)
     # Deadlines come from a scale of an estimate or from fixed SLOs, never from a job's true lengths.
@@ -165,7 +167,7 @@ def test_a_tiny_run_gives_the_issue_json_and_writes_the_page(
     tiny = replace(stack_setup.CODE, quick=Sizes(16, 4))
     monkeypatch.setattr(stack_setup, "WORKLOADS", (tiny,))
     monkeypatch.setattr(stack, "QUICK_SEEDS", (1,))
-    monkeypatch.setattr(steady, "WINDOW_FACTOR", 2.0)  # a tiny run: the rule itself is tested in evaluation
+    monkeypatch.setattr(sizing, "WINDOW_FACTOR", 2.0)  # a tiny run: the rule itself is tested in evaluation
     monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")  # in-process, so the runs see the patched rule
     monkeypatch.setenv(stack.REPORT_ENV, str(tmp_path))
     figures = stack.run(quick=True)

@@ -17,7 +17,7 @@ import slosched.bench.stack.setup as stack_setup
 from slosched.bench.stack.figures import WorkloadRun
 from slosched.bench.stack.setup import WORKLOADS, Sizes
 from slosched.core.errors import ConfigError
-from slosched.evaluation import steady
+from slosched.evaluation import sizing
 from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.board import Scoreboard
 from slosched.metrics.summary import json_safe
@@ -69,7 +69,7 @@ def test_a_run_assembled_from_parts_gives_the_figures_of_the_one_run(
     plan = BaselinePlan(token_budgets=(512,), caps=(64,), routers=("least-tokens",))
     monkeypatch.setattr(stack_setup, "baseline_plan", lambda quick: plan)
     monkeypatch.setattr(stack, "QUICK_SEEDS", (1,))
-    monkeypatch.setattr(steady, "WINDOW_FACTOR", 2.0)  # a tiny run: the rule itself is tested in evaluation
+    monkeypatch.setattr(sizing, "WINDOW_FACTOR", 2.0)  # a tiny run: the rule itself is tested in evaluation
     monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
     tiny_code = replace(stack_setup.CODE, quick=Sizes(16, 4))
     tiny_chat = replace(stack_setup.CHAT, quick=Sizes(16, 4))
@@ -115,7 +115,7 @@ def _tiny_quick_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stand_in:
     plan = BaselinePlan(token_budgets=(512,), caps=(64,), routers=("least-tokens",))
     monkeypatch.setattr(stack_setup, "baseline_plan", lambda quick: plan)
     monkeypatch.setattr(stack, "QUICK_SEEDS", (1,))
-    monkeypatch.setattr(steady, "WINDOW_FACTOR", 2.0)
+    monkeypatch.setattr(sizing, "WINDOW_FACTOR", 2.0)
     monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
     monkeypatch.setattr(stack_setup, "WORKLOADS", (replace(stack_setup.CODE, quick=Sizes(16, 4)),))
     monkeypatch.setenv(stack.REPORT_ENV, str(tmp_path / "page"))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from slosched.core.job import JobSpec
-from slosched.evaluation import steady
+from slosched.evaluation import sizing
 from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.rows import keeping_rows
 from slosched.evaluation.scoreboard import Scoreboard, evaluate, unscreen
@@ -45,7 +45,7 @@ def evaluated() -> tuple[Scoreboard, dict[str, Any]]:
     paper = [Candidate.of("round-robin+static-priority"), Candidate.of("round-robin+fcfs")]
     patch = pytest.MonkeyPatch()
     patch.setenv("SLOSCHED_BENCH_WORKERS", "1")  # in-process, so the runs see the patched window
-    patch.setattr(steady, "WINDOW_FACTOR", FAST_WINDOW)
+    patch.setattr(sizing, "WINDOW_FACTOR", FAST_WINDOW)
     try:
         with keeping_rows() as finished:
             board = evaluate(BENCH, seeds=[1, 2], others=paper, plan=plan, guess=2.0, loads=(1.0, 2.0))
@@ -156,7 +156,7 @@ def test_an_overload_row_carries_the_serving_figures_of_its_runs(
     figures = board.as_json("round-robin+static-priority", "round-robin+fcfs")
     row = figures["overload"][board.strongest]["2.0x"]
     assert set(row["serving"]) >= SERVING_KEYS
-    monkeypatch.setattr(steady, "WINDOW_FACTOR", FAST_WINDOW)  # the sizing the evaluation ran under
+    monkeypatch.setattr(sizing, "WINDOW_FACTOR", FAST_WINDOW)  # the sizing the evaluation ran under
     base = board.capacity_of(board.strongest)
     candidate = board.baselines[board.strongest].candidate
     runs = []
@@ -203,7 +203,7 @@ def test_unscreen_searches_a_screened_out_baseline_on_every_seed(
 ) -> None:
     """A bench that reports a screened-out baseline (SABER's paper baseline) completes its seeds first."""
     monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
-    monkeypatch.setattr(steady, "WINDOW_FACTOR", FAST_WINDOW)
+    monkeypatch.setattr(sizing, "WINDOW_FACTOR", FAST_WINDOW)
     copy = deepcopy(board)
     label = copy.screened_out[0]
     first = copy.baselines[label].searches[0]

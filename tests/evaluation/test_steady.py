@@ -13,12 +13,11 @@ from slosched.core.job import JobSpec
 from slosched.evaluation import steady
 from slosched.evaluation.board import CapacityResult
 from slosched.evaluation.capacity import Spread
+from slosched.evaluation.sizing import jobs_needed
 from slosched.evaluation.steady import (
     SteadySearch,
     converged,
-    jobs_needed,
     long_search,
-    p90_no_contention_s,
     steady_capacity,
 )
 from slosched.evaluation.workbench import Candidate, RunFigures, Workbench, second_half_attainment
@@ -29,32 +28,6 @@ from tests.conftest import make_cluster
 
 def _chat_jobs(num_jobs: int, seed: int) -> list[JobSpec]:
     return make_workload("azure-conv", {"process": "poisson", "rate": 1.0}, num_jobs, {}, seed=seed)
-
-
-@given(
-    st.floats(0.01, 100.0),
-    st.floats(0.01, 1000.0),
-    st.integers(1, 5000),
-)
-def test_runs_span_twenty_p90_latencies_and_never_fewer_jobs_than_the_floor(
-    p90: float, rate: float, floor: int
-) -> None:
-    needed = jobs_needed(p90, rate, floor)
-    assert needed >= floor
-    assert (needed - 1) / rate >= steady.WINDOW_FACTOR * p90 * (1 - 1e-9)  # n jobs at unit rate span n - 1 s
-    assert jobs_needed(p90, 2 * rate, floor) >= needed and jobs_needed(2 * p90, rate, floor) >= needed
-
-
-def test_sizing_without_a_latency_or_rate_is_the_floor() -> None:
-    assert jobs_needed(0.0, 3.0, 80) == 80 and jobs_needed(math.nan, 3.0, 80) == 80 and jobs_needed(1.0, 0.0, 80) == 80
-
-
-def test_p90_latency_is_of_the_jobs_on_the_fastest_instance() -> None:
-    jobs = _chat_jobs(60, 0)
-    both, slow_only = p90_no_contention_s(make_cluster(1, 1), jobs), p90_no_contention_s(make_cluster(0, 1), jobs)
-    assert 0 < both <= p90_no_contention_s(make_cluster(1, 0), jobs) + 1e-12
-    assert slow_only > both  # the A6000 alone is slower than the A100
-    assert p90_no_contention_s(make_cluster(1, 1), []) == 0.0
 
 
 @given(st.lists(st.tuples(st.floats(0, 1000), st.booleans()), min_size=1, max_size=60))

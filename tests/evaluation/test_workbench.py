@@ -20,6 +20,7 @@ from slosched.evaluation.workbench import (
     measure,
     measured_only,
     rate_bucket,
+    window_attainment,
 )
 from slosched.metrics.serving import serving_stats
 from slosched.metrics.summary import summarize
@@ -131,3 +132,9 @@ def test_a_longer_run_of_the_same_workload_learns_its_deadlines_from_the_same_pa
     # Without a grown prefix nothing changes: the history is the warm-up sample's own jobs, as before.
     short_jobs, short_history = bench.workload(rate=2.0, seed=3)
     assert [job.stages for job in short_jobs[:50]] == [job.stages for job in short_history[:50]]
+
+
+def test_the_first_eighth_is_judged_on_the_window_s_earliest_arrivals_only() -> None:
+    met = [(float(arrival), arrival >= 2) for arrival in range(16)]  # a window of 0-15 s; the first two late
+    assert window_attainment(met, 0.0, 15.0 / 8) == 0.0 and window_attainment(met, 2.0, 16.0) == 1.0
+    assert math.isnan(window_attainment(met, 20.0, 30.0))  # nobody arrived then

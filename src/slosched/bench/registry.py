@@ -33,6 +33,7 @@ _BENCH_MODULES = {
     "stack-limits": "slosched.bench.stack_limits",
     "chaos": "slosched.bench.chaos",
     "convergence": "slosched.bench.convergence",
+    "warmup": "slosched.bench.warmup",
     "fairness": "slosched.bench.fairness",
     "libs": "slosched.bench.libs",
 }

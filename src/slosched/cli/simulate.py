@@ -230,7 +230,7 @@ def _rate(bench: Workbench) -> float:
 
 def _run_info(bench: Workbench, seed: int, rate: float) -> dict[str, object]:
     """How the run was built, in the JSON: enough to rebuild it in ``sweep``'s terms."""
-    return {"seed": seed, "rate": rate, "num_jobs": bench.num_jobs, "num_warmup_jobs": bench.num_warmup_jobs}
+    return {"seed": seed, "rate": rate, "num_jobs": bench.num_jobs, "num_warmup_jobs": bench.warmup_count(rate, seed)}
 
 
 def demo(

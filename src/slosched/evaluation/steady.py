@@ -5,7 +5,7 @@ A run of ``n`` jobs at ``rate`` jobs/s spans an arrival window of about ``n / ra
 is short against how long a job takes, the cluster clears the whole run as one burst and a "capacity" far
 above what it sustains passes. So:
 
-- **Sizing.** A run's arrival window must be at least ``WINDOW_FACTOR`` (20) x the p90 no-contention job
+- **Sizing** (``sizing.py``). A run's arrival window must be at least ``WINDOW_FACTOR`` (20) x the p90 no-contention job
   latency of the workload on the cluster's fastest instance (its ground-truth model; for a workflow, the
   critical path through its stages: ``sim/deadlines.FastestLatency``). At ``rate`` that needs
   ``jobs_needed = max(floor, ceil(20 x p90 x rate) + 1)`` measured jobs, ``floor`` being the bench's own
@@ -37,21 +37,14 @@ above what it sustains passes. So:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from slosched.core.instance import InstanceSpec
-from slosched.core.job import JobSpec
 from slosched.evaluation.capacity import find_capacity
+from slosched.evaluation.sizing import jobs_needed, p90_no_contention_s
 from slosched.evaluation.workbench import Candidate, RunFigures, Workbench
 from slosched.metrics.serving import ServingStats
-from slosched.sim.deadlines import FastestLatency
-from slosched.sim.models import InstanceModels
 
-WINDOW_FACTOR = 20.0
 GROWTH_MARGIN = 1.25
 MAX_ROUNDS = 4
 MAX_STEP = 4
@@ -66,23 +59,6 @@ LONG_FACTOR = 4  # the convergence figure: capacity at this many times the run l
 # take that bracket to the 2% precision of every capacity (the same figure an unbracketed search finds).
 LONG_GROWTH = 1.1
 TARGETS = (0.90, 0.95)
-
-
-def p90_no_contention_s(instances: Sequence[InstanceSpec], jobs: Sequence[JobSpec]) -> float:
-    """The 90th percentile over ``jobs`` of each job's no-contention latency alone on the fastest instance
-    of ``instances`` (true lengths: it sizes runs, it is never a policy input); 0.0 without jobs."""
-    if not jobs:
-        return 0.0
-    latency = FastestLatency([InstanceModels.build(spec) for spec in instances])
-    return float(np.percentile([latency.job_s(job) for job in jobs], 90))
-
-
-def jobs_needed(p90_s: float, rate: float, floor: int) -> int:
-    """Measured jobs a run at ``rate`` needs for an arrival window of ``WINDOW_FACTOR`` x ``p90_s`` (n jobs
-    at unit rate span n - 1 seconds), and at least ``floor``."""
-    if not (math.isfinite(p90_s) and math.isfinite(rate)) or p90_s <= 0 or rate <= 0:
-        return floor
-    return max(floor, math.ceil(WINDOW_FACTOR * p90_s * rate) + 1)
 
 
 def converged(capacity: float, capacity_long: float, tolerance: float = STEADY_TOLERANCE) -> bool:

@@ -6,8 +6,10 @@ A ``Workbench`` turns (candidate policy, arrival rate, seed) into the figures of
   replays the same jobs with arrival times divided by the rate, so attainment falls with the rate and a
   capacity bisection is stable.
 - **Warm learned state.** A discarded warm-up prefix (``num_warmup_jobs`` jobs of another seed, at the same
-  rate) runs before the measured jobs: step-time models, output-length predictors and routers' learned
-  state are warm when measurement starts. ``num_warmup_jobs=0`` is the cold-start experiment.
+  rate, and at least 10x the workload's p90 no-contention latency of arrivals: ``sizing.py``) runs before
+  the measured jobs: step-time models, output-length predictors, routers' learned state and prefix caches
+  are warm, and the backlog a cold start builds has drained, when measurement starts.
+  ``num_warmup_jobs=0`` is the cold-start experiment.
 - **Leak-free deadlines.** Deadlines are learned from past traffic (the warm-up sample, which is another
   seed's jobs), from template statistics, input lengths and max_tokens; never from the measured jobs' true
   output lengths (``sim/deadlines.py``).
@@ -38,6 +40,7 @@ from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.core.records import JobRecord, RunResult
 from slosched.evaluation.oracle import OracleOutputPredictor
+from slosched.evaluation.sizing import p90_no_contention_s, prefix_jobs, warmup_for
 from slosched.metrics.serving import ServingStats
 from slosched.metrics.summary import serving_of, token_slo_missed_jobs
 from slosched.sim.options import SimOptions
@@ -114,6 +117,8 @@ class RunFigures:
     num_preemptions: int
     # Attainment of the measured jobs arriving in the second half of the arrival window (NaN: none).
     attainment_second_half: float = float("nan")
+    # Attainment of the measured jobs arriving in the first eighth of the window: a start transient shows there.
+    attainment_first_eighth: float = float("nan")
     # The measured requests in vLLM's serving-benchmark terms (None: figures made without the records).
     serving: ServingStats | None = None
     # Attainment of each tenant's measured jobs, by tenant name (one entry for a one-tenant workload).
@@ -168,26 +173,33 @@ class Workbench:
         two different SLOs rather than two run lengths."""
         return self.history_jobs or max(self.num_warmup_jobs, HISTORY_FLOOR)
 
-    def workload(self, rate: float, seed: int) -> tuple[list[JobSpec], list[JobSpec]]:
-        """(jobs to run: warm-up prefix + measured, history for the deadlines)."""
+    def workload(self, rate: float, seed: int, num_warmup: int | None = None) -> tuple[list[JobSpec], list[JobSpec]]:
+        """(jobs to run: warm-up prefix + measured, history for the deadlines); ``num_warmup`` overrides the
+        prefix's length (``bench warmup`` measures what it does), else the workbench's rule sets it."""
         history = self.jobs(self.history_size, seed + HISTORY_SEED_OFFSET)
-        # The warm-up prefix is the history's own jobs, or (a grown run's longer prefix) more of that stream.
-        past = (
-            history
-            if self.num_warmup_jobs <= len(history)
-            else self.jobs(self.num_warmup_jobs, seed + HISTORY_SEED_OFFSET)
-        )
+        num_warmup = self.warmup_at(rate, history) if num_warmup is None else num_warmup
+        # The warm-up prefix is the history's own jobs, or (a longer prefix) more of that stream.
+        past = history if num_warmup <= len(history) else self.jobs(num_warmup, seed + HISTORY_SEED_OFFSET)
         warmup = [
-            replace(job, id=f"{WARMUP_PREFIX}{job.id}", arrival_s=job.arrival_s / rate)
-            for job in past[: self.num_warmup_jobs]
+            replace(job, id=f"{WARMUP_PREFIX}{job.id}", arrival_s=job.arrival_s / rate) for job in past[:num_warmup]
         ]
         # The measured jobs start one mean inter-arrival time after the last warm-up arrival.
         offset = (warmup[-1].arrival_s + 1.0 / rate) if warmup else 0.0
         measured = [replace(job, arrival_s=offset + job.arrival_s / rate) for job in self.jobs(self.num_jobs, seed)]
         return warmup + measured, history
 
-    def run(self, candidate: Candidate, rate: float, seed: int) -> RunFigures:
-        jobs, history = self.workload(rate, seed)
+    def warmup_at(self, rate: float, history: Sequence[JobSpec]) -> int:
+        """Warm-up jobs of a run at ``rate``: ``num_warmup_jobs``, and at least the arrivals of the time a cold
+        cluster takes to reach its steady state (``sizing.py``), scaled by ``history``'s p90 latency, up to the
+        measured count."""
+        return prefix_jobs(self.num_warmup_jobs, p90_no_contention_s(self.instances, history), rate, self.num_jobs)
+
+    def warmup_count(self, rate: float, seed: int) -> int:
+        """The warm-up jobs the run at ``rate`` on ``seed`` has (what a report states)."""
+        return self.warmup_at(rate, self.jobs(self.history_size, seed + HISTORY_SEED_OFFSET))
+
+    def run(self, candidate: Candidate, rate: float, seed: int, num_warmup: int | None = None) -> RunFigures:
+        jobs, history = self.workload(rate, seed, num_warmup)
         tuned: tuple[tuple[str, Any], ...] = ()
         if candidate.extra(SELF_TUNE):
             candidate = self.self_tuned(candidate, rate, seed, history)
@@ -249,11 +261,6 @@ def measured_only(result: RunResult) -> RunResult:
     )
 
 
-def warmup_for(num_jobs: int) -> int:
-    """The warm-up prefix a run of ``num_jobs`` measured jobs gets at least: a quarter of it."""
-    return num_jobs // 4
-
-
 def measure(result: RunResult, rate: float, seed: int) -> RunFigures:
     """Attainment (all measured jobs, and those arriving in the second half of the window), goodput and the
     serving figures of the measured jobs of ``result`` (the warm-up prefix is discarded)."""
@@ -271,6 +278,7 @@ def measure(result: RunResult, rate: float, seed: int) -> RunFigures:
         goodput_jobs_per_s=num_met / window if window > 0 else float("nan"),
         num_preemptions=sum(stats.num_preemptions for stats in result.instances),
         attainment_second_half=second_half_attainment(met, first + window / 2),
+        attainment_first_eighth=window_attainment(met, first, first + window / 8),
         serving=serving_of(measured_only(result)),
         attainment_by_tenant=tenant_attainment(measured, [ok for _, ok in met]),
     )
@@ -284,6 +292,12 @@ def tenant_attainment(jobs: Sequence[JobRecord], met: Sequence[bool]) -> tuple[t
         tally[0] += ok
         tally[1] += 1
     return tuple((tenant, hits / total) for tenant, (hits, total) in sorted(counts.items()))
+
+
+def window_attainment(met: Sequence[tuple[float, bool]], start: float, end: float) -> float:
+    """The share of ``(arrival_s, met)`` pairs arriving in ``[start, end)`` that met their SLO (NaN: none)."""
+    inside = [ok for arrival, ok in met if start <= arrival < end]
+    return sum(inside) / len(inside) if inside else float("nan")
 
 
 def second_half_attainment(met: Sequence[tuple[float, bool]], middle: float) -> float:

@@ -22,7 +22,8 @@ import numpy as np
 from slosched.core.errors import ConfigError
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
-from slosched.evaluation.workbench import Candidate, Workbench, warmup_for
+from slosched.evaluation.sizing import warmup_for
+from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.scenario.config import Scenario
 from slosched.workloads.arrivals import ArrivalSpec
 from slosched.workloads.generators import generate_jobs

@@ -18,13 +18,14 @@ from matplotlib.figure import Figure
 
 import slosched.bench.stack.setup as stack_setup
 from slosched.evaluation.formatting import spread
+from slosched.evaluation.sizing import OLD_PREFIX_RULE_NAME
 from slosched.evaluation.task_cache import resumed_note
 from slosched.metrics.summary import json_safe
 
 PAGE = Path("docs/results/convergence.md")
 PLOT = "convergence/ladder.png"
 RESULTS = "convergence/convergence.json"  # beside the page: the merged figures the page shows
-RUN_KEYS = ("mode", "seeds", "rungs", "wall_s", "task_cache")
+RUN_KEYS = ("mode", "seeds", "rungs", "wall_s", "task_cache", "warmup")
 
 
 def run_of(figures: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +64,11 @@ def write_page(path: Path, figures: dict[str, Any]) -> Path:
 
 def _run_text(run: dict[str, Any]) -> str:
     seeds = ", ".join(str(seed) for seed in run["seeds"])
-    return f"{run['mode']} run, seeds {seeds}, {run['wall_s'] / 60:.1f} min wall{resumed_note(run.get('task_cache'))}"
+    prefix = run.get("warmup") or OLD_PREFIX_RULE_NAME
+    return (
+        f"{run['mode']} run, seeds {seeds}, {run['wall_s'] / 60:.1f} min wall{resumed_note(run.get('task_cache'))}; "
+        f"warm-up prefix: {prefix}"
+    )
 
 
 def _provenance(figures: dict[str, Any]) -> list[str]:
@@ -85,7 +90,10 @@ def _provenance(figures: dict[str, Any]) -> list[str]:
 
 
 def _method(figures: dict[str, Any]) -> list[str]:
-    factors = ", ".join(f"{4**index}x" for index in range(figures["rungs"]))
+    climbed = [len(policy["rungs"]) for row in figures["workloads"].values() for policy in row["policies"].values()]
+    factors = ", ".join(f"{4**index}x" for index in range(max(climbed, default=figures["rungs"])))
+    if min(climbed, default=figures["rungs"]) < max(climbed, default=figures["rungs"]):
+        factors += " (as far as each workload's run climbed)"
     return [
         "# How long a run must be (`slosched bench convergence`)",
         "",

@@ -10,6 +10,7 @@ from typing import Any
 import slosched.evaluation.scoreboard_report as report
 from slosched.evaluation.formatting import fixed_or_inf, spread
 from slosched.evaluation.scoreboard import Scoreboard
+from slosched.evaluation.sizing import PREFIX_RULE
 from slosched.evaluation.task_cache import resumed_note
 
 RESULTS_DIR = Path("docs/results")
@@ -134,7 +135,8 @@ def write(
         "",
         f"Method (DESIGN section 9): SLO capacity = highest Poisson rate at which >= 90% (95%) of jobs meet their "
         f"deadline, bisection to 2%, median [min-max] over seeds {figures['seeds']}; {figures['num_jobs']} measured "
-        f"jobs per run after a discarded warm-up prefix of {figures['num_warmup_jobs']} jobs (another seed). "
+        f"jobs per run after a discarded warm-up prefix of {figures['num_warmup_jobs']} jobs {PREFIX_RULE} "
+        "(another seed). "
         f"Deadlines are leak-free: {figures['slo_scale']} x the mean no-contention latency of past CHESS queries "
         "on the fastest instance, the same for every query (a client does not know how many revision rounds its "
         "query will take). The strongest baseline is chosen after the fact among the registered candidates. "

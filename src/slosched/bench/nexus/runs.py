@@ -43,6 +43,7 @@ from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.scoreboard import LOADS, Scoreboard, cold_start, evaluate
 from slosched.evaluation.scoreboard_report import print_serving
+from slosched.evaluation.sizing import PREFIX_RULE
 from slosched.evaluation.task_cache import TALLY
 
 RESULTS_DIR = Path("docs/results")  # relative to the working directory, like the other benches
@@ -169,7 +170,7 @@ def settings_text(settings: tuple[Setting, ...], seeds: tuple[int, ...], quick: 
         "step-model refit every 0.25 s of simulated time",
         *[
             f"{s.label}: {s.num_jobs} measured jobs per run after a discarded warm-up prefix of "
-            f"{s.num_warmup_jobs} jobs (another seed's, same rate)"
+            f"{s.num_warmup_jobs} jobs {PREFIX_RULE} (another seed's, same rate)"
             for s in settings
         ],
         "SLOs: flowgpt TPOT 12 ms; summarization TTFT 2 s; sharegpt TTFT 1 s + TPOT 30 ms; a job meets its "

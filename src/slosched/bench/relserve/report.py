@@ -14,6 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from slosched.evaluation.formatting import fixed, spread
+from slosched.evaluation.sizing import PREFIX_RULE
 
 COMMAND = "slosched bench relserve --json"
 NAMES = {
@@ -56,7 +57,8 @@ def _markdown(figures: dict[str, Any]) -> str:
         f"engine, software stack {_truth(figures)}, 5% noise).",
         f"Each run: {figures['num_jobs']} relQueries (`relquery` generator: 1-100 rows, mixed query types,",
         "per-relQuery template share and cache hits, Poisson arrivals) after a discarded warm-up prefix of",
-        f"{figures['num_warmup_jobs']} relQueries (learned step models and output predictors start warm).",
+        f"{figures['num_warmup_jobs']} relQueries {PREFIX_RULE}",
+        "(learned step models and output predictors start warm).",
         f"Deadlines are leak-free: {figures['slo_scale']:g} x the client's estimate of the relQuery's",
         "no-contention latency (its longest row, with the history's mean output of its template; never its",
         "true lengths). SLO capacity = highest rate with >= 90% (95%) of relQueries on time, bisection to 2%,",

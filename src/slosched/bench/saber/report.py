@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 import slosched.bench.saber.setup as setup
 from slosched.bench.saber.figures import MixResult
 from slosched.evaluation.scoreboard_report import capacity_table, overload_table, plot_capacities, plot_overload
+from slosched.evaluation.sizing import PREFIX_RULE
 from slosched.perf.speed_models import SpeedProfile
 
 COMMAND = "slosched bench saber"
@@ -118,7 +119,7 @@ def _setup(figures: dict[str, Any]) -> list[str]:
         "70 (W1) to 100 (W3) requests fit at once, so large caps and an uncapped engine preempt, as on the "
         "paper's GPU. "
         f"Chunked prefill, max_running 256. Each run: {figures['num_jobs']} measured Poisson requests after a "
-        f"discarded warm-up prefix of {figures['num_warmup_jobs']} (same rate, another seed); seeds "
+        f"discarded warm-up prefix of {figures['num_warmup_jobs']} {PREFIX_RULE} (same rate, another seed); seeds "
         f"{figures['seeds']}. Per-task max_tokens (the {setup.MAX_TOKENS_QUANTILE} quantile of each task's "
         f"output length): {setup.task_max_tokens()}. SLA rule: **{figures['sla_mode']}**; SLAs (s): {sla}. "
         "A request's SLA depends on its task only (never on its true output length): deadlines are leak-free.",
