@@ -13,14 +13,12 @@ seed's jobs: what the deployer has seen).
 
 Why the prefix needs time, not only jobs: a cold cluster is not a slow steady state, its prefix caches are
 empty. On Text-to-SQL (CHESS workflows whose calls share a database's schema and the earlier calls'
-context) a cold cluster hit at the strongest baseline's capacity cached 17% of its prompt tokens in the
-first minute against 86% from the sixth on, so its first calls paid several times the prefill of
-steady-state calls and built a backlog, which at a load near capacity drains slowly. A prefix of a quarter
-of the run (5.5 p90 latencies there) ended inside that transient: the measured jobs' first eighth met 0.72
-of their deadlines, against 0.94 after a longer prefix, and short runs' capacities came out low and rose
-at 4x the run length (whose quarter-of-the-run prefix outlasted it), the strongest baseline's by 14% on
-every seed. ``slosched bench warmup`` measures the attainment of the same jobs after prefixes of several
-lengths ([docs/results/warmup.md]).
+context) its first calls pay the full prefill, which builds a backlog that at a load near capacity drains
+slowly. A prefix of a quarter of the run ended inside it: at the strongest baseline's capacity the measured
+jobs of the window's first eighth met 0.56 of their deadlines, 0.94 after a prefix of 10 p90 latencies
+(``slosched bench warmup``, 5 seeds), and short runs' capacities came out low and rose at 4x the run
+length, whose quarter-of-the-run prefix outlasted the transient (the strongest baseline's by 14%, every
+seed).
 """
 
 from __future__ import annotations
