@@ -16,7 +16,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-import slosched.bench.stack.setup as stack_setup
+from slosched.bench.stack.sittings import merged_rows, read_beside
 from slosched.evaluation.formatting import spread
 from slosched.evaluation.sizing import OLD_PREFIX_RULE_NAME
 from slosched.evaluation.task_cache import resumed_note
@@ -34,21 +34,13 @@ def run_of(figures: dict[str, Any]) -> dict[str, Any]:
 
 
 def merged(earlier: dict[str, Any] | None, latest: dict[str, Any]) -> dict[str, Any]:
-    """``latest``'s figures with the workloads only ``earlier`` climbed carried over; every row keeps the run it
-    came from (``"run"``). A workload both climbed is ``latest``'s; rows in the stack bench's order."""
-    rows: dict[str, Any] = {}
-    for figures in (earlier, latest):
-        for name, row in (figures or {}).get("workloads", {}).items():
-            rows[name] = {**row, "run": row.get("run") or run_of(figures or {})}
-    order = [workload.name for workload in stack_setup.WORKLOADS]
-    ranked = sorted(rows, key=lambda name: order.index(name) if name in order else len(order))
-    return {**latest, "workloads": {name: rows[name] for name in ranked}}
+    """``latest``'s figures with the workloads only ``earlier`` climbed carried over (``sittings.merged_rows``)."""
+    return merged_rows(earlier, latest, RUN_KEYS)
 
 
 def read_results(path: Path) -> dict[str, Any] | None:
     """The merged figures an earlier run left beside the page at ``path`` (None when there are none)."""
-    results = path.parent / RESULTS
-    return json.loads(results.read_text(encoding="utf-8")) if results.exists() else None
+    return read_beside(path, RESULTS)
 
 
 def write_page(path: Path, figures: dict[str, Any]) -> Path:

@@ -13,7 +13,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-import slosched.bench.stack.setup as stack_setup
+from slosched.bench.stack.sittings import merged_rows, read_beside
 from slosched.evaluation.formatting import spread
 from slosched.evaluation.sizing import prefix_factor
 from slosched.metrics.summary import json_safe
@@ -25,21 +25,13 @@ RUN_KEYS = ("mode", "seeds", "wall_s", "task_cache")
 
 
 def merged(earlier: dict[str, Any] | None, latest: dict[str, Any]) -> dict[str, Any]:
-    """``latest``'s figures with the workloads only ``earlier`` measured carried over, every row keeping the run
-    it came from (``"run"``), in the stack bench's order."""
-    rows: dict[str, Any] = {}
-    for figures in (earlier, latest):
-        for name, row in (figures or {}).get("workloads", {}).items():
-            rows[name] = {**row, "run": row.get("run") or {key: (figures or {}).get(key) for key in RUN_KEYS}}
-    order = [workload.name for workload in stack_setup.WORKLOADS]
-    ranked = sorted(rows, key=lambda name: order.index(name) if name in order else len(order))
-    return {**latest, "workloads": {name: rows[name] for name in ranked}}
+    """``latest``'s figures with the workloads only ``earlier`` measured carried over (``sittings.merged_rows``)."""
+    return merged_rows(earlier, latest, RUN_KEYS)
 
 
 def read_results(path: Path) -> dict[str, Any] | None:
     """The merged figures an earlier run left beside the page at ``path`` (None when there are none)."""
-    results = path.parent / RESULTS
-    return json.loads(results.read_text(encoding="utf-8")) if results.exists() else None
+    return read_beside(path, RESULTS)
 
 
 def write_page(path: Path, figures: dict[str, Any]) -> Path:
