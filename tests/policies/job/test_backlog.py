@@ -37,6 +37,10 @@ class FakeView:
     exported: None = None
     num_kv_blocks: int = 4096
     num_free_kv_blocks: int = 4096
+    cached: dict[str, int] = field(default_factory=dict)  # prompt tokens its prefix cache holds, by request id
+
+    def cached_prefix_tokens(self, request: Request) -> int:
+        return self.cached.get(request.id, 0)
 
     @property
     def num_waiting(self) -> int:

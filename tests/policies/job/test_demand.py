@@ -16,9 +16,11 @@ from slosched.policies.job.demand import (
     CommittedWork,
     RelegatedJobs,
     Work,
+    calls_work,
     decode_tokens_per_s,
     demand_s,
     queued_work,
+    uncached_share,
 )
 from tests.policies.job.test_backlog import FakeView, call
 
@@ -56,6 +58,36 @@ def test_relegated_and_later_due_waiting_calls_are_not_ahead() -> None:
     work = queued_work([view], 10.0)  # type: ignore[list-item]
     assert work.prompt_tokens == 4000
     assert work.output_tokens == 50.0  # only call 0's predicted output
+
+
+def test_prompt_tokens_a_prefix_cache_holds_are_not_work() -> None:
+    """A waiting call's cached prefix on its own instance is not prefill ahead; a released call's counts the
+    most any instance holds; the share left uncached carries to the job's later stages."""
+    waiting, released = call(0, 4000, deadline_s=5.0), call(1, 1000)
+    holder = FakeView([waiting], cached={"r0": 3000, "r1": 200})
+    other = FakeView(cached={"r0": 4000, "r1": 800})  # holds more of r0, but r0 does not wait there
+    assert queued_work([holder, other], 10.0).prompt_tokens == 1000  # type: ignore[list-item]
+    own = calls_work([released], [holder, other])  # type: ignore[list-item]
+    assert own == Work(200, 50.0)
+    assert uncached_share([released], own) == 0.2
+    assert Work(5000, 70).with_prompt_share(0.2) == Work(1000, 70)
+    assert calls_work([released]) == Work(1000, 50.0)  # no instances: nothing known cached
+
+
+def test_a_cached_context_keeps_a_workflow_the_uncached_one_would_lose() -> None:
+    """The same earlier-due bookings and the same new CHESS job: relegated when its prompts must all be
+    computed, kept when the instance holds most of its prefix (and its later stages' share with it)."""
+
+    def judged(cached: dict[str, int]) -> bool:
+        policy = CriticalPathBudget([LinearStepPredictor()], backlog=True)
+        view = FakeView(cached=cached)
+        deadline = 3.0 * policy.remaining_min_s(chess("j0", 1e9), [call(0, 3000)])
+        for index in range(40):
+            policy.decide_with_backlog(chess(f"j{index}", deadline), [call(index, 3000)], 0.0, [view])  # type: ignore[list-item]
+        return policy.decide_with_backlog(chess("late", deadline + 1.0), [call(999, 3000)], 0.0, [view]).best_effort  # type: ignore[list-item]
+
+    assert judged({})
+    assert not judged({f"r{index}": 2900 for index in [*range(12), 999]})
 
 
 @given(

@@ -49,7 +49,15 @@ from slosched.policies.cost import t_comp_s
 from slosched.policies.job.backlog import least_latency_s, queues_ahead
 from slosched.policies.job.bands import BandOf, job_band
 from slosched.policies.job.base import JOB_POLICIES
-from slosched.policies.job.demand import CommittedWork, RelegatedJobs, Work, calls_work, demand_s, queued_work
+from slosched.policies.job.demand import (
+    CommittedWork,
+    RelegatedJobs,
+    Work,
+    calls_work,
+    demand_s,
+    queued_work,
+    uncached_share,
+)
 from slosched.policies.job.stage_budget import StageBudget, profiled_predictors
 from slosched.policies.job.workflow_templates import workflow_template
 from slosched.policies.registry import PolicyContext, setting
@@ -136,17 +144,18 @@ class CriticalPathBudget(StageBudget):
     ) -> StageDecision:
         if not math.isfinite(job.deadline_s) or not views or self.single_call(job, requests):
             return self.decide(job, requests, now_s)
+        released = calls_work(requests, views)
+        later = self.later_work(job).with_prompt_share(uncached_share(requests, released))
         if job.finished_stages and not self.backlog_every_stage:
-            return self._admitted_stage(job, requests, now_s)
+            return self._admitted_stage(job, requests, now_s, later)
         band_of = self.band_of
         band = job_band(requests, band_of)
         ahead = queues_ahead(views, self.queue_model, band_of, band)
         decision = self._triaged(job, requests, now_s, least_latency_s(requests, ahead))
-        later = self.later_work(job)
         if not decision.best_effort:
             queued = queued_work(views, job.deadline_s, band_of, band)
             before = queued + self.committed.ahead_of(job.id, job.deadline_s, now_s, band)
-            needed_s = demand_s(before + calls_work(requests) + later, views, [q.peak_tokens_per_s for q in ahead])
+            needed_s = demand_s(before + released + later, views, [q.peak_tokens_per_s for q in ahead])
             if job.deadline_s - now_s < self.triage_factor * needed_s:
                 decision = StageDecision(budget_s=decision.budget_s, best_effort=True)
         if decision.best_effort and not self.backlog_every_stage:
@@ -161,14 +170,14 @@ class CriticalPathBudget(StageBudget):
             self.committed.record(job.id, job.deadline_s, later, band)
         return decision
 
-    def _admitted_stage(self, job: JobView, requests: Sequence[Request], now_s: float) -> StageDecision:
+    def _admitted_stage(self, job: JobView, requests: Sequence[Request], now_s: float, later: Work) -> StageDecision:
         """A later stage of a job judged at its arrival: a relegated job stays relegated; an admitted one is
         judged alone (demoted only when hopeless even alone), never by the queue it meets now, which its own
-        admission already counted (module doc: why)."""
+        admission already counted (module doc: why); ``later``, the stages still expected after it, is booked."""
         if job.id in self.relegated:
             return StageDecision(budget_s=super().decide(job, requests, now_s).budget_s, best_effort=True)
         decision = self._triaged(job, requests, now_s, 0.0)
-        return self._booked(job, decision, self.later_work(job), job_band(requests, self.band_of))
+        return self._booked(job, decision, later, job_band(requests, self.band_of))
 
     @staticmethod
     def single_call(job: JobView, requests: Sequence[Request]) -> bool:

@@ -15,6 +15,14 @@ Work is costed at cluster throughput, not latency: prompt tokens at the sum of t
 rates (PRISM's ``Pmax``), output tokens at the sum of their decode rates at the batch each can hold
 (``decode_tokens_per_s``). Both are belief (views, fitted step models, predicted outputs); prefill and
 decode share each GPU, so their times add.
+
+Prompt tokens a prefix cache holds cost no prefill, so they are not counted: a waiting call's cached prefix
+on its instance, a released call's on the instance that holds most of it (where the stack's router keeps
+it), and a job's stages not released yet at the share its released stage finds uncached (a workflow's
+stages share its context). Counted in full, the test relegated Text-to-SQL workflows the cluster could
+serve: its calls find five sixths of their prompt cached in steady state, and near capacity (1.2x the
+strongest baseline's, seed 1) prefill alone looked like 100 s of work ahead of every arrival; 64 of 400
+workflows were relegated at arrival and attainment fell to 0.65 against 0.88 without the test.
 """
 
 from __future__ import annotations
@@ -39,12 +47,31 @@ class Work:
     def __add__(self, other: Work) -> Work:
         return Work(self.prompt_tokens + other.prompt_tokens, self.output_tokens + other.output_tokens)
 
+    def with_prompt_share(self, share: float) -> Work:
+        """This work with only ``share`` of its prompt tokens left to compute (the rest found cached)."""
+        return Work(self.prompt_tokens * share, self.output_tokens)
 
-def calls_work(requests: Sequence[Request]) -> Work:
-    """The released calls' work: their prompts and predicted outputs (at least one token each)."""
+
+def uncached_prompt_tokens(request: Request, views: Sequence[InstanceView]) -> int:
+    """``request``'s prompt tokens that no instance's prefix cache holds now (the most any one holds is
+    credited: the stack's router sends a call where its prefix is)."""
+    return request.prompt_tokens - max((view.cached_prefix_tokens(request) for view in views), default=0)
+
+
+def calls_work(requests: Sequence[Request], views: Sequence[InstanceView] = ()) -> Work:
+    """The released calls' work: their prompts (less what the instances on ``views`` hold cached) and predicted
+    outputs (at least one token each)."""
     return Work(
-        float(sum(r.prompt_tokens for r in requests)), float(sum(max(r.predicted_output_tokens, 1.0) for r in requests))
+        float(sum(uncached_prompt_tokens(r, views) for r in requests)),
+        float(sum(max(r.predicted_output_tokens, 1.0) for r in requests)),
     )
+
+
+def uncached_share(requests: Sequence[Request], released: Work) -> float:
+    """The share of the ``requests``' prompt tokens left to compute in their ``released`` work (1 without
+    prompt tokens): the best guess of the share the job's later stages will find uncached."""
+    prompt = sum(r.prompt_tokens for r in requests)
+    return released.prompt_tokens / prompt if prompt > 0 else 1.0
 
 
 @dataclass(slots=True)
@@ -127,8 +154,9 @@ def queued_work(
     views: Sequence[InstanceView], deadline_s: float, band_of: BandOf | None = None, band: float = 0.0
 ) -> Work:
     """Work queued on the instances that an EDF engine serves before a job due at ``deadline_s``: waiting
-    calls that can still count and are due no later, and the predicted output still to come of every
-    running call (what is running holds its slot until it ends). With tenant bands (``bands.py``), a job of
+    calls that can still count and are due no later (their prompts less the prefix cached where they wait),
+    and the predicted output still to come of every running call (what is running holds its slot until it
+    ends). With tenant bands (``bands.py``), a job of
     ``band`` also meets every waiting call of a lower band, and none of a higher one."""
     prompt = output = 0.0
     for view in views:
@@ -139,7 +167,7 @@ def queued_work(
             if request.best_effort or first is False or (first is None and request.deadline_s > deadline_s):
                 not_ahead_output += max(request.predicted_output_tokens, 1.0)
             else:
-                prompt += request.prompt_tokens
+                prompt += request.prompt_tokens - view.cached_prefix_tokens(request)
         output += max(view.outstanding_decode_tokens - not_ahead_output, 0.0)
     return Work(prompt, output)
 
