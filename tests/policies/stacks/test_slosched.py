@@ -289,7 +289,7 @@ def _prefixed(name: str, deadline_s: float = math.inf) -> Request:
 
 def test_affinity_holds_home_while_balanced_and_lets_go_past_the_bound() -> None:
     completion = PredictedCompletion(PrismModel())
-    affinity = AffinityFilter(completion, min_match=0.3, balance_rel=2.0, balance_abs_s=0.0)
+    affinity = AffinityFilter(completion, min_match=0.3, balance_rel=2.0, balance_abs_s=0.0, yields=False)
     views = [_view(0), _view(1)]
     completion.on_routed(Cycle(_prefixed("a"), 0.0), views[1])  # the template now lives on instance 1
     assert affinity.filter(Cycle(_prefixed("b"), 0.0), views) == [1]
@@ -300,8 +300,8 @@ def test_affinity_holds_home_while_balanced_and_lets_go_past_the_bound() -> None
 
 def test_affinity_yields_a_late_home_only_where_another_instance_is_in_time() -> None:
     completion = PredictedCompletion(PrismModel())
-    holding = AffinityFilter(completion, min_match=0.3, balance_rel=4.0, balance_abs_s=30.0)
-    yielding = AffinityFilter(completion, min_match=0.3, balance_rel=4.0, balance_abs_s=30.0, yields=True)
+    holding = AffinityFilter(completion, min_match=0.3, balance_rel=4.0, balance_abs_s=30.0, yields=False)
+    yielding = AffinityFilter(completion, min_match=0.3, balance_rel=4.0, balance_abs_s=30.0)
     views = [_view(0), _view(1, prefill=20_000, pending=4)]
     completion.on_routed(Cycle(_prefixed("a"), 0.0), views[1])  # the template lives on the busier instance 1
     probe = _prefixed("p", deadline_s=1e6)
