@@ -156,8 +156,8 @@ def queued_work(
     """Work queued on the instances that an EDF engine serves before a job due at ``deadline_s``: waiting
     calls that can still count and are due no later (their prompts less the prefix cached where they wait),
     and the predicted output still to come of every running call (what is running holds its slot until it
-    ends). With tenant bands (``bands.py``), a job of
-    ``band`` also meets every waiting call of a lower band, and none of a higher one."""
+    ends). With tenant bands (``bands.py``), a job of ``band`` also meets every waiting call of a lower band,
+    and none of a higher one."""
     prompt = output = 0.0
     for view in views:
         not_ahead_output = 0.0
