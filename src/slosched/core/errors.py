@@ -10,6 +10,20 @@ from typing import Any
 class SloschedError(Exception):
     """Base class of every error slosched raises on purpose."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its message and attributes, rebuilt without calling ``__init__`` again. Why: a process
+        pool's worker sends a task's error back pickled, and the default rebuild calls ``__init__`` with the
+        formatted message alone, which a subclass taking a field and a message rejects; the pool then
+        reported a broken process instead of the error (``bench attainment`` with a bad stack setting)."""
+        return (_restored, (type(self), self.args, dict(self.__dict__)))
+
+
+def _restored(kind: type[SloschedError], args: tuple[Any, ...], state: dict[str, Any]) -> SloschedError:
+    error = kind.__new__(kind)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class ConfigError(SloschedError, ValueError):
     """A configuration, scenario or trace value is invalid."""
