@@ -20,7 +20,7 @@ Prompt tokens a prefix cache holds cost no prefill, so they are not counted: a w
 on its instance, a released call's on the instance that holds most of it (where the stack's router keeps
 it), and a job's stages not released yet at the share its released stage finds uncached (a workflow's
 stages share its context). Counted in full, the test relegated Text-to-SQL workflows the cluster could
-serve: its calls find five sixths of their prompt cached in steady state, and near capacity (1.2x the
+serve: its calls find seven eighths of their prompt cached in steady state, and near capacity (1.2x the
 strongest baseline's, seed 1) prefill alone looked like 100 s of work ahead of every arrival; 64 of 400
 workflows were relegated at arrival and attainment fell to 0.65 against 0.88 without the test.
 """
