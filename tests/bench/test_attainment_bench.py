@@ -107,7 +107,13 @@ def test_a_variant_of_the_stack_is_pinned_and_named(monkeypatch: pytest.MonkeyPa
     variant = setup.stack_candidate(settings)
     assert variant.label == 'slosched {"relegated_strict_from": null}'
     assert variant.params.stack["slosched"]["relegated_strict_from"] is None  # pinned: the tuner leaves it
-    for text, message in (("[1", "not JSON"), ("[1]", "a JSON object"), ('{"nope": 1}', "unknown parameter 'nope'")):
+    for text, message in (
+        ("[1", "not JSON"),
+        ("[1]", "a JSON object"),
+        ('{"nope": 1}', "unknown parameter 'nope'"),
+        ('{"token_budget": "big"}', "token_budget: expected int"),  # values too, before any run starts
+        ('{"triage_factor": -1}', "triage_factor: must be >= 0"),
+    ):
         monkeypatch.setenv(setup.STACK_ENV, text)
         with pytest.raises(ConfigError, match=message):
             setup.stack_settings()

@@ -151,7 +151,8 @@ def group_of(job: JobRecord) -> str:
 
 def stack_settings() -> dict[str, Any]:
     """The stack settings ``SLOSCHED_ATTAINMENT_STACK`` overrides (empty: the stack as it ships), each key
-    checked against the stack's own (a ``ConfigError`` naming the variable and the allowed keys)."""
+    checked against the stack's own (a ``ConfigError`` naming the variable and the allowed keys) and each
+    value against its type and range, before any run starts."""
     text = os.environ.get(STACK_ENV, "").strip()
     if not text:
         return {}
@@ -170,6 +171,7 @@ def stack_settings() -> dict[str, Any]:
         problems = check_keys(STACK_ENV, f"stack {stack_setup.STACK_POLICY!r}", settings, keys)
         if problems:
             raise ConfigProblems(problems)
+        stack.check_values(settings, STACK_ENV)
     return settings
 
 

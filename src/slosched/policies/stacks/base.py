@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slosched.core.errors import ConfigError
-from slosched.policies.registry import ParamInfo, Registry, load_policies, param_infos
+from slosched.policies.registry import ParamInfo, Registry, load_policies, param_infos, parse_params
 
 
 def _layer_keys(registry: Registry[Any], name: str) -> frozenset[str]:
@@ -79,6 +79,19 @@ class StackSpec:
             return {key: value for key, value in given.items() if key in keys}
 
         return part(router_keys), part(engine_keys), part(job_keys)
+
+    def check_values(self, params: Mapping[str, Any], prefix: str) -> None:
+        """Parse the block's values as each layer's parameters would be built (types, then ranges), so that a
+        wrong value fails where it is given, as ``ConfigError`` naming ``{prefix}.{key}`` for a wrong type,
+        rather than once a run has started."""
+        from slosched.policies.cluster.base import ROUTERS
+        from slosched.policies.engine.base import ENGINE_PRESETS
+        from slosched.policies.job.base import JOB_POLICIES
+
+        router, engine, job = self.split_params(params)
+        parse_params(ROUTERS.params_of(self.router), router, self.router, prefix)
+        parse_params(ENGINE_PRESETS.params_of(self.engine), engine, self.engine, prefix)
+        parse_params(JOB_POLICIES.params_of(self.job), job, self.job, prefix)
 
 
 class StackRegistry(Mapping[str, StackSpec]):
