@@ -4,7 +4,7 @@ the decode step stays within the share of the batch's tightest TPOT SLO, except 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from hypothesis import given
@@ -90,6 +90,36 @@ def test_the_guard_holds_calls_for_the_residents_tpot_and_lets_unbounded_batches
     assert admitted == 4  # steps of 4..7 calls (5-8 ms) fit 8 ms; an 8th call would make 9 ms
     assert _guarded(0.8, running=3, waiting=10, tpot=None, cost=StepCost())[0] == 10  # no TPOT SLO: no bound
     assert _guarded(0.8, running=0, waiting=3, tpot=0.001, cost=StepCost())[0] == 1  # idle: one, however slow
+
+
+def _deadline_guarded(running: list[Seq], deadline_guard: bool = True, waiting: int = 10) -> int:
+    """Calls admitted behind ``running`` (none with a TPOT SLO) at t=1 with share 0.8, steps of 1 + 1/call ms."""
+    admission = TriageAdmission(best_effort_share=1.0, tpot_guard=0.8, deadline_guard=deadline_guard)
+    seqs = [Seq(call(f"w{i}", deadline_s=100.0)) for i in range(waiting)]
+    engine = FakeEngine(now_s=1.0, waiting=seqs, running=running)
+    engine.step_predictor = StepCost()  # type: ignore[assignment]
+    return sum(admission.admit(seq, engine) for seq in seqs)
+
+
+def test_the_deadline_guard_holds_the_step_to_running_calls_slack_per_remaining_token() -> None:
+    # Three calls due at 1.5 s with 50 tokens to go need steps of 10 ms; 0.8 of it admits steps of up to 7 calls.
+    due = [Seq(call(f"r{i}", deadline_s=1.5, predicted=50.0)) for i in range(3)]
+    assert _deadline_guarded(due) == 4
+    assert _deadline_guarded(due, deadline_guard=False) == 10  # the TPOT guard alone: no TPOT SLO, no bound
+    halfway = [Seq(call(f"r{i}", deadline_s=1.5, predicted=50.0), num_output_tokens=25) for i in range(3)]
+    assert _deadline_guarded(halfway, waiting=15) == 12  # 25 tokens in 0.5 s: 20 ms steps, 0.8 of it up to 15 calls
+    # A call that needs a step shorter than the batch's own decode step over the share is past saving; relegated
+    # calls never count: neither holds anything back.
+    past_saving = [Seq(call(f"r{i}", deadline_s=1.01, predicted=50.0)) for i in range(3)]
+    assert _deadline_guarded(past_saving) == 10
+    relegated = [Seq(replace(call(f"r{i}", deadline_s=1.5, predicted=50.0), best_effort=True)) for i in range(3)]
+    assert _deadline_guarded(relegated) == 10
+
+
+def test_the_deadline_guard_needs_the_tpot_guards_share() -> None:
+    with pytest.raises(ConfigError, match=r"triage\.deadline_guard.*tpot_guard"):
+        TriageParams(deadline_guard=True)
+    assert DeadlineTriageParams().deadline_guard  # on in the stack's engine
 
 
 def test_a_bad_guard_fails_naming_the_key() -> None:

@@ -64,12 +64,17 @@ class TriageParams:
     tpot_guard: float | None = setting(
         None, "a call joins only while the decode step stays within this share of the batch's tightest TPOT SLO"
     )
+    deadline_guard: bool = setting(
+        False, "with tpot_guard: running calls' deadlines bound the decode step too (slack per remaining token)"
+    )
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.best_effort_share <= 1.0:
             raise ConfigError("triage.best_effort_share", f"must be in [0, 1], got {self.best_effort_share}")
         if self.tpot_guard is not None and not self.tpot_guard > 0:
             raise ConfigError("triage.tpot_guard", f"must be > 0 or none, got {self.tpot_guard}")
+        if self.deadline_guard and self.tpot_guard is None:
+            raise ConfigError("triage.deadline_guard", "needs tpot_guard (the share of the bound a step may use)")
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise ConfigError("triage.max_concurrency", f"must be >= 1 or none, got {self.max_concurrency}")
         if self.relegated_strict_from is not None and not self.relegated_strict_from >= 0:
@@ -87,12 +92,13 @@ class TriageAdmission:
         max_concurrency: int | None = None,
         tpot_guard: float | None = None,
         relegated_strict_from: float | None = 1.0,
+        deadline_guard: bool = False,
     ) -> None:
         self.best_effort_share = best_effort_share
         self.relegated_alone = relegated_alone
         self.relegated_strict_from = relegated_strict_from
         self.max_concurrency = max_concurrency
-        self.tpot_guard = None if tpot_guard is None else TpotGuard(tpot_guard)
+        self.tpot_guard = None if tpot_guard is None else TpotGuard(tpot_guard, deadline_guard)
         self.prefix_wait = PrefixWait() if prefix_wait else None
         self._pass = AdmissionPass()
         self._feasible_running = False  # a call that can still count runs, or joined in this pass
@@ -154,4 +160,5 @@ def build(params: TriageParams, context: PolicyContext) -> TriageAdmission:
         params.max_concurrency,
         params.tpot_guard,
         params.relegated_strict_from,
+        params.deadline_guard,
     )

@@ -4,7 +4,8 @@
   meet their job's deadline (or whose job the job layer demoted) go to a best-effort tier behind them;
 - admission ``triage``: feasible calls join the batch eagerly, best-effort ones only within
   ``best_effort_share`` of the running slots, and no call while the decode step it makes would outgrow
-  ``tpot_guard`` x the tightest TPOT SLO of the batch (``admission/tpot_guard.py``);
+  ``tpot_guard`` x the tightest TPOT SLO of the batch, nor (``deadline_guard``) of a running call's slack per
+  remaining token (``admission/tpot_guard.py``);
 - batching ``deadline-budget`` (default): chunked prefill whose per-step token budget is sized to the
   tightest running call (TPOT SLO, or slack per remaining token) from the instance's step-time belief,
   up to ``token_budget``. ``batching: chunked`` (static ``token_budget``) and ``batching: lens``
@@ -52,6 +53,9 @@ class DeadlineTriageParams:
         "with triage: a call joins only while the decode step stays within this share of the batch's tightest "
         "TPOT SLO; none: no guard",
     )
+    deadline_guard: bool = setting(
+        True, "with tpot_guard: running calls' deadlines bound the decode step a joining call makes, too"
+    )
     batching: str = setting("deadline-budget", "the batching part: deadline-budget, chunked or lens")
     token_budget: int | None = setting(
         None, f"most tokens per step; none: {DEFAULT_TOKEN_BUDGET} (lens: the instance's max batched tokens)"
@@ -93,6 +97,7 @@ def build(params: DeadlineTriageParams, context: PolicyContext) -> EnginePolicy:
             prefix_wait=params.prefix_wait,
             max_concurrency=params.max_concurrency,
             tpot_guard=params.tpot_guard,
+            deadline_guard=params.deadline_guard and params.tpot_guard is not None,
         )
         admission = ADMISSIONS.build("triage", triage, context)
     else:
