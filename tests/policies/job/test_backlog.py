@@ -38,7 +38,6 @@ class FakeView:
     num_kv_blocks: int = 4096
     num_free_kv_blocks: int = 4096
     cached: dict[str, int] = field(default_factory=dict)  # prompt tokens its prefix cache holds, by request id
-    running_owed: float = 0.0  # predicted output tokens its running calls still owe
 
     def cached_prefix_tokens(self, request: Request) -> int:
         return self.cached.get(request.id, 0)
@@ -53,7 +52,7 @@ class FakeView:
 
     @property
     def outstanding_decode_tokens(self) -> float:
-        return self.running_owed + sum(max(request.predicted_output_tokens, 1.0) for request in self.waiting_requests)
+        return sum(max(request.predicted_output_tokens, 1.0) for request in self.waiting_requests)
 
 
 def call(index: int, prompt: int = 1000, best_effort: bool = False, deadline_s: float = math.inf) -> Request:

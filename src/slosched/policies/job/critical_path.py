@@ -54,7 +54,6 @@ from slosched.policies.job.demand import (
     RelegatedJobs,
     Work,
     calls_work,
-    decode_context,
     demand_s,
     queued_work,
     uncached_share,
@@ -195,11 +194,9 @@ class CriticalPathBudget(StageBudget):
         later = None if template is None else template.expected_after(job.stage, job.finished_stages)
         if not later:
             return Work()
-        calls = [(stage.weight * stage.num_calls, stage) for stage in later]
         return Work(
-            sum(count * stage.input_tokens for count, stage in calls),
-            sum(count * stage.output_tokens for count, stage in calls),
-            sum(count * decode_context(stage.input_tokens, stage.output_tokens) for count, stage in calls),
+            sum(stage.weight * stage.num_calls * stage.input_tokens for stage in later),
+            sum(stage.weight * stage.num_calls * stage.output_tokens for stage in later),
         )
 
     def _triaged(self, job: JobView, requests: Sequence[Request], now_s: float, current_s: float) -> StageDecision:

@@ -13,15 +13,8 @@ with a later deadline, or relegated to best effort, is not (what already runs is
 
 Work is costed at cluster throughput, not latency: prompt tokens at the sum of the instances' peak prefill
 rates (PRISM's ``Pmax``), output tokens at the sum of their decode rates at the batch each can hold
-(``decode_tokens_per_s``) at the mean context the work decodes at. Both are belief (views, fitted step
-models, predicted outputs); prefill and decode share each GPU, so their times add.
-
-The context matters because every decode step reads each sequence's whole context: at a fixed reference
-context of 512 tokens the test priced Text-to-SQL's decode (its calls decode at 1-12k tokens of context) at
-16,600 tokens/s over the cluster, while under overload it ran at 600-830 (3x the strongest baseline's
-capacity, seed 1). Known calls' contexts are their prompts plus half their predicted outputs; the output
-still owed by running calls is taken at the instance's KV cache in use per running call (a floor: a prefix
-shared by several calls holds its blocks once).
+(``decode_tokens_per_s``). Both are belief (views, fitted step models, predicted outputs); prefill and
+decode share each GPU, so their times add.
 
 Prompt tokens a prefix cache holds cost no prefill, so they are not counted: a waiting call's cached prefix
 on its instance, a released call's on the instance that holds most of it (where the stack's router keeps
@@ -50,29 +43,13 @@ class Work:
 
     prompt_tokens: float = 0.0
     output_tokens: float = 0.0
-    # Sum over the output tokens of the context each is decoded at (module doc: why it is counted).
-    context_tokens: float = 0.0
 
     def __add__(self, other: Work) -> Work:
-        return Work(
-            self.prompt_tokens + other.prompt_tokens,
-            self.output_tokens + other.output_tokens,
-            self.context_tokens + other.context_tokens,
-        )
+        return Work(self.prompt_tokens + other.prompt_tokens, self.output_tokens + other.output_tokens)
 
     def with_prompt_share(self, share: float) -> Work:
         """This work with only ``share`` of its prompt tokens left to compute (the rest found cached)."""
-        return Work(self.prompt_tokens * share, self.output_tokens, self.context_tokens)
-
-    @property
-    def mean_context(self) -> float:
-        """The mean context its output tokens decode at (``DECODE_REF_CONTEXT`` without output)."""
-        return self.context_tokens / self.output_tokens if self.output_tokens > 0 else float(DECODE_REF_CONTEXT)
-
-
-def decode_context(prompt_tokens: float, output_tokens: float) -> float:
-    """``output_tokens`` tokens decoded after a ``prompt_tokens`` prompt, times their mean context."""
-    return output_tokens * (prompt_tokens + output_tokens / 2.0)
+        return Work(self.prompt_tokens * share, self.output_tokens)
 
 
 def uncached_prompt_tokens(request: Request, views: Sequence[InstanceView]) -> int:
@@ -84,11 +61,9 @@ def uncached_prompt_tokens(request: Request, views: Sequence[InstanceView]) -> i
 def calls_work(requests: Sequence[Request], views: Sequence[InstanceView] = ()) -> Work:
     """The released calls' work: their prompts (less what the instances on ``views`` hold cached) and predicted
     outputs (at least one token each)."""
-    outputs = [max(r.predicted_output_tokens, 1.0) for r in requests]
     return Work(
         float(sum(uncached_prompt_tokens(r, views) for r in requests)),
-        float(sum(outputs)),
-        sum(decode_context(r.prompt_tokens, output) for r, output in zip(requests, outputs, strict=True)),
+        float(sum(max(r.predicted_output_tokens, 1.0) for r in requests)),
     )
 
 
@@ -134,11 +109,12 @@ class CommittedWork:
         expired = [name for name, held in self._jobs.items() if held.deadline_s < now_s]
         for name in expired:
             del self._jobs[name]
-        ahead = Work()
+        prompt = output = 0.0
         for name, held in self._jobs.items():
             if held.deadline_s <= deadline_s and held.band <= band and name != job_id:
-                ahead += held.work
-        return ahead
+                prompt += held.work.prompt_tokens
+                output += held.work.output_tokens
+        return Work(prompt, output)
 
 
 class RelegatedJobs:
@@ -164,23 +140,14 @@ class RelegatedJobs:
             self._pruned_size = len(self._deadlines)
 
 
-def decode_tokens_per_s(view: InstanceView, context: float = DECODE_REF_CONTEXT) -> float:
-    """Output tokens per second ``view``'s instance reaches at the largest batch its KV cache holds at
-    ``context`` tokens per sequence (at most ``max_running``), by its belief step model."""
-    context = max(context, 1.0)
+def decode_tokens_per_s(view: InstanceView) -> float:
+    """Output tokens per second ``view``'s instance reaches at the largest batch its KV cache holds at the
+    reference context (at most ``max_running``), by its belief step model."""
     blocks = view.num_kv_blocks
-    kv_batch = int(blocks * view.spec.block_size // context) if blocks > 0 else view.spec.max_running
+    kv_batch = blocks * view.spec.block_size // DECODE_REF_CONTEXT if blocks > 0 else view.spec.max_running
     batch = max(1, min(view.spec.max_running, kv_batch))
-    step_s = view.step_predictor.predict_s(0, 0, batch, round(batch * context))
+    step_s = view.step_predictor.predict_s(0, 0, batch, batch * DECODE_REF_CONTEXT)
     return batch / step_s if step_s > 0 else math.inf
-
-
-def running_context(view: InstanceView) -> float:
-    """The context a running call on ``view`` decodes at: the KV cache in use per running call (module doc)."""
-    if view.num_running <= 0:
-        return float(DECODE_REF_CONTEXT)
-    used_blocks = max(view.num_kv_blocks - view.num_free_kv_blocks, 0)
-    return max(used_blocks * view.spec.block_size / view.num_running, 1.0)
 
 
 def queued_work(
@@ -191,30 +158,24 @@ def queued_work(
     and the predicted output still to come of every running call (what is running holds its slot until it
     ends). With tenant bands (``bands.py``), a job of ``band`` also meets every waiting call of a lower band,
     and none of a higher one."""
-    total = Work()
+    prompt = output = 0.0
     for view in views:
         not_ahead_output = 0.0
-        ahead = Work()
         for request in view.waiting_requests:
             # Without bands (the usual case) nothing is asked per call beyond the deadline.
             first = None if band_of is None else served_before(request.tenant, band, band_of)
-            output = max(request.predicted_output_tokens, 1.0)
             if request.best_effort or first is False or (first is None and request.deadline_s > deadline_s):
-                not_ahead_output += output
+                not_ahead_output += max(request.predicted_output_tokens, 1.0)
             else:
-                uncached = request.prompt_tokens - view.cached_prefix_tokens(request)
-                ahead += Work(uncached, output, decode_context(request.prompt_tokens, output))
-        owed = max(view.outstanding_decode_tokens - not_ahead_output, 0.0)
-        running = max(owed - ahead.output_tokens, 0.0)  # what the running calls still owe
-        total += Work(ahead.prompt_tokens, owed, ahead.context_tokens + running * running_context(view))
-    return total
+                prompt += request.prompt_tokens - view.cached_prefix_tokens(request)
+        output += max(view.outstanding_decode_tokens - not_ahead_output, 0.0)
+    return Work(prompt, output)
 
 
 def demand_s(work: Work, views: Sequence[InstanceView], peak_prefill_tokens_per_s: Sequence[float]) -> float:
     """Seconds the whole cluster needs for ``work`` at its throughput (module doc); inf without views."""
     prefill_rate = sum(peak_prefill_tokens_per_s)
-    context = work.mean_context
-    decode_rate = sum(decode_tokens_per_s(view, context) for view in views)
+    decode_rate = sum(decode_tokens_per_s(view) for view in views)
     if prefill_rate <= 0 or decode_rate <= 0:
         return math.inf
     return work.prompt_tokens / prefill_rate + work.output_tokens / decode_rate
