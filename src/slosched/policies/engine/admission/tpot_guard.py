@@ -52,7 +52,7 @@ class TpotGuard:
         self.bound_s = min(slos, default=math.inf)
         if self.deadlines and running:
             floor_s = engine.step_predictor.predict_s(0, 0, self.decoding, self.context_tokens) / self.share
-            self.bound_s = min(self.bound_s, tightest_step_s(running, engine.now_s, floor_s))
+            self.bound_s = min(self.bound_s, tightest_step_s(running, engine.now_s, floor_s, math.inf))
         self.full = None
 
     def admits(self, seq: SeqView, engine: EngineView) -> bool:
