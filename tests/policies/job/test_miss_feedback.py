@@ -45,15 +45,6 @@ def test_late_workflows_raise_the_price_and_on_time_ones_bring_it_back() -> None
     assert fixed.scale == 1.0 and fixed.late == 0  # no target: a fixed price
 
 
-def test_late_workflows_admitted_before_the_price_rose_do_not_raise_it_again() -> None:
-    feedback = MissFeedback(0.2)
-    for index in range(10):
-        feedback.admitted(f"j{index}", 100.0, 0.0)  # a whole deadline's admissions, at one price
-    for index in range(10):
-        feedback.resolved(f"j{index}", late=True)
-    assert feedback.late == 10 and feedback.scale == pytest.approx(1.1)  # one lesson per price
-
-
 def test_workflows_that_never_resolve_are_forgotten_past_their_deadline() -> None:
     feedback = MissFeedback(0.2)
     for index in range(1000):

@@ -13,19 +13,13 @@ the calls' real context lost 5% of mixed's jobs at 1x.
 
 So the price carries a scale learned from what the test admitted: each workflow it admitted is resolved once,
 as *late* when one of its stages is released after its deadline (or the engine's triage finds it hopeless), as
-*on time* when its last expected stage is released before it. A late one admitted at the current scale multiplies it by
-``1 + STEP``, an on-time one divides it by ``(1 + STEP) ** (target / (1 - target))``, never below 1: the scale
-settles where ``target`` of the admitted workflows are late, and stays at 1 wherever fewer are (near capacity, where the
+*on time* when its last expected stage is released before it. A late one multiplies the scale by ``1 + STEP``,
+an on-time one divides it by ``(1 + STEP) ** (target / (1 - target))``, never below 1: the scale settles where
+``target`` of the admitted workflows are late, and stays at 1 wherever fewer are (near capacity, where the
 late ones are the unlucky output lengths that no admission rule can tell apart). Only what the runtime shows
 the policy is read: releases and their times, no true lengths. Jobs of one stage (single calls, relQueries)
 never resolve here: they are never judged by the demand test's later-stage bookings, and the engine's
 triage handles them.
-
-Why only a late workflow admitted at the current scale raises it (TCP's one decrease per round trip): a
-workflow resolves a deadline after its admission, so under overload the late ones of a whole SLO's admissions
-arrive after the price has already risen for them. Counted all, they drove it to its bound: on Text-to-SQL
-(``bench attainment``, 5 seeds) attainment fell to 0.723 / 0.391 / 0.105 at 1.2x / 1.5x / 3x the strongest
-baseline's capacity, against 0.856 / 0.671 / 0.330 at a fixed price.
 """
 
 from __future__ import annotations
@@ -42,8 +36,7 @@ class MissFeedback:
     def __init__(self, target: float | None) -> None:
         self.target = target
         self.scale = 1.0
-        # Admitted workflows not resolved yet: their deadline and the scale they were admitted at.
-        self._open: dict[str, tuple[float, float]] = {}
+        self._open: dict[str, float] = {}  # admitted workflows not resolved yet, by deadline
         self._pruned_size = 0
         self.late = self.on_time = 0
         self._up = math.log1p(STEP)
@@ -55,21 +48,19 @@ class MissFeedback:
         deadline once it has doubled since it last did (O(1) per admission, as ``RelegatedJobs``)."""
         if self.target is None:
             return
-        self._open[job_id] = (deadline_s, self.scale)
+        self._open[job_id] = deadline_s
         if len(self._open) > 2 * self._pruned_size + 64:
-            self._open = {name: held for name, held in self._open.items() if held[0] >= now_s}
+            self._open = {name: due for name, due in self._open.items() if due >= now_s}
             self._pruned_size = len(self._open)
 
     def resolved(self, job_id: str, late: bool) -> None:
         """An admitted ``job_id`` ran past its deadline (``late``) or released its last stage in time; later
         calls for the same job change nothing."""
-        held = self._open.pop(job_id, None)
-        if held is None:
+        if self._open.pop(job_id, None) is None:
             return
         if late:
             self.late += 1
-            if held[1] >= self.scale:  # admitted at today's price: the price is too low (module doc)
-                self.scale = min(self.scale * math.exp(self._up), MAX_SCALE)
+            self.scale = min(self.scale * math.exp(self._up), MAX_SCALE)
         else:
             self.on_time += 1
             self.scale = max(self.scale * math.exp(-self._down), 1.0)
