@@ -101,19 +101,25 @@ def _deadline_guarded(running: list[Seq], deadline_guard: bool = True, waiting: 
     return sum(admission.admit(seq, engine) for seq in seqs)
 
 
-def test_the_deadline_guard_holds_the_step_to_running_calls_slack_per_remaining_token() -> None:
-    # Three calls due at 1.5 s with 50 tokens to go need steps of 10 ms; 0.8 of it admits steps of up to 7 calls.
-    due = [Seq(call(f"r{i}", deadline_s=1.5, predicted=50.0)) for i in range(3)]
+def _stage(name: str, due_s: float, done: int = 0, relegated: bool = False) -> Seq:
+    """A running workflow stage whose budget ends at ``due_s``, before its job's deadline (100 s)."""
+    request = replace(call(name, deadline_s=100.0, budget_s=due_s, predicted=50.0), best_effort=relegated)
+    return Seq(request, num_output_tokens=done)
+
+
+def test_the_deadline_guard_holds_the_step_to_running_stages_slack_per_remaining_token() -> None:
+    # Three stages due at 1.5 s with 50 tokens to go need steps of 10 ms; 0.8 of it admits steps of up to 7 calls.
+    due = [_stage(f"r{i}", 1.5) for i in range(3)]
     assert _deadline_guarded(due) == 4
     assert _deadline_guarded(due, deadline_guard=False) == 10  # the TPOT guard alone: no TPOT SLO, no bound
-    halfway = [Seq(call(f"r{i}", deadline_s=1.5, predicted=50.0), num_output_tokens=25) for i in range(3)]
+    halfway = [_stage(f"r{i}", 1.5, done=25) for i in range(3)]
     assert _deadline_guarded(halfway, waiting=15) == 12  # 25 tokens in 0.5 s: 20 ms steps, 0.8 of it up to 15 calls
-    # A call that needs a step shorter than the batch's own decode step over the share is past saving; relegated
-    # calls never count: neither holds anything back.
-    past_saving = [Seq(call(f"r{i}", deadline_s=1.01, predicted=50.0)) for i in range(3)]
-    assert _deadline_guarded(past_saving) == 10
-    relegated = [Seq(replace(call(f"r{i}", deadline_s=1.5, predicted=50.0), best_effort=True)) for i in range(3)]
-    assert _deadline_guarded(relegated) == 10
+    # A stage that needs a step shorter than the batch's own decode step over the share is past saving; stages of
+    # relegated jobs never count; a call on its job's own deadline has no later stage to pay for its lateness
+    # (and holding calls back for such calls cost relQueries and mixed under overload): none holds anything.
+    assert _deadline_guarded([_stage(f"r{i}", 1.01) for i in range(3)]) == 10
+    assert _deadline_guarded([_stage(f"r{i}", 1.5, relegated=True) for i in range(3)]) == 10
+    assert _deadline_guarded([Seq(call(f"r{i}", deadline_s=1.5, predicted=50.0)) for i in range(3)]) == 10
 
 
 def test_the_deadline_guard_needs_the_tpot_guards_share() -> None:

@@ -65,7 +65,7 @@ class TriageParams:
         None, "a call joins only while the decode step stays within this share of the batch's tightest TPOT SLO"
     )
     deadline_guard: bool = setting(
-        False, "with tpot_guard: running calls' deadlines bound the decode step too (slack per remaining token)"
+        False, "with tpot_guard: running workflow stages' budgets bound the decode step too (slack per remaining token)"
     )
 
     def __post_init__(self) -> None:

@@ -4,8 +4,8 @@
   meet their job's deadline (or whose job the job layer demoted) go to a best-effort tier behind them;
 - admission ``triage``: feasible calls join the batch eagerly, best-effort ones only within
   ``best_effort_share`` of the running slots, and no call while the decode step it makes would outgrow
-  ``tpot_guard`` x the tightest TPOT SLO of the batch, nor (``deadline_guard``) of a running call's slack per
-  remaining token (``admission/tpot_guard.py``);
+  ``tpot_guard`` x the tightest TPOT SLO of the batch, nor (``deadline_guard``) of a running workflow stage's
+  slack per remaining token (``admission/tpot_guard.py``);
 - batching ``deadline-budget`` (default): chunked prefill whose per-step token budget is sized to the
   tightest running call (TPOT SLO, or slack per remaining token) from the instance's step-time belief,
   up to ``token_budget``. ``batching: chunked`` (static ``token_budget``) and ``batching: lens``
@@ -54,7 +54,7 @@ class DeadlineTriageParams:
         "TPOT SLO; none: no guard",
     )
     deadline_guard: bool = setting(
-        True, "with tpot_guard: running calls' deadlines bound the decode step a joining call makes, too"
+        True, "with tpot_guard: running workflow stages' budgets bound the decode step a joining call makes, too"
     )
     batching: str = setting("deadline-budget", "the batching part: deadline-budget, chunked or lens")
     token_budget: int | None = setting(
