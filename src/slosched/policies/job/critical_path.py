@@ -58,7 +58,6 @@ from slosched.policies.job.demand import (
     queued_work,
     uncached_share,
 )
-from slosched.policies.job.miss_feedback import MissFeedback
 from slosched.policies.job.stage_budget import StageBudget, profiled_predictors
 from slosched.policies.job.workflow_templates import workflow_template
 from slosched.policies.registry import PolicyContext, setting
@@ -76,11 +75,6 @@ class CriticalPathParams:
         "arrival", "the stages judged through the backlog: arrival (later ones alone, once admitted) or every"
     )
     tenant_bands: bool = setting(False, "with fair sharing's tenant bands, judge a job by the work its band meets")
-    miss_target: float | None = setting(
-        0.2,
-        "share of admitted workflows that may run past their deadline before the demand test prices work higher, "
-        "in (0, 1); none: a fixed price",
-    )
 
     def __post_init__(self) -> None:
         if not self.triage_factor >= 0:
@@ -89,8 +83,6 @@ class CriticalPathParams:
             raise ConfigError(
                 "critical-path.backlog_stages", f"got {self.backlog_stages!r}; allowed: {list(BACKLOG_STAGES)}"
             )
-        if self.miss_target is not None and not 0.0 < self.miss_target < 1.0:
-            raise ConfigError("critical-path.miss_target", f"must be in (0, 1) or none, got {self.miss_target}")
 
 
 class CriticalPathBudget(StageBudget):
@@ -104,7 +96,6 @@ class CriticalPathBudget(StageBudget):
         backlog: bool = True,
         tenant_bands: bool = False,
         backlog_stages: str = "arrival",
-        miss_target: float | None = None,
     ) -> None:
         super().__init__(predictors)
         self.triage_factor = triage_factor
@@ -115,7 +106,6 @@ class CriticalPathBudget(StageBudget):
         self.queue_model = PrismModel()
         self.committed = CommittedWork()
         self.band_of: BandOf | None = None
-        self.feedback = MissFeedback(miss_target)
 
     def use_bands(self, band_of: BandOf | None) -> None:
         """Judge each job against the work its tenant's band really meets (``bands.py``); None: one band.
@@ -166,24 +156,11 @@ class CriticalPathBudget(StageBudget):
             queued = queued_work(views, job.deadline_s, band_of, band)
             before = queued + self.committed.ahead_of(job.id, job.deadline_s, now_s, band)
             needed_s = demand_s(before + released + later, views, [q.peak_tokens_per_s for q in ahead])
-            if job.deadline_s - now_s < self.triage_factor * self.feedback.scale * needed_s:
+            if job.deadline_s - now_s < self.triage_factor * needed_s:
                 decision = StageDecision(budget_s=decision.budget_s, best_effort=True)
         if decision.best_effort and not self.backlog_every_stage:
             self.relegated.add(job.id, job.deadline_s, now_s)  # read only by ``_admitted_stage``
-        self._learn(job, decision, later, now_s)
         return self._booked(job, decision, later, band)
-
-    def _learn(self, job: JobView, decision: StageDecision, later: Work, now_s: float) -> None:
-        """Tell the demand test's feedback (``miss_feedback.py``) what this release shows of an admitted
-        workflow: admitted at arrival, late, or its last stage in time."""
-        expects_more = later.prompt_tokens + later.output_tokens > 0.0
-        if not job.finished_stages:
-            if not decision.best_effort and expects_more:
-                self.feedback.admitted(job.id, job.deadline_s, now_s)
-        elif now_s > job.deadline_s or decision.best_effort:
-            self.feedback.resolved(job.id, late=True)
-        elif not expects_more:
-            self.feedback.resolved(job.id, late=False)
 
     def _booked(self, job: JobView, decision: StageDecision, later: Work, band: float) -> StageDecision:
         """``decision``, with the job's unreleased stages booked while it is kept and dropped once relegated."""
@@ -200,7 +177,6 @@ class CriticalPathBudget(StageBudget):
         if job.id in self.relegated:
             return StageDecision(budget_s=super().decide(job, requests, now_s).budget_s, best_effort=True)
         decision = self._triaged(job, requests, now_s, 0.0)
-        self._learn(job, decision, later, now_s)
         return self._booked(job, decision, later, job_band(requests, self.band_of))
 
     @staticmethod
@@ -237,10 +213,5 @@ def build(params: CriticalPathParams, context: PolicyContext) -> CriticalPathBud
     shared = context.extras.get("step_predictors")
     predictors = list(shared) if shared else profiled_predictors(context.instances)
     return CriticalPathBudget(
-        predictors,
-        params.triage_factor,
-        params.backlog,
-        params.tenant_bands,
-        params.backlog_stages,
-        params.miss_target,
+        predictors, params.triage_factor, params.backlog, params.tenant_bands, params.backlog_stages
     )
