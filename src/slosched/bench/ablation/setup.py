@@ -67,6 +67,12 @@ ABLATIONS = (
         (("min_match", 2.0),),
     ),
     Ablation(
+        "-affinity-yields",
+        "router",
+        "prefix holders yielding a call they would make late to an instance that would finish it in time",
+        (("affinity_yields", False),),
+    ),
+    Ablation(
         "-triage",
         "engine",
         "the best-effort tier and triage admission (one tier, every call admitted eagerly)",
@@ -77,6 +83,12 @@ ABLATIONS = (
         "engine",
         "the TPOT guard (a call joins however far the decode step outgrows the batch's TPOT SLOs)",
         (("tpot_guard", None),),
+    ),
+    Ablation(
+        "-deadline-guard",
+        "engine",
+        "the deadline guard (a call joins however far the decode step outgrows a running workflow stage's pace)",
+        (("deadline_guard", False),),
     ),
     Ablation(
         "-deadline-budget",
