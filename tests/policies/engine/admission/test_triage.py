@@ -122,6 +122,18 @@ def test_the_deadline_guard_holds_the_step_to_running_stages_slack_per_remaining
     assert _deadline_guarded([Seq(call(f"r{i}", deadline_s=1.5, predicted=50.0)) for i in range(3)]) == 10
 
 
+@given(
+    dues=st.lists(st.floats(min_value=1.001, max_value=5.0), max_size=8),
+    done=st.integers(0, 49),
+    waiting=st.integers(0, 12),
+)
+def test_the_deadline_guard_only_ever_holds_calls_back(dues: list[float], done: int, waiting: int) -> None:
+    running = [_stage(f"r{i}", due, done) for i, due in enumerate(dues)]
+    guarded, unguarded = _deadline_guarded(running, True, waiting), _deadline_guarded(running, False, waiting)
+    assert guarded <= unguarded
+    assert guarded >= min(waiting, 1 if not running else 0)  # an idle engine always takes a call
+
+
 def test_the_deadline_guard_needs_the_tpot_guards_share() -> None:
     with pytest.raises(ConfigError, match=r"triage\.deadline_guard.*tpot_guard"):
         TriageParams(deadline_guard=True)
