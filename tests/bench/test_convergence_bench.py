@@ -29,6 +29,7 @@ def test_labels_name_the_candidates_the_scoreboard_ran() -> None:
     assert baseline.label == "prism+chunked-fcfs[token_budget=512]" and baseline.policy == "prism+chunked-fcfs"
     assert setup.candidate("least-tokens+static-concurrency[cap=64]").label == "least-tokens+static-concurrency[cap=64]"
     assert setup.candidate("slosched") == stack_setup.stack_candidates()[0]
+    assert setup.candidate(stack_setup.ORACLE_LABEL) == stack_setup.stack_candidates()[1]
     with pytest.raises(ConfigError, match="expected ROUTER\\+ENGINE"):
         setup.candidate("prism chunked")
 
@@ -57,6 +58,15 @@ def test_workloads_and_rungs_from_the_environment(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv(setup.RUNGS_ENV, "9")
     with pytest.raises(ConfigError, match="allowed: 2, 3, 4"):
         setup.rungs(quick=False)
+
+
+def test_the_oracle_climbs_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert setup.policies("code") == [stack_setup.STACK_LABEL, setup.strongest_baseline("code")]
+    monkeypatch.setenv(setup.ORACLE_ENV, "1")
+    assert setup.policies("code")[-1] == stack_setup.ORACLE_LABEL and len(setup.policies("code")) == 3
+    monkeypatch.setenv(setup.ORACLE_ENV, "yes")
+    with pytest.raises(ConfigError, match="allowed: 0, 1"):
+        setup.policies("code")
 
 
 def _row(*medians: float) -> dict[str, Any]:
@@ -105,6 +115,14 @@ def test_the_page_shows_each_rung_and_the_verdict(tmp_path: Path) -> None:
     workloads["relquery"]["stack_vs_baseline"] = runs.stack_vs_baseline(workloads["relquery"]["policies"])
     page = write_page(tmp_path / "convergence.md", figures).read_text(encoding="utf-8")
     assert "- **relquery**, the stack over its strongest baseline by rung: 1.11x -> 0.98x -> 0.97x." in page
+    assert "the ORACLE (true output lengths)" not in page  # no oracle climbed
+    policies = workloads["relquery"]["policies"]
+    policies[stack_setup.ORACLE_LABEL] = _row(1.2, 0.9, 0.9)
+    workloads["relquery"]["oracle_vs_baseline"] = runs.oracle_vs_baseline(policies)
+    assert workloads["relquery"]["oracle_vs_baseline"] == pytest.approx([1.2 / 0.9, 0.9 / 0.82, 0.9 / 0.8])
+    page = write_page(tmp_path / "convergence.md", figures).read_text(encoding="utf-8")
+    assert "the ORACLE (true output lengths) over the same baseline: 1.33x -> 1.10x -> 1.12x; the stack at " in page
+    assert "0.83 -> 0.89 -> 0.87 of it." in page
     # From the printed JSON too, where the first rung's missing ratio is null.
     printed = json.loads(json.dumps(json_safe(figures)))
     assert write_page(tmp_path / "again.md", printed).read_text(encoding="utf-8").count("| `slosched` | 1x |") == 2

@@ -96,8 +96,9 @@ def _method(figures: dict[str, Any]) -> list[str]:
         "(4x the measured jobs that rung ended with, same seeds, same jobs for a seed, the same past traffic for "
         "the deadlines), so the first two rungs are that bench's capacity and `capacity_4x`. Policies: the stack "
         "(self-tuning, as `bench stack` runs it) and the strongest baseline `docs/results/stack/stack.json` names "
-        "for the workload. Per rung: median [min-max] over seeds, the median measured jobs per run, and the "
-        f"median's ratio to the rung below. **Steady from** is the shortest rung from which every longer rung "
+        "for the workload (where a run asked for it, the stack's ORACLE twin too, outside the verdict). Per rung: "
+        "median [min-max] over seeds, the median measured jobs per run, and the median's ratio to the rung below. "
+        "**Steady from** is the shortest rung from which every longer rung "
         f"keeps both medians within {figures['tolerance']:.0%}: the length the workload needs.",
         "",
     ]
@@ -135,6 +136,7 @@ def _reading(figures: dict[str, Any]) -> list[str]:
         ratios = " -> ".join(f"{ratio:.2f}x" for ratio in row.get("stack_vs_baseline", []))
         if ratios:
             lines.append(f"- **{name}**, the stack over its strongest baseline by rung: {ratios}.")
+        lines += _oracle_reading(name, row)
         steady = row["steady_from"]
         if steady == 0:
             lines.append(f"- **{name}**: the stack bench's length already holds at every longer rung.")
@@ -147,6 +149,19 @@ def _reading(figures: dict[str, Any]) -> list[str]:
         lines.append(f"- **{name}** needs runs {needs} (medians by rung: {moves}).")
     lines += ["", f"![capacity by run length]({PLOT})", ""]
     return lines
+
+
+def _oracle_reading(name: str, row: dict[str, Any]) -> list[str]:
+    """The oracle's ratio by rung and the stack's share of it (issue 24's fallback where even the oracle
+    misses the target): present only where the oracle climbed."""
+    oracle, stack = row.get("oracle_vs_baseline"), row.get("stack_vs_baseline", [])
+    if not oracle:
+        return []
+    ratios = " -> ".join(f"{ratio:.2f}x" for ratio in oracle)
+    shares = " -> ".join(f"{mine / theirs:.2f}" for mine, theirs in zip(stack, oracle, strict=True) if theirs > 0)
+    return [
+        f"- **{name}**, the ORACLE (true output lengths) over the same baseline: {ratios}; the stack at {shares} of it."
+    ]
 
 
 def _plot(figures: dict[str, Any], path: Path) -> None:

@@ -44,7 +44,7 @@ def run(quick: bool) -> dict[str, Any]:
     started, tally_before = time.perf_counter(), TALLY.figures()
     seeds = setup.QUICK_SEEDS if quick else setup.FULL_SEEDS
     num_rungs = setup.rungs(quick)
-    policies = {name: [stack_setup.STACK_LABEL, setup.strongest_baseline(name)] for name in setup.workload_names(quick)}
+    policies = {name: setup.policies(name) for name in setup.workload_names(quick)}
     tasks = [
         (name, label, seed, quick, num_rungs) for name, labels in policies.items() for label in labels for seed in seeds
     ]
@@ -57,9 +57,11 @@ def run(quick: bool) -> dict[str, Any]:
         }
         workloads[name] = {
             "policies": rows,
-            "steady_from": _steady_from(list(rows.values()), num_rungs),
+            "steady_from": _steady_from(list(rows.values())[:2], num_rungs),  # the oracle is no contender
             "stack_vs_baseline": stack_vs_baseline(rows),
         }
+        if stack_setup.ORACLE_LABEL in rows:
+            workloads[name]["oracle_vs_baseline"] = oracle_vs_baseline(rows)
         row_finished(name, workloads[name])
     tally = {key: value - tally_before[key] for key, value in TALLY.figures().items()}
     figures = {
@@ -102,6 +104,12 @@ def stack_vs_baseline(rows: dict[str, dict[str, Any]]) -> list[float]:
         mine["capacity"]["median"] / theirs["capacity"]["median"] if theirs["capacity"]["median"] > 0 else math.nan
         for mine, theirs in zip(stack, baseline, strict=True)
     ]
+
+
+def oracle_vs_baseline(rows: dict[str, dict[str, Any]]) -> list[float]:
+    """Per rung, the ORACLE twin's median capacity over the baseline's (the second row is the baseline's)."""
+    baseline = list(rows.values())[1]
+    return stack_vs_baseline({"oracle": rows[stack_setup.ORACLE_LABEL], "baseline": baseline})
 
 
 def _steady_from(rows: list[dict[str, Any]], num_rungs: int) -> int | None:

@@ -16,7 +16,10 @@ the run length that workload needs.
 Policies: the stack (as ``bench stack`` runs it, self-tuning) and the strongest baseline that
 ``docs/results/stack/stack.json`` names for the workload (chosen after the fact by the full baseline
 search, which this bench does not repeat); without that file, the reference baseline
-``least-tokens+chunked-fcfs[token_budget=512]``.
+``least-tokens+chunked-fcfs[token_budget=512]``. With ``SLOSCHED_CONVERGENCE_ORACLE=1`` the stack's ORACLE twin
+(true output lengths) climbs beside them: issue 24's capacity check falls back to the oracle's ratio where even
+the oracle stays under the target, and that ratio is only comparable when measured on the same ladder. The
+oracle does not enter the verdict (it is no policy a user can run).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from slosched.evaluation.workbench import Candidate
 
 WORKLOADS_ENV = "SLOSCHED_CONVERGENCE_WORKLOADS"
 RUNGS_ENV = "SLOSCHED_CONVERGENCE_RUNGS"
+ORACLE_ENV = "SLOSCHED_CONVERGENCE_ORACLE"
 FULL_SEEDS = (1, 2, 3, 4, 5)  # ``bench stack``'s
 QUICK_SEEDS = (1, 2)
 FULL_RUNGS = 3  # 1x, 4x, 16x the stack bench's length
@@ -61,6 +65,21 @@ def rungs(quick: bool) -> int:
     return int(text)
 
 
+def with_oracle() -> bool:
+    """Whether the stack's ORACLE twin climbs too (``SLOSCHED_CONVERGENCE_ORACLE``: 1 or 0, unset 0)."""
+    text = os.environ.get(ORACLE_ENV, "").strip()
+    if text not in ("", "0", "1"):
+        raise ConfigError(ORACLE_ENV, f"{text!r}; allowed: 0, 1")
+    return text == "1"
+
+
+def policies(workload: str) -> list[str]:
+    """The labels that climb ``workload``'s ladder: the stack, its strongest baseline, then (asked for) the
+    oracle; the first two decide the verdict."""
+    labels = [stack_setup.STACK_LABEL, strongest_baseline(workload)]
+    return [*labels, stack_setup.ORACLE_LABEL] if with_oracle() else labels
+
+
 def strongest_baseline(workload: str, results: Path | None = None) -> str:
     """The strongest baseline ``bench stack`` found for ``workload`` (its JSON, ``STACK_RESULTS`` by default),
     else the reference one."""
@@ -76,6 +95,8 @@ def candidate(label: str) -> Candidate:
     write their baselines."""
     if label == stack_setup.STACK_LABEL:
         return stack_setup.stack_candidates()[0]
+    if label == stack_setup.ORACLE_LABEL:
+        return stack_setup.stack_candidates()[1]
     match = _LABEL.match(label)
     if match is None:
         raise ConfigError("baseline", f"label {label!r}: expected ROUTER+ENGINE or ROUTER+ENGINE[key=value]")
