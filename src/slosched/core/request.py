@@ -58,7 +58,9 @@ class Request:
     job's remaining time when a job-level policy apportions it; ``priority`` is a job-level priority
     (lower runs sooner) that engine orderings may use; ``ttft_slo_s``/``tpot_slo_s`` are per-token SLOs;
     ``best_effort`` is set by a job policy that found the call's job can no longer meet its deadline (still
-    served, after every call that can).
+    served, after every call that can). ``prompt_block_hashes``: where the prompt's text is known (the
+    gateway), the chained hashes of its leading blocks, which key the gateway's approximate prefix index; the
+    simulator describes sharing by ``prefix`` instead.
     """
 
     id: str
@@ -79,6 +81,7 @@ class Request:
     ttft_slo_s: float | None = None
     tpot_slo_s: float | None = None
     best_effort: bool = False
+    prompt_block_hashes: tuple[int, ...] = ()
 
     @property
     def predictor_key(self) -> str:

@@ -33,10 +33,10 @@ from slosched.contract import (
 from slosched.core.deadline import absolute_deadline_s
 from slosched.core.request import Request
 from slosched.gateway.calls.bodies import ChatBody, CompletionBody, first_error, validate_body
+from slosched.gateway.calls.prompt_blocks import CHARS_PER_TOKEN, chat_block_hashes, completion_block_hashes
 
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
-_CHARS_PER_TOKEN = 4  # a byte-level BPE averages ~4 characters per token on English text
 _MAX_CHARS_PER_TOKEN = 8  # hardly any text averages more characters per token: a lower bound
 _MAX_HEADER_MS = 1e9  # ~11 days: anything larger is a client bug, not an SLO
 _ECHO_CHARS = 64  # user input quoted back in an error is cut to this many characters
@@ -255,14 +255,16 @@ def parse_call(
     typed = _typed_body(chat, body)
     if isinstance(typed, ChatBody):
         chars, exact = _chat_chars(body["messages"]), 0
-        prompt_tokens = max(chars // _CHARS_PER_TOKEN, 1) + 4 * len(typed.messages)  # + template tokens
+        prompt_tokens = max(chars // CHARS_PER_TOKEN, 1) + 4 * len(typed.messages)  # + template tokens
         asked = typed.max_tokens, typed.max_completion_tokens
         field_name = "max_tokens" if typed.max_tokens is not None else "max_completion_tokens"
         max_tokens = asked[0] if asked[0] is not None else asked[1]
+        block_hashes = chat_block_hashes(typed.model, body["messages"])
     else:
         chars, exact = _text_chars(typed.prompt)
-        prompt_tokens = exact or max(chars // _CHARS_PER_TOKEN, 1)
+        prompt_tokens = exact or max(chars // CHARS_PER_TOKEN, 1)
         field_name, max_tokens = "max_tokens", typed.max_tokens
+        block_hashes = completion_block_hashes(typed.model, typed.prompt)
     model = typed.model
     if models is not None:
         # The least the prompt can be: exact token ids, or at most one token per 8 characters of text
@@ -288,6 +290,7 @@ def parse_call(
         ttft_slo_s=slo.ttft_ms / 1000.0 if slo.ttft_ms is not None else None,
         tpot_slo_s=slo.tpot_ms / 1000.0 if slo.tpot_ms is not None else None,
         session_id=slo.program_id,
+        prompt_block_hashes=block_hashes,
     )
     stream = bool(typed.stream)
     return Call(path, body, stream, request, model=model, output_hint=slo.output_tokens, client_id=client_id)

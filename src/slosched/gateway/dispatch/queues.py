@@ -28,6 +28,7 @@ from typing import Any
 from slosched.core.belief import StepPredictor
 from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
+from slosched.gateway.dispatch.prefix_index import PrefixIndex
 from slosched.policies.engine.base import EnginePolicy
 from slosched.policies.engine.queue import UNLIMITED_TOKENS, PolicyQueue
 from slosched.policies.fairness.places import FairPlaces
@@ -106,6 +107,7 @@ class InstanceQueue:
         self._kv = _Kv(spec.num_kv_blocks or 1)
         self.waiting_prefill_tokens = 0
         self.num_admitted_total = 0
+        self.prefixes = PrefixIndex()  # what this backend was sent recently: its prefix cache, approximately
         # Fair sharing: places held per tenant, and whom a full queue displaces (None: first come, first served).
         fair = engine.fair_share
         self.places = FairPlaces(fair.spec) if fair is not None else None
@@ -144,7 +146,7 @@ class InstanceQueue:
         return self._predictor
 
     def cached_prefix_tokens(self, request: Request) -> int:
-        return 0  # the gateway cannot see vLLM's prefix cache; routers fall back to load signals
+        return self.prefixes.matched_tokens(request)
 
     # --- mechanism ----------------------------------------------------------------------------------------
     def set_kv_usage(self, usage: float) -> None:
@@ -160,6 +162,7 @@ class InstanceQueue:
             self._displace(victim, request.tenant)
         loop = asyncio.get_running_loop()
         seq = LiveSeq(request, prompt_tokens, self._clock(), loop.create_future())
+        self.prefixes.record(request, self._kv.num_kv_blocks * self._spec.block_size)
         self._queue.push(seq, self)
         self.waiting_prefill_tokens += prompt_tokens
         if places is not None:

@@ -12,7 +12,9 @@ the backend's scraped vLLM gauges (which also see other clients, but lag by up t
 - ``exported`` = the slosched plugin's engine state (PRISM's ``s_e``, scraped from ``/metrics``) plus the
   calls queued here for the backend, with its ``age_s``, while younger than ``engine_state_max_age_s``;
   otherwise what the gateway's own engine policy exports over its queue (often nothing, and then PRISM
-  estimates ``s_e`` from the fields above). See ``gateway/backends/engine_state.py``.
+  estimates ``s_e`` from the fields above). See ``gateway/backends/engine_state.py``;
+- ``cached_prefix_tokens`` from the gateway's approximate prefix index of the backend (what it was sent
+  recently, ``prefix_index.py``): vLLM's cache itself is out of the gateway's sight.
 
 Views read live state: a view made for one routing decision stays consistent within that decision.
 """
@@ -112,4 +114,4 @@ class BackendView:
         )
 
     def cached_prefix_tokens(self, request: Request) -> int:
-        return 0
+        return self._queue.cached_prefix_tokens(request)
