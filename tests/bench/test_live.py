@@ -245,3 +245,13 @@ def test_report_names_every_row_and_the_verdicts(tmp_path: Path) -> None:
     assert "0.85 [0.80-0.90]" in text and "vllm-router's best policy is `power_of_two`" in text
     assert "met the most SLOs in 2 of 2 seeds" in text
     assert "target (median >= the better of" in text and "**met**" in text
+
+
+def test_run_lines_show_the_gateways_expected_hit_rate_where_there_is_one() -> None:
+    through_gateway = {**_run("slosched", 1, 0.9), "gateway_expected_hit_rate": 0.42}
+    direct = {**_run("vllm-router power_of_two", 1, 0.5), "gateway_expected_hit_rate": None}
+    before_the_index = _run("least-tokens+chunked-fcfs", 1, 0.6)  # a run recorded before the column existed
+    lines = live_report.run_lines([through_gateway, direct, before_the_index])
+    assert "gateway's expected hit rate" in lines[0] and lines[0].count("|") == lines[1].count("|")
+    assert lines[2].endswith("| 0.10 | 0.42 | 30 |")
+    assert lines[3].endswith("| 0.10 | - | 30 |") and lines[4].endswith("| 0.10 | - | 30 |")

@@ -6,15 +6,16 @@ from __future__ import annotations
 import asyncio
 import math
 
+import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
 from slosched.core.request import Request
 from slosched.gateway.calls.call import SloHeaders, parse_call
-from slosched.gateway.calls.prompt_blocks import BLOCK_TOKENS
+from slosched.gateway.calls.prompt_blocks import BLOCK_CHARS, BLOCK_TOKENS
 from slosched.gateway.dispatch.prefix_index import PrefixIndex
 from slosched.gateway.dispatch.views import BackendView
-from tests.gateway.helpers import offline_dispatcher
+from tests.gateway.helpers import harness, offline_dispatcher
 
 
 def _request(name: str, hashes: tuple[int, ...], prompt_tokens: int = 1000) -> Request:
@@ -85,5 +86,24 @@ def test_calls_sharing_a_template_follow_it_live() -> None:
             "/v1/completions", {"model": "Llama-3-8B", "prompt": "z" * 900}, SloHeaders(tenant="t"), 0.0, 16
         )
         assert dispatcher.choose(other.request, set(), other.model).index != chosen[0]  # the least loaded
+
+    asyncio.run(scenario())
+
+
+def test_the_gateway_counts_what_its_index_expected_cached() -> None:
+    """``slosched:prefix_index_{queries,hits}_total``: prompt tokens routed per backend, and those the index
+    expected cached there (the pair to set beside vLLM's ``vllm:prefix_cache_*``)."""
+
+    async def scenario() -> None:
+        template = "You answer questions about the films table. Columns: id, title, year, rating, genre. " * 10
+        async with harness(policies={"router": "cache-aware"}) as h, httpx.AsyncClient(base_url=h.url) as client:
+            questions = ("how many films?", "which year?")
+            for question in questions:
+                body = {"prompt": template + question, "max_tokens": 2}
+                assert (await client.post("/v1/completions", json=body)).status_code == 200
+            queries, hits = h.value("slosched:prefix_index_queries_total"), h.value("slosched:prefix_index_hits_total")
+            # Both calls went to one backend; the second found the template's full blocks there.
+            assert hits == len(template) // BLOCK_CHARS * BLOCK_TOKENS
+            assert queries == sum((len(template) + len(question)) // 4 for question in questions)
 
     asyncio.run(scenario())

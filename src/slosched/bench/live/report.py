@@ -164,16 +164,21 @@ def verdict_lines(summary: Mapping[str, Any]) -> list[str]:
 
 
 def run_lines(runs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One line per run: where the requests went and the engines' prefix-cache hit rate."""
+    """One line per run: where the requests went, the engines' prefix-cache hit rate and, for rows through
+    slosched's gateway, the hit rate its prefix index expected when it routed (runs before 2026-12-05 have
+    none: the gateway had no index)."""
     lines = [
-        "| workload | seed | policy | attainment | requests per server | prefix-cache hit rate | wall (s) |",
-        "|---|---:|---|---:|---|---:|---:|",
+        "| workload | seed | policy | attainment | requests per server | prefix-cache hit rate "
+        "| gateway's expected hit rate | wall (s) |",
+        "|---|---:|---|---:|---|---:|---:|---:|",
     ]
     for run in runs:
         split = " / ".join(str(round(n)) for n in run["requests_per_server"])
+        expected = run.get("gateway_expected_hit_rate")
+        shown = "-" if expected is None else f"{expected:.2f}"
         lines.append(
             f"| {run['workload']} | {run['seed']} | {run['row']} | {run['slo_attainment']:.2f} | {split} | "
-            f"{run['prefix_hit_rate']:.2f} | {run['wall_s']:.0f} |"
+            f"{run['prefix_hit_rate']:.2f} | {shown} | {run['wall_s']:.0f} |"
         )
     return lines
 

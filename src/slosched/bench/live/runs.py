@@ -56,6 +56,7 @@ from slosched.devtools.vllm_launch import start_plugin_servers
 from slosched.evaluation.rows import row_finished
 from slosched.gateway.http.app import Gateway
 from slosched.gateway.ops.config import parse_config
+from slosched.gateway.ops.prometheus import counter_value
 from slosched.policies.spec import PolicyPair
 
 LAYERS = (2, 8)
@@ -143,10 +144,18 @@ def _config(urls: Sequence[str], row: Row) -> dict[str, Any]:
     }
 
 
-async def _replay_gateway(urls: Sequence[str], row: Row, jobs: list[JobSpec]) -> list[ReplayResult]:
+async def _replay_gateway(
+    urls: Sequence[str], row: Row, jobs: list[JobSpec]
+) -> tuple[list[ReplayResult], float | None]:
+    """The run's results, and the share of routed prompt tokens the gateway's prefix index expected cached
+    (None when nothing was routed)."""
     gateway = Gateway(parse_config(_config(urls, row)))
     async with serve_app(gateway.app, lifespan="on") as url, AsyncClient(url) as client:
-        return await WorkflowRunner(client).replay(jobs)
+        results = await WorkflowRunner(client).replay(jobs)
+    metrics = gateway.dispatcher.metrics
+    queries = counter_value(metrics, "slosched:prefix_index_queries_total")
+    expected = counter_value(metrics, "slosched:prefix_index_hits_total") / queries if queries else None
+    return results, expected
 
 
 async def _replay_direct(url: str, jobs: list[JobSpec]) -> list[ReplayResult]:
@@ -204,8 +213,9 @@ def _run_once(servers: Servers, row: Row, jobs: list[JobSpec], peer: Path | None
     urls = servers.urls(row)
     before = _counters(urls)
     start = time.monotonic()
+    expected_hit_rate = None  # the gateway's own estimate: rows through vllm-router have none
     if row.kind == "gateway":
-        results = asyncio.run(_replay_gateway(urls, row, jobs))
+        results, expected_hit_rate = asyncio.run(_replay_gateway(urls, row, jobs))
     else:
         assert peer is not None and row.peer_policy is not None
         with _peer(peer, urls, row.peer_policy) as peer_url:
@@ -221,6 +231,7 @@ def _run_once(servers: Servers, row: Row, jobs: list[JobSpec], peer: Path | None
         **run_figures(jobs, results),
         "wall_s": wall_s,
         "prefix_hit_rate": hits / queries if queries else 0.0,
+        "gateway_expected_hit_rate": expected_hit_rate,
         "requests_per_server": served,
     }
 

@@ -213,6 +213,7 @@ class Dispatcher:
 
     async def _attempt(self, call: Call, queue: InstanceQueue, deadline: float) -> Attempt:
         backend = self.backends[queue.index]
+        expected_cached = queue.cached_prefix_tokens(call.request)  # before its own blocks are recorded
         try:
             seq = queue.enqueue(call.request, call.request.prompt_tokens)
         except QueueFullError as error:
@@ -221,6 +222,7 @@ class Dispatcher:
         reason = "probe" if probe else self.config.policies.router if call.attempts == 1 else f"retry {call.attempts}"
         metrics = self.metrics
         metrics.routed_to(self.clock(), call.request_id, backend.name, reason, len(queue.waiting), queue.num_running)
+        metrics.prefix_expected(backend.name, call.request.prompt_tokens, expected_cached)
         try:
             try:
                 call.withdraw = partial(queue.leave, seq)  # the client leaving takes it out before admission

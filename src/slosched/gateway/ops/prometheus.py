@@ -165,6 +165,17 @@ class GatewayMetrics:
         self.generation_tokens = Counter(
             "slosched:generation_tokens", "output tokens returned", [MODEL_LABEL, "tenant"], registry=registry
         )
+        # vLLM's pair (``vllm:prefix_cache_queries`` / ``_hits``, tokens) as the gateway's prefix index expects it
+        # when it routes: their ratio beside vLLM's says how far the approximation is from the engine's cache.
+        self.prefix_queries = Counter(
+            "slosched:prefix_index_queries", "prompt tokens routed, by backend", ["backend"], registry=registry
+        )
+        self.prefix_hits = Counter(
+            "slosched:prefix_index_hits",
+            "prompt tokens routed that the gateway's prefix index expected the backend to hold cached",
+            ["backend"],
+            registry=registry,
+        )
 
     def _add_histograms(self, registry: CollectorRegistry) -> None:
         self.request_latency = Histogram(
@@ -213,6 +224,10 @@ class GatewayMetrics:
         """Count one routing decision and keep it for the status page."""
         self.labelled(self.routed, backend).inc()
         self.activity.decisions.append((now_s, request_id, backend, reason, waiting, running))
+
+    def prefix_expected(self, backend: str, prompt_tokens: int, cached_tokens: int) -> None:
+        self.labelled(self.prefix_queries, backend).inc(prompt_tokens)
+        self.labelled(self.prefix_hits, backend).inc(cached_tokens)
 
     def slo_result(self, now_s: float, kind: str, met: bool, tenant: str, priority: float) -> None:
         """Count one SLO result (``tenant`` already a label) and keep it for the status page's window."""
