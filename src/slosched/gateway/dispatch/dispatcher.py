@@ -213,7 +213,7 @@ class Dispatcher:
 
     async def _attempt(self, call: Call, queue: InstanceQueue, deadline: float) -> Attempt:
         backend = self.backends[queue.index]
-        expected_cached = queue.cached_prefix_tokens(call.request)  # before its own blocks are recorded
+        expected_cached = queue.cached_prefix_tokens(call.request)  # the index's credit as the call is routed
         try:
             seq = queue.enqueue(call.request, call.request.prompt_tokens)
         except QueueFullError as error:
