@@ -4,7 +4,7 @@ blocks never count as its cache, and the least recently routed tail is forgotten
 from __future__ import annotations
 
 import asyncio
-import math
+from dataclasses import replace
 
 import httpx
 from hypothesis import given
@@ -15,22 +15,11 @@ from slosched.gateway.calls.call import SloHeaders, parse_call
 from slosched.gateway.calls.prompt_blocks import BLOCK_CHARS, BLOCK_TOKENS
 from slosched.gateway.dispatch.prefix_index import PrefixIndex
 from slosched.gateway.dispatch.views import BackendView
-from tests.gateway.helpers import harness, offline_dispatcher
+from tests.gateway.helpers import harness, make_request, offline_dispatcher
 
 
 def _request(name: str, hashes: tuple[int, ...], prompt_tokens: int = 1000) -> Request:
-    return Request(
-        id=name,
-        job_id=name,
-        stage="s",
-        template="t",
-        prompt_tokens=prompt_tokens,
-        max_output_tokens=16,
-        arrival_s=0.0,
-        job_arrival_s=0.0,
-        deadline_s=math.inf,
-        prompt_block_hashes=hashes,
-    )
+    return replace(make_request(0, 0.0), id=name, prompt_tokens=prompt_tokens, prompt_block_hashes=hashes)
 
 
 def test_a_call_is_credited_the_leading_blocks_others_brought() -> None:
