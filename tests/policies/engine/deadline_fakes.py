@@ -3,6 +3,7 @@ deadline-budget batching): a sequence and an engine with only the fields those p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from slosched.core.instance import InstanceSpec
@@ -40,3 +41,28 @@ class FakeEngine:
     @property
     def running_seqs(self) -> list[FakeSeq]:
         return self.running
+
+
+def call(
+    name: str,
+    deadline_s: float = math.inf,
+    budget_s: float | None = None,
+    arrival_s: float = 0.0,
+    prompt: int = 100,
+    predicted: float = 50.0,
+    tpot: float | None = None,
+) -> Request:
+    return Request(
+        name,
+        f"job-{name}",
+        "s",
+        "t",
+        prompt,
+        256,
+        arrival_s,
+        arrival_s,
+        deadline_s=deadline_s,
+        budget_s=budget_s,
+        predicted_output_tokens=predicted,
+        tpot_slo_s=tpot,
+    )

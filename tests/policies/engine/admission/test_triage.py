@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from slosched.core.errors import ConfigError
 from slosched.policies.engine.admission.triage import TriageAdmission, TriageParams
 from slosched.policies.engine.presets.deadline_triage import DeadlineTriageParams
-from tests.policies.stacks.test_slosched import FakeEngine, FakeSeq, call
+from tests.policies.engine.deadline_fakes import FakeEngine, FakeSeq, call
 
 
 @given(cap=st.integers(1, 8), running=st.integers(0, 8), waiting=st.integers(0, 10))
