@@ -44,6 +44,20 @@ def test_the_workload_choice_defaults_by_mode_and_names_unknown_workloads(monkey
         setup.selected_workloads(quick=True)
 
 
+def test_the_variant_choice_keeps_the_full_stack_and_names_unknown_labels(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(setup.VARIANTS_ENV, raising=False)
+    assert setup.selected_variants() == setup.VARIANTS
+    monkeypatch.setenv(setup.VARIANTS_ENV, " -deadline-guard, -affinity-yields ")
+    # The full stack first (every ratio's reference), then the named rows in the bench's order.
+    assert [item.label for item in setup.selected_variants()] == ["slosched", "-affinity-yields", "-deadline-guard"]
+    monkeypatch.setenv(setup.VARIANTS_ENV, "-triage,-magic")
+    with pytest.raises(ConfigError, match=r"SLOSCHED_ABLATION_VARIANTS.*\['-magic'\].*allowed"):
+        setup.selected_variants()
+    monkeypatch.setenv(setup.VARIANTS_ENV, "slosched")  # nothing to compare the stack with
+    with pytest.raises(ConfigError, match="SLOSCHED_ABLATION_VARIANTS"):
+        setup.selected_variants()
+
+
 def _row() -> dict[str, object]:
     capacities = {item.label: [10.0, 12.0, 11.0] for item in setup.VARIANTS}
     capacities["-tpot-residents"] = [8.0, 8.5, 7.5]  # far below the full stack: it needs the mechanism
@@ -74,12 +88,14 @@ def test_the_page_reads_each_change_against_the_seeds_spread(tmp_path: Path) -> 
         "variants": variants,
         "workloads": {"chat": row},
         "left_out": ["code"],
+        "variants_left_out": ["-deadline-guard"],
     }
     text = write_page(tmp_path / "ablation.md", figures).read_text()
     assert "| `-tpot-residents` | 8.000 [7.500-8.500] | 0.73x | **the stack needs it** |" in text
     assert "| `-triage` | 11.100 [10.900-11.200] | 1.01x | within the seeds' spread |" in text
     assert "| `-job-triage` | 13.500 [13.000-14.000] | 1.23x | **better without it** |" in text
     assert "Not run this time (`SLOSCHED_ABLATION_WORKLOADS`): code." in text and "1.5 min wall" in text
+    assert "Variants not run this time (`SLOSCHED_ABLATION_VARIANTS`): `-deadline-guard`." in text
     assert (tmp_path / "ablation" / "ratios.png").stat().st_size > 0
 
 

@@ -52,6 +52,9 @@ def write_page(path: Path, figures: dict[str, Any]) -> Path:
         lines.append(f"| `{item['label']}` | {item['layer']} | {item['switched_off']} | {settings} |")
     if figures["left_out"]:
         lines += ["", "Not run this time (`SLOSCHED_ABLATION_WORKLOADS`): " + ", ".join(figures["left_out"]) + "."]
+    if figures.get("variants_left_out"):
+        skipped = ", ".join(f"`{label}`" for label in figures["variants_left_out"])
+        lines += ["", f"Variants not run this time (`SLOSCHED_ABLATION_VARIANTS`): {skipped}."]
     for name, row in figures["workloads"].items():
         lines += ["", f"## {name}", "", f"{row['description']} (truth: {', '.join(row['truth'])}).", ""]
         lines += ["| variant | capacity (jobs/s) | / the stack | reading |", "|---|---:|---:|---|"]

@@ -53,9 +53,11 @@ def ablation_row(capacities: dict[str, list[float]]) -> dict[str, Any]:
     return {"capacity": spreads, "ratio_to_stack": ratios}
 
 
-def workload_ablation(name: str, seeds: Sequence[int], quick: bool) -> dict[str, Any]:
-    tasks = [(name, item.label, seed, quick) for item in setup.VARIANTS for seed in seeds]
-    values = run_tasks(_capacity, tasks, f"ablation: {name} ({len(setup.VARIANTS)} variants x {len(seeds)} seeds)")
+def workload_ablation(
+    name: str, seeds: Sequence[int], quick: bool, variants: Sequence[setup.Ablation] = setup.VARIANTS
+) -> dict[str, Any]:
+    tasks = [(name, item.label, seed, quick) for item in variants for seed in seeds]
+    values = run_tasks(_capacity, tasks, f"ablation: {name} ({len(variants)} variants x {len(seeds)} seeds)")
     capacities: dict[str, list[float]] = {}
     for (_, label, _, _), value in zip(tasks, values, strict=True):
         capacities.setdefault(label, []).append(value)
@@ -70,6 +72,7 @@ def run(quick: bool) -> dict[str, Any]:
     started = time.perf_counter()
     names = setup.selected_workloads(quick)
     seeds = setup.seeds_for(quick)
+    variants = setup.selected_variants()
     all_names = [item.name for item in stack_setup.WORKLOADS]
     out: dict[str, Any] = {
         "mode": "quick" if quick else "full",
@@ -82,14 +85,15 @@ def run(quick: bool) -> dict[str, Any]:
                 "switched_off": item.switched_off,
                 "settings": dict(item.settings),
             }
-            for item in setup.VARIANTS
+            for item in variants
         ],
-        "workloads": {name: workload_ablation(name, seeds, quick) for name in names},
+        "workloads": {name: workload_ablation(name, seeds, quick, variants) for name in names},
         "left_out": [name for name in all_names if name not in names],
+        "variants_left_out": [item.label for item in setup.VARIANTS if item not in variants],
     }
     out["wall_s"] = time.perf_counter() - started
     out["task_cache"] = TALLY.figures()
-    print_figures("ablation", _summary(out["workloads"]))
+    print_figures("ablation", _summary(out["workloads"], variants))
     if not quick:
         from slosched.bench.ablation.report import write_page
 
@@ -97,10 +101,10 @@ def run(quick: bool) -> dict[str, Any]:
     return out
 
 
-def _summary(workloads: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _summary(workloads: dict[str, dict[str, Any]], variants: Sequence[setup.Ablation]) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     for name, row in workloads.items():
         summary[f"{name}: stack capacity"] = row["capacity"][setup.FULL_STACK.label]["median"]
-        for item in setup.ABLATIONS:
+        for item in variants[1:]:
             summary[f"{name}: {item.label} / stack"] = row["ratio_to_stack"][item.label]
     return summary

@@ -20,6 +20,8 @@ from slosched.evaluation.workbench import Candidate
 from slosched.policies.spec import PolicyParams
 
 WORKLOADS_ENV = "SLOSCHED_ABLATION_WORKLOADS"
+# A re-run of some rows (a mechanism added since the last full run) need not redo every variant's searches.
+VARIANTS_ENV = "SLOSCHED_ABLATION_VARIANTS"
 # Quick: chat, the workload whose stack search takes seconds (a Text-to-SQL search takes many minutes).
 QUICK_WORKLOADS = ("chat",)
 QUICK_SEEDS, FULL_SEEDS = (1, 2), (1, 2, 3, 4, 5)
@@ -144,3 +146,18 @@ def selected_workloads(quick: bool) -> tuple[str, ...]:
 
 def seeds_for(quick: bool) -> Sequence[int]:
     return QUICK_SEEDS if quick else FULL_SEEDS
+
+
+def selected_variants() -> tuple[Ablation, ...]:
+    """The variants to run: the full stack (every ratio's reference) and, when ``SLOSCHED_ABLATION_VARIANTS``
+    (comma-separated labels) is set, only the ablations it names, in the bench's order; an unknown label is a
+    ``ConfigError`` naming the allowed ones."""
+    raw = os.environ.get(VARIANTS_ENV, "").strip()
+    if not raw:
+        return VARIANTS
+    labels = {label.strip() for label in raw.split(",") if label.strip()} - {FULL_STACK.label}
+    allowed = [item.label for item in ABLATIONS]
+    unknown = sorted(labels - set(allowed))
+    if unknown or not labels:
+        raise ConfigError(VARIANTS_ENV, f"unknown variant(s) {unknown or [raw]}; allowed: {allowed}")
+    return (FULL_STACK, *(item for item in ABLATIONS if item.label in labels))
