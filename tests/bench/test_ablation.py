@@ -97,6 +97,12 @@ def test_the_page_reads_each_change_against_the_seeds_spread(tmp_path: Path) -> 
     assert "Not run this time (`SLOSCHED_ABLATION_WORKLOADS`): code." in text and "1.5 min wall" in text
     assert "Variants not run this time (`SLOSCHED_ABLATION_VARIANTS`): `-deadline-guard`." in text
     assert (tmp_path / "ablation" / "ratios.png").stat().st_size > 0
+    # A run of some rows only: its page and plot read the rows it ran.
+    figures["variants"] = [item for item in variants if item["label"] in ("slosched", "-triage")]
+    some = ablation.ablation_row({"slosched": [10.0, 12.0, 11.0], "-triage": [11.2, 10.9, 11.1]})
+    figures["workloads"] = {"chat": dict(some, truth=["vidur"], description="chat on four GPUs")}
+    text = write_page(tmp_path / "some.md", figures).read_text()
+    assert "| `-triage` |" in text and "-tpot-residents" not in text.split("| variant | capacity")[1]
 
 
 def test_one_capacity_search_runs_the_variant_on_the_stack_workload() -> None:

@@ -73,7 +73,8 @@ def write_page(path: Path, figures: dict[str, Any]) -> Path:
 def plot_ratios(figures: dict[str, Any], path: Path) -> None:
     """Each ablation's capacity over the full stack's, grouped by workload, with the 1.0 line."""
     names = list(figures["workloads"])
-    labels = [item.label for item in setup.ABLATIONS]
+    # The run's own rows (``SLOSCHED_ABLATION_VARIANTS`` may have left some out), less the reference.
+    labels = [item["label"] for item in figures["variants"] if item["label"] != setup.FULL_STACK.label]
     figure = Figure(figsize=(1.6 * len(names) + 3.0, 3.8))
     axes = figure.add_subplot(1, 1, 1)
     width = 0.8 / len(labels)
