@@ -146,7 +146,7 @@ def decode_tokens_per_s(view: InstanceView) -> float:
 
     An upper bound, on purpose: on Text-to-SQL at 2x the strongest baseline's capacity it is 15x what the cluster
     decodes (its calls hold 6-12k tokens of context, not 512). Costed at the operating point instead (the running
-    batch at the KV in use while calls wait, within a third of what is achieved), the test relegated jobs the
+    batch at the KV in use while calls wait, about a third above what is achieved), the test relegated jobs the
     cluster would have finished: relQueries met 0.417 -> 0.351 and mixed 0.796 -> 0.754 of their jobs at 2x, with
     Text-to-SQL within noise (one-off probes, 5 seeds, self-tuning off, not a bench's output; 2026-12-05)."""
     blocks = view.num_kv_blocks
