@@ -158,6 +158,8 @@ def selected_variants() -> tuple[Ablation, ...]:
     labels = {label.strip() for label in raw.split(",") if label.strip()} - {FULL_STACK.label}
     allowed = [item.label for item in ABLATIONS]
     unknown = sorted(labels - set(allowed))
-    if unknown or not labels:
-        raise ConfigError(VARIANTS_ENV, f"unknown variant(s) {unknown or [raw]}; allowed: {allowed}")
+    if unknown:
+        raise ConfigError(VARIANTS_ENV, f"unknown variant(s) {unknown}; allowed: {allowed}")
+    if not labels:  # the full stack alone: nothing to compare it with
+        raise ConfigError(VARIANTS_ENV, f"names no ablation ({raw!r}); allowed: {allowed}")
     return (FULL_STACK, *(item for item in ABLATIONS if item.label in labels))
