@@ -20,7 +20,7 @@ from slosched.bench.registry import get_benchmark
 from slosched.bench.stack.setup import Sizes
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.evaluation import sizing
-from slosched.evaluation.sizing import OLD_PREFIX_RULE_NAME, PREFIX_RULE_NAME
+from slosched.evaluation.sizing import OLD_PREFIX_RULE_NAME, PREFIX_RULE_NAME, WORK_RULE_NAME
 from slosched.metrics.summary import json_safe
 
 
@@ -149,6 +149,7 @@ def test_a_tiny_ladder_runs_end_to_end(monkeypatch: pytest.MonkeyPatch, tmp_path
         assert second["num_jobs"] >= 4 * first["num_jobs"]  # the 4x search of the rung below
         assert second["vs_rung_below"] == pytest.approx(second["capacity"]["median"] / first["capacity"]["median"])
     assert row["steady_from"] in (0, None) and figures["rungs"] == 2 and figures["seeds"] == [1]
+    assert figures["work_rule"] == "off"  # a quick form runs without it
     stack, baseline = (row["policies"][label]["rungs"] for label in ("slosched", setup.REFERENCE_BASELINE))
     assert row["stack_vs_baseline"] == pytest.approx(
         [
@@ -191,6 +192,10 @@ def test_a_run_of_some_workloads_keeps_the_earlier_rows_of_the_others(tmp_path: 
     assert OLD_PREFIX_RULE_NAME in single
     named = write_page(tmp_path / "named.md", {**latest, "warmup": PREFIX_RULE_NAME}).read_text(encoding="utf-8")
     assert f"warm-up prefix: {PREFIX_RULE_NAME}" in named
+    # Likewise the work rule: none named is a run before it; a full run since names it.
+    assert f"work rule: {report.OLD_WORK_RULE_NAME}" in single and "work rule: " + WORK_RULE_NAME not in single
+    ruled = write_page(tmp_path / "ruled.md", {**latest, "work_rule": WORK_RULE_NAME}).read_text(encoding="utf-8")
+    assert f"work rule: {WORK_RULE_NAME}" in ruled
 
 
 def test_merging_a_run_into_the_page_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,10 +13,11 @@ import slosched.bench.hexgen.runs as hexgen
 import slosched.bench.hexgen.setup as setup
 from slosched.bench.hexgen.online import OnlineRun, WindowStep
 from slosched.core.records import RunResult
+from slosched.evaluation import sizing
 from slosched.evaluation.baseline_plan import BaselinePlan, baseline_candidates
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.scoreboard import CapacityResult, Scoreboard
-from slosched.evaluation.workbench import Candidate
+from slosched.evaluation.workbench import Candidate, Workbench
 
 
 def test_paper_candidates_carry_alpha_job_policy_and_oracle_label() -> None:
@@ -119,3 +120,18 @@ def test_report_states_both_ratios_and_where_the_policy_loses(tmp_path: Path) ->
     assert "0.82x against the strongest baseline" in text and "3.00x against the paper's baseline" in text
     assert "**loses to**" in text and "slosched bench hexgen" in text
     assert (tmp_path / "hexgen" / "capacity.png").exists() and (tmp_path / "hexgen" / "overload.png").exists()
+
+
+class _Measured(Exception):
+    """Raised by a stand-in pilot: the test reads the workbench the bench would have measured."""
+
+
+def test_the_full_form_sizes_runs_by_the_work_rule_and_the_quick_form_does_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    def pilot_rate(workbench: Workbench, plan: hexgen.Plan) -> float:
+        raise _Measured(workbench.work_tolerance)
+
+    monkeypatch.setattr(hexgen, "pilot_rate", pilot_rate)
+    for plan, expected in ((hexgen.FULL, sizing.WORK_TOLERANCE), (hexgen.QUICK, None)):
+        with pytest.raises(_Measured) as measured:
+            hexgen.run_workbench(plan.settings[0], plan, None)  # type: ignore[arg-type]  # never reached
+        assert measured.value.args == (expected,)

@@ -20,6 +20,7 @@ from slosched.bench.nexus.setup import (
     paper_candidates,
     unit_rate_jobs,
 )
+from slosched.evaluation import sizing
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.scoreboard import LOADS, TARGETS, CapacityResult, Scoreboard
 from slosched.evaluation.workbench import WARMUP_PREFIX, Candidate
@@ -123,3 +124,8 @@ def test_miss_breakdown_counts_the_measured_calls() -> None:
     serving = row["serving"]  # the same measured calls in vLLM's terms
     met_every_slo = serving["request_goodput"] * serving["duration"]  # deadline, TTFT and TPOT
     assert 0 < serving["completed"] <= row["calls"] and met_every_slo <= row["met"] + 1e-9
+
+
+def test_the_full_form_sizes_runs_by_the_work_rule_and_the_quick_form_does_not() -> None:
+    assert all(setting.workbench().work_tolerance == sizing.WORK_TOLERANCE for setting in FULL_SETTINGS)
+    assert all(setting.workbench().work_tolerance is None for setting in QUICK_SETTINGS)

@@ -13,6 +13,7 @@ pytest.importorskip("bokeh_sampledata")
 import slosched.bench.relquery_order.runs as runs
 import slosched.bench.relquery_order.setup as setup
 from slosched.bench.relquery_order.report import PLOT, write_page
+from slosched.evaluation import sizing
 
 
 def test_both_orders_run_the_same_relqueries_only_the_order_and_groups_differ() -> None:
@@ -91,3 +92,8 @@ def test_one_search_per_order_finds_a_capacity(monkeypatch: pytest.MonkeyPatch) 
     capacities = {order: runs._search((order, "slosched", 1, True, False)) for order in setup.ORDERS}
     for capacity, long in capacities.values():
         assert capacity > 0 and math.isnan(long)
+
+
+def test_the_full_form_sizes_runs_by_the_work_rule_and_the_quick_form_does_not() -> None:
+    assert setup.workbench("fields", quick=False).work_tolerance == sizing.WORK_TOLERANCE
+    assert setup.workbench("fields", quick=True).work_tolerance is None

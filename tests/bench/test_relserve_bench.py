@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import slosched.bench.relserve.runs as relserve
 import slosched.bench.relserve.setup as relserve_setup
 from slosched.bench.relserve.report import write_report
+from slosched.evaluation import sizing
 from slosched.evaluation.baseline_plan import BASELINE_ROUTERS
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.scoreboard import TARGETS, CapacityResult, Scoreboard
-from slosched.evaluation.workbench import Candidate
+from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.metrics.summary import json_safe
 
 ONE_ENGINE = relserve_setup.Setting("OPT-13B", 1, "amazon")
@@ -121,3 +124,19 @@ def test_report_states_both_ratios_the_losses_and_the_command(tmp_path: Path) ->
         "goodput.png",
         "latency_vs_load.png",
     }
+
+
+class _Measured(Exception):
+    """Raised by a stand-in ``evaluate``: the test reads the workbench the bench would have measured."""
+
+
+def test_the_full_form_sizes_runs_by_the_work_rule_and_the_quick_form_does_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    def evaluate(bench: Workbench, *args: object, **kwargs: object) -> None:
+        raise _Measured(bench.work_tolerance)
+
+    monkeypatch.setattr(relserve, "evaluate", evaluate)
+    for quick, expected in ((False, sizing.WORK_TOLERANCE), (True, None)):
+        plan = relserve.RunPlan.of(quick)
+        with pytest.raises(_Measured) as measured:
+            relserve.run_setting(plan, plan.settings[0])
+        assert measured.value.args == (expected,)

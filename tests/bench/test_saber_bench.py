@@ -8,14 +8,16 @@ import dataclasses
 import numpy as np
 import pytest
 
+import slosched.bench.saber.runs as saber_runs
 import slosched.bench.saber.setup as setup
 from slosched.bench.saber.figures import MixResult
 from slosched.bench.saber.runs import LOADS, RunPlan, _paper_row, figures_of
 from slosched.core.errors import ConfigError
+from slosched.evaluation import sizing
 from slosched.evaluation.baseline_plan import BASELINE_ROUTERS
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.scoreboard import CapacityResult, Scoreboard
-from slosched.evaluation.workbench import Candidate, measured_only
+from slosched.evaluation.workbench import Candidate, Workbench, measured_only
 from slosched.metrics.serving import median_over_runs
 from slosched.metrics.summary import summarize
 from slosched.perf.speed_models import LinearSpeedModel, LogisticSpeedModel, SpeedFit, SpeedProfile, UslSpeedModel
@@ -175,3 +177,20 @@ def test_sla_mode_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
         RunPlan.of(quick=True)
     monkeypatch.setenv("SLOSCHED_SABER_SLA", "measured")
     assert RunPlan.of(quick=True).sla_mode == "measured"
+
+
+class _Measured(Exception):
+    """Raised by a stand-in ``evaluate``: the test reads the workbench the bench would have measured."""
+
+
+def test_the_full_form_sizes_runs_by_the_work_rule_and_the_quick_form_does_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    def evaluate(bench: Workbench, *args: object, **kwargs: object) -> None:
+        raise _Measured(bench.work_tolerance)
+
+    monkeypatch.setattr(saber_runs, "evaluate", evaluate)
+    monkeypatch.setattr(setup, "saber_candidates", lambda *args, **kwargs: [])  # no speed profile needed
+    monkeypatch.delenv("SLOSCHED_SABER_SLA", raising=False)
+    for quick, expected in ((False, sizing.WORK_TOLERANCE), (True, None)):
+        with pytest.raises(_Measured) as measured:
+            saber_runs.run_mix(RunPlan.of(quick), "W1", SpeedProfile({}, 0))
+        assert measured.value.args == (expected,)

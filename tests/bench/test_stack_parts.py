@@ -53,6 +53,24 @@ def test_a_saved_part_loads_only_for_its_mode_seeds_and_sizes(tmp_path: Path) ->
     assert parts.load_part(tmp_path, bigger, quick=True, seeds=(1, 2)) is None
 
 
+def test_full_forms_run_the_work_rule_and_a_part_saved_without_it_is_measured_again(tmp_path: Path) -> None:
+    assert all(
+        item.full.work_tolerance == sizing.WORK_TOLERANCE and item.quick.work_tolerance is None for item in WORKLOADS
+    )
+    workload = next(item for item in WORKLOADS if item.name == "relquery")
+    assert workload.workbench(quick=False).work_tolerance == sizing.WORK_TOLERANCE
+    assert workload.workbench(quick=True).work_tolerance is None
+    # A part pickled before the rule holds the two counts only: it reads as measured without the rule.
+    old = Sizes.__new__(Sizes)
+    old.__setstate__([workload.full.num_jobs, workload.full.num_warmup_jobs])
+    assert old == replace(workload.full, work_tolerance=None) != workload.full
+    board = Scoreboard("relquery", workload.full.num_jobs, (1, 2))
+    parts.save_part(tmp_path, WorkloadRun(workload, old, board, 12.0, 20.0), quick=False)
+    assert parts.load_part(tmp_path, workload, quick=False, seeds=(1, 2)) is None
+    parts.save_part(tmp_path, WorkloadRun(workload, workload.full, board, 12.0, 20.0), quick=False)
+    assert parts.load_part(tmp_path, workload, quick=False, seeds=(1, 2)) is not None
+
+
 def test_an_unreadable_part_fails_naming_the_file(tmp_path: Path) -> None:
     run = _empty_run()
     parts.part_path(tmp_path, "code", quick=True).write_bytes(b"not a pickle")

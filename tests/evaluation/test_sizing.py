@@ -1,16 +1,27 @@
-"""Run lengths: the measured window (20 p90 latencies of arrivals) and the warm-up prefix (a quarter of the run
+"""Run lengths: the measured window (20 p90 latencies of arrivals, and in full forms enough jobs that their
+work averages out: the work rule) and the warm-up prefix (a quarter of the run
 in jobs, and half the window in time, so that a cold cluster settles before the measured jobs arrive)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slosched.core.job import JobSpec
+from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
 from slosched.evaluation import sizing
-from slosched.evaluation.sizing import jobs_needed, p90_no_contention_s, prefix_jobs, warmup_for
+from slosched.evaluation.sizing import (
+    jobs_needed,
+    p90_no_contention_s,
+    prefix_jobs,
+    warmup_for,
+    work_jobs,
+    work_tolerance,
+)
 from slosched.evaluation.workbench import HISTORY_SEED_OFFSET, WARMUP_PREFIX, Workbench
 from slosched.sim.options import SimOptions
 from slosched.workloads.generators import make_workload
@@ -92,3 +103,52 @@ def test_a_run_at_a_higher_rate_warms_up_for_the_same_time_on_more_of_the_past_t
         spans.append(len(prefix) / rate)
     assert all(span >= sizing.prefix_factor() * p90 * (1 - 1e-9) for span in spans)
     assert abs(spans[0] - spans[1]) <= 1.0  # the same time at either rate (to within one job)
+
+
+def _jobs_of_tokens(tokens: list[int]) -> list[JobSpec]:
+    """One single-call job per entry, its prompt and output splitting the entry's tokens."""
+    return [
+        JobSpec(f"j{i}", JobKind.SINGLE, float(i), (StageSpec("s", (CallSpec(count - count // 2, count // 2),)),))
+        for i, count in enumerate(tokens)
+    ]
+
+
+def test_jobs_of_one_size_need_one_over_the_tolerance_squared() -> None:
+    assert work_jobs(_jobs_of_tokens([500] * 30), 0.05) == 400  # Poisson arrivals alone: 1 / 0.05^2
+    assert work_jobs(_jobs_of_tokens([500] * 30), 0.10) == 100
+
+
+@given(st.lists(st.integers(2, 100_000), min_size=2, max_size=200), st.floats(0.02, 0.5))
+def test_the_work_rule_grows_with_the_spread_of_job_sizes(tokens: list[int], tolerance: float) -> None:
+    sizes = np.array(tokens, dtype=float)
+    spread = sizes.var() / sizes.mean() ** 2
+    needed = work_jobs(_jobs_of_tokens(tokens), tolerance)
+    assert needed == math.ceil((1 + spread) / tolerance**2)
+    assert work_jobs(_jobs_of_tokens(tokens), tolerance / 2) >= 4 * needed - 4  # half the tolerance: 4x the jobs
+
+
+def test_at_the_count_the_rule_asks_the_work_of_a_run_fluctuates_by_the_tolerance() -> None:
+    """The rule's claim, by simulation: runs of ``work_jobs`` Poisson arrivals of these jobs (a relQuery-like
+    spread: 1-100 rows) bring tokens whose standard deviation over runs is the tolerance of their mean."""
+    rng = np.random.default_rng(7)
+    tokens = [int(200 * rows) for rows in rng.integers(1, 101, 300)]
+    needed = work_jobs(_jobs_of_tokens(tokens), 0.05)
+    assert 500 <= needed <= 600  # the spread of 1-100 rows asks about 540 jobs
+    # A window that expects `needed` arrivals: a Poisson count of jobs, each drawn from the sizes.
+    totals = [rng.choice(tokens, rng.poisson(needed)).sum() for _ in range(4000)]
+    assert np.std(totals) / np.mean(totals) == pytest.approx(0.05, rel=0.08)
+
+
+def test_the_work_rule_is_off_without_sizes_and_adds_to_the_time_rule() -> None:
+    assert work_jobs(_jobs_of_tokens([500]), 0.05) == 0 and work_jobs([], 0.05) == 0
+    assert work_jobs(_jobs_of_tokens([500, 700]), 0.0) == 0
+    assert jobs_needed(1.0, 2.0, 10, work=400) == 400 and jobs_needed(100.0, 2.0, 10, work=400) == 4001
+    assert jobs_needed(math.nan, 2.0, 10, work=400) == 400  # no latency: the floor and the work rule
+    assert work_tolerance(quick=False) == sizing.WORK_TOLERANCE and work_tolerance(quick=True) is None
+
+
+def test_a_workbench_asks_the_work_rule_only_where_it_is_on() -> None:
+    jobs = _chat_jobs(200, 3)
+    bench = Workbench("chat", make_cluster(1, 1), _chat_jobs, 80, SimOptions())
+    assert bench.work_floor(jobs) == 0
+    assert dataclasses.replace(bench, work_tolerance=0.05).work_floor(jobs) == work_jobs(jobs, 0.05) > 400

@@ -13,7 +13,7 @@ from slosched.core.job import JobSpec
 from slosched.evaluation import steady
 from slosched.evaluation.board import CapacityResult
 from slosched.evaluation.capacity import Spread
-from slosched.evaluation.sizing import jobs_needed
+from slosched.evaluation.sizing import jobs_needed, work_jobs
 from slosched.evaluation.steady import (
     SteadySearch,
     converged,
@@ -107,6 +107,30 @@ def test_regrowth_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     found = steady_capacity(bench, Candidate.of("least-tokens+chunked-fcfs"), 1, SteadySearch(guess=1.0))
     assert found.rounds <= steady.MAX_ROUNDS and found.num_jobs <= 2_000
     assert not found.sized
+
+
+def test_the_work_rule_regrows_runs_the_time_rule_leaves_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At a low capacity the time rule asks for fewer jobs than the floor; with the work rule on, the search
+    regrows to what the spread of the jobs' tokens asks, as it regrows for time (off: one round at the floor)."""
+    calls: list[tuple[int, float]] = []
+
+    def run(self: Workbench, candidate: Candidate, rate: float, seed: int) -> RunFigures:
+        calls.append((self.num_jobs, rate))
+        ok = rate <= 0.5
+        return RunFigures(rate, seed, self.num_jobs, 0.95 if ok else 0.5, rate, 0, 0.95 if ok else 0.5)
+
+    monkeypatch.setattr(Workbench, "run", run)
+    bench = Workbench("fake", make_cluster(1, 1), _chat_jobs, 80, SimOptions(), num_warmup_jobs=20)
+    candidate = Candidate.of("least-tokens+chunked-fcfs")
+    plain = steady_capacity(bench, candidate, 1, SteadySearch(guess=0.5))
+    assert plain.rounds == 1 and plain.num_jobs == 80 and plain.sized  # the time rule alone: 80 is enough
+    assert jobs_needed(plain.p90_latency_s, 0.5, 80) == 80
+    calls.clear()
+    ruled = steady_capacity(dataclasses.replace(bench, work_tolerance=0.1), candidate, 1, SteadySearch(guess=0.5))
+    work = work_jobs(_chat_jobs(80, 1), 0.1)
+    assert work > 80 and ruled.needed_jobs == work and ruled.num_jobs >= work and ruled.sized
+    assert calls[0][0] == 80 and ruled.rounds == 2  # the floor first, then regrown once
+    assert ruled.capacity[0.9] == pytest.approx(0.5, rel=0.03)
 
 
 def _threshold_run(calls: list[tuple[int, float]], capacity_at: dict[int, float]):  # type: ignore[no-untyped-def]

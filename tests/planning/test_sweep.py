@@ -8,9 +8,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+import slosched.cli.sweep as sweep_cli
+import slosched.planning.sweep as sweep_module
 from slosched.core.errors import ConfigError
+from slosched.evaluation.sizing import WORK_TOLERANCE
 from slosched.planning.sizing import min_passing, size
-from slosched.planning.sweep import Mix, SweepSettings, Workload, capacity_by_policy, sweep
+from slosched.planning.sweep import CapacityTask, Mix, SweepSettings, Workload, capacity_by_policy, sweep
 from slosched.planning.workload import ScenarioJobs, instances_with_counts, unit_rate
 from slosched.scenario.config import Scenario, parse_scenario
 
@@ -104,3 +107,21 @@ def test_ray_gives_the_same_answer_as_local_processes(scenario: Scenario) -> Non
     finally:
         ray.shutdown()
     assert [row.as_json() for row in on_ray] == [row.as_json() for row in local]
+
+
+class _Searched(Exception):
+    """Raised by a stand-in task runner: the test reads the workbenches the sweep would have searched."""
+
+
+def test_the_full_sweep_sizes_runs_by_the_work_rule_and_the_quick_one_does_not(
+    scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def run_tasks(function: object, tasks: list[CapacityTask], *args: object) -> None:
+        raise _Searched({task.workbench.work_tolerance for task in tasks})
+
+    monkeypatch.setattr(sweep_module, "run_tasks", run_tasks)
+    assert sweep_cli.FULL.work_tolerance == WORK_TOLERANCE and sweep_cli.QUICK.work_tolerance is None
+    for settings in (sweep_cli.FULL, sweep_cli.QUICK):
+        with pytest.raises(_Searched) as searched:
+            sweep([Workload("small", scenario)], [], None, settings)
+        assert searched.value.args == ({settings.work_tolerance},)

@@ -15,6 +15,7 @@ from slosched.cli.simulate import load
 from slosched.cli.sweep_tables import out as _out
 from slosched.cli.sweep_tables import print_capacity, print_search, print_sizing
 from slosched.core.errors import ConfigError, Interrupted
+from slosched.evaluation.sizing import WORK_TOLERANCE
 from slosched.planning.fleet import search_fleet
 from slosched.planning.fleet_rows import FleetSearch
 from slosched.planning.output import sweep_json, write_outputs
@@ -25,7 +26,7 @@ from slosched.planning.workload import with_model
 from slosched.scenario.config import Scenario
 
 QUICK = SweepSettings(seeds=(0, 1), num_jobs=120, precision=0.05, jobs_per_slot=4.0)
-FULL = SweepSettings(seeds=(0, 1, 2, 3, 4), num_jobs=400, precision=0.02)
+FULL = SweepSettings(seeds=(0, 1, 2, 3, 4), num_jobs=400, precision=0.02, work_tolerance=WORK_TOLERANCE)
 
 SearchOpt = Annotated[
     bool, typer.Option("--search", help="the cheapest fleet (GPU x TP x count) carrying --rate at --target")
@@ -274,4 +275,5 @@ def _settings(
         workers=workers,
         ray_address=ray,
         jobs_per_slot=base.jobs_per_slot,
+        work_tolerance=base.work_tolerance,
     )

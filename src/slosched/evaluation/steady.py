@@ -9,7 +9,9 @@ above what it sustains passes. So:
   latency of the workload on the cluster's fastest instance (its ground-truth model; for a workflow, the
   critical path through its stages: ``sim/deadlines.FastestLatency``). At ``rate`` that needs
   ``jobs_needed = max(floor, ceil(20 x p90 x rate) + 1)`` measured jobs, ``floor`` being the bench's own
-  job count.
+  job count; where the workbench has the work rule on (full forms), also at least the jobs that rule asks
+  (enough that the tokens of the measured jobs fluctuate by at most 5%: ``sizing.work_jobs``, from the
+  floor's jobs of the seed). A rule that asks for more than the floor regrows the count as the time rule does.
 - **One job count per search.** Common random numbers need every rate of a search to replay the same jobs,
   so a search runs at one count. After it, if the capacity it found needs more jobs than it used, the
   count grows to what that capacity needs (x ``GROWTH_MARGIN``, at most ``MAX_STEP`` x per round) and the
@@ -130,13 +132,13 @@ def steady_capacity(workbench: Workbench, candidate: Candidate, seed: int, searc
     window rule and regrown (bounded) until they are long enough for the capacity found."""
     floor = search.floor or workbench.num_jobs
     sample = workbench.jobs(floor, seed)
-    p90 = p90_no_contention_s(workbench.instances, sample)
+    p90, work = p90_no_contention_s(workbench.instances, sample), workbench.work_floor(sample)
     num_jobs, guess, rounds, available = floor, search.guess, 0, len(sample)
-    if search.presized and jobs_needed(p90, guess, floor) > floor:
+    if search.presized and jobs_needed(p90, guess, floor, work) > floor:
         # With the margin a regrowth takes: a capacity a little above the guess needs no second round. Still
         # bounded and regrown below: a guess above the capacity only makes the runs longer (the rule is a
         # minimum), one well below it gets a further round like any search.
-        num_jobs = min(MAX_JOBS, math.ceil(jobs_needed(p90, guess, floor) * GROWTH_MARGIN))
+        num_jobs = min(MAX_JOBS, math.ceil(jobs_needed(p90, guess, floor, work) * GROWTH_MARGIN))
         available = len(workbench.jobs(num_jobs, seed))
     ordered = sorted(search.targets)  # loosest first: a stricter search reuses its points
     while True:
@@ -149,13 +151,13 @@ def steady_capacity(workbench: Workbench, candidate: Candidate, seed: int, searc
             # needs neither the full precision nor the stricter targets. A round that is long enough goes
             # on bisecting from the bracket the pass left (the same probes an uninterrupted search makes).
             loosest = this.capacity(ordered[0], search.sizing_precision)
-            needed = jobs_needed(p90, loosest, floor)
+            needed = jobs_needed(p90, loosest, floor, work)
             if needed > num_jobs:
                 num_jobs, available, guess = _regrown(workbench, seed, num_jobs, needed, loosest, guess)
                 continue
         found = {t: this.capacity(t, search.precision) for t in ordered}
         loosest = found[ordered[0]]
-        needed = jobs_needed(p90, loosest, floor)
+        needed = jobs_needed(p90, loosest, floor, work)
         if needed <= num_jobs or last:
             break
         num_jobs, available, guess = _regrown(workbench, seed, num_jobs, needed, loosest, guess)
@@ -187,8 +189,9 @@ def _regrown(
 
 def steady_jobs(workbench: Workbench, seed: int, rate: float) -> int:
     """Measured jobs a single run of ``workbench`` at ``rate`` needs (overload runs, fleet sizing)."""
-    p90 = p90_no_contention_s(workbench.instances, workbench.jobs(workbench.num_jobs, seed))
-    return min(MAX_JOBS, jobs_needed(p90, rate, workbench.num_jobs))
+    sample = workbench.jobs(workbench.num_jobs, seed)
+    p90 = p90_no_contention_s(workbench.instances, sample)
+    return min(MAX_JOBS, jobs_needed(p90, rate, workbench.num_jobs, workbench.work_floor(sample)))
 
 
 def long_search(base: SteadyCapacity, search: SteadySearch) -> SteadySearch:

@@ -40,7 +40,7 @@ from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.core.records import JobRecord, RunResult
 from slosched.evaluation.oracle import OracleOutputPredictor
-from slosched.evaluation.sizing import p90_no_contention_s, prefix_jobs, warmup_for
+from slosched.evaluation.sizing import p90_no_contention_s, prefix_jobs, warmup_for, work_jobs
 from slosched.metrics.serving import ServingStats
 from slosched.metrics.summary import serving_of, token_slo_missed_jobs
 from slosched.sim.options import SimOptions
@@ -150,6 +150,9 @@ class Workbench:
     # False: the history follows each count (``planning``: ``compare`` at a count must reproduce the sweep's
     # run at that count, and it knows only the count).
     fixed_history: bool = True
+    # The work rule's tolerance (``sizing.work_jobs``): every run of a steady-state search measures at least
+    # the jobs it asks; None: off (quick forms, tests).
+    work_tolerance: float | None = None
 
     @property
     def truth(self) -> tuple[str, ...]:
@@ -164,6 +167,10 @@ class Workbench:
         warmup = max(self.num_warmup_jobs, warmup_for(num_jobs)) if self.num_warmup_jobs else 0
         history = self.history_size if self.fixed_history else self.history_jobs
         return replace(self, num_jobs=num_jobs, num_warmup_jobs=warmup, history_jobs=history)
+
+    def work_floor(self, jobs: Sequence[JobSpec]) -> int:
+        """The measured jobs the work rule asks of runs of ``jobs``' workload (0 where it is off)."""
+        return work_jobs(jobs, self.work_tolerance) if self.work_tolerance else 0
 
     @property
     def history_size(self) -> int:

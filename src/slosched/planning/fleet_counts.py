@@ -60,7 +60,9 @@ def fleet_bench(task: FleetProbe) -> Workbench:
     """The fleet ``task.parts``, judged against the reference cluster's SLO scale."""
     scenario = fleet_scenario(task.scenario, task.parts)
     instances = instances_with_counts(scenario, {})
-    bench = workbench_of(scenario, instances, task.settings.jobs_for(instances), GROUP)
+    bench = workbench_of(
+        scenario, instances, task.settings.jobs_for(instances), GROUP, None, task.settings.work_tolerance
+    )
     return with_slo_reference(bench, task.reference)
 
 

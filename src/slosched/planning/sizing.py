@@ -78,7 +78,14 @@ def sizing_task(task: SizingTask) -> dict[int, Probe]:
     def passes(count: int) -> bool:
         if count not in tried:
             instances = instances_with_counts(task.scenario, {**others, task.group: count})
-            bench = workbench_of(task.scenario, instances, task.settings.jobs_for(instances), task.group)
+            bench = workbench_of(
+                task.scenario,
+                instances,
+                task.settings.jobs_for(instances),
+                task.group,
+                None,
+                task.settings.work_tolerance,
+            )
             found = probe_seeds(bench, task.candidate, task.settings.seeds, task.rate, task.target)
             tried[count] = found.figure
         return tried[count].passes(task.target)
@@ -104,7 +111,9 @@ def sizing_warnings(scenario: Scenario, rows: Sequence[SizingRow], rate: float, 
         count = row.min_count or max(row.tried, default=1)
         others = {group.name: 0 for group in scenario.cluster.instances if group.name != row.group}
         instances = instances_with_counts(scenario, {**others, row.group: count})
-        bench = workbench_of(scenario, instances, settings.jobs_for(instances), row.group)
+        bench = workbench_of(
+            scenario, instances, settings.jobs_for(instances), row.group, None, settings.work_tolerance
+        )
         needed = steady_jobs(bench, settings.seeds[0], rate)
         available = len(bench.jobs(needed, settings.seeds[0]))
         if available < needed:

@@ -73,6 +73,8 @@ class SweepSettings:
     # Measured jobs per run are at least this many per running slot of the cluster: a run with fewer jobs
     # than the cluster serves at once is a burst the engines absorb, and its "capacity" is not sustainable.
     jobs_per_slot: float = 8.0
+    # The work rule's tolerance (``evaluation/sizing.py``): on in the full sweep, as in every bench's full form.
+    work_tolerance: float | None = None
 
     def jobs_for(self, instances: Sequence[InstanceSpec]) -> int:
         """The floor of measured jobs per run on this cluster (the steady-state rule may ask for more); the
@@ -182,7 +184,9 @@ def sweep(
         for mix in mixes or (Mix("as-given"),):
             instances = instances_with_counts(scenario, dict(mix.counts))
             label = f"{workload.label}/{mix.label}"
-            bench = workbench_of(scenario, instances, settings.jobs_for(instances), label)
+            bench = workbench_of(
+                scenario, instances, settings.jobs_for(instances), label, None, settings.work_tolerance
+            )
             bench = with_slo_reference(bench, workload.slo_reference)
             for candidate in candidates_of(scenario, policies or scenario.policies):
                 gpus = tuple(s.gpu for s in instances)

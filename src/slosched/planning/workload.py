@@ -138,13 +138,22 @@ def workbench_of(
     num_jobs: int,
     label: str,
     jobs: ScenarioJobs | None = None,
+    work_tolerance: float | None = None,
 ) -> Workbench:
-    """The scenario on ``instances`` with ``num_jobs`` measured jobs per run and its warm-up prefix."""
+    """The scenario on ``instances`` with ``num_jobs`` measured jobs per run and its warm-up prefix;
+    ``work_tolerance``: the work rule's (``evaluation/sizing.py``; the full sweep's, None: off)."""
     source = jobs or ScenarioJobs(scenario)
     # The deadlines' history follows the count (``fixed_history=False``): ``compare`` at the count a sweep
     # ended with must replay the sweep's very run, and compare knows only the count.
     return Workbench(
-        label, tuple(instances), source, num_jobs, scenario.options(), warmup_jobs(num_jobs), fixed_history=False
+        label,
+        tuple(instances),
+        source,
+        num_jobs,
+        scenario.options(),
+        warmup_jobs(num_jobs),
+        fixed_history=False,
+        work_tolerance=work_tolerance,
     )
 
 

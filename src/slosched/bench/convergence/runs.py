@@ -17,7 +17,7 @@ from slosched.evaluation.capacity import Spread
 from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.rows import row_finished
 from slosched.evaluation.runners import run_tasks
-from slosched.evaluation.sizing import PREFIX_RULE_NAME
+from slosched.evaluation.sizing import NO_WORK_RULE_NAME, PREFIX_RULE_NAME, WORK_RULE_NAME
 from slosched.evaluation.steady import SteadyCapacity, SteadySearch, long_search, steady_capacity
 from slosched.evaluation.task_cache import TALLY
 
@@ -74,6 +74,7 @@ def run(quick: bool) -> dict[str, Any]:
         "wall_s": time.perf_counter() - started,
         "task_cache": tally,
         "warmup": PREFIX_RULE_NAME,
+        "work_rule": NO_WORK_RULE_NAME if quick else WORK_RULE_NAME,
     }
     print_figures(
         "convergence: the shortest steady rung (0 = the stack bench's own length)",

@@ -34,6 +34,7 @@ from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.scoreboard import Scoreboard, capacities, cold_start, evaluate
 from slosched.evaluation.scoreboard_report import print_serving
+from slosched.evaluation.sizing import work_tolerance
 from slosched.evaluation.task_cache import TALLY
 from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.metrics.slo_scale import min_scale_for
@@ -181,7 +182,9 @@ def stage_shares(result: RunResult) -> dict[str, dict[str, float]]:
 
 def run_workbench(trace_cluster: tuple[str, str], plan: Plan, pool: ProcessExecutor) -> Outcome:
     trace_name, cluster_name = trace_cluster
-    workbench = setup.workbench(cluster_name, trace_name, plan.num_jobs, plan.num_warmup_jobs)
+    workbench = setup.workbench(
+        cluster_name, trace_name, plan.num_jobs, plan.num_warmup_jobs, work_tolerance(not plan.full)
+    )
     guess = pilot_rate(workbench, plan)
     tuning = tune_alpha(trace_name, cluster_name, guess, pool)
     alpha = tuning.steps[-1].alpha if tuning.steps else 0.0

@@ -163,9 +163,12 @@ def unit_rate_trace(name: str, num_jobs: int, seed: int) -> list[JobSpec]:
     return trace(name, 1.0, num_jobs, seed)
 
 
-def workbench(cluster_name: str, trace_name: str, num_jobs: int, num_warmup_jobs: int) -> Workbench:
+def workbench(
+    cluster_name: str, trace_name: str, num_jobs: int, num_warmup_jobs: int, work_tolerance: float | None = None
+) -> Workbench:
     """CHESS traffic on a cluster, deadlines = ``SLO_SCALE`` x the mean no-contention latency of past
-    Text-to-SQL jobs on the fastest instance (what a client knows: not this job's rounds or lengths)."""
+    Text-to-SQL jobs on the fastest instance (what a client knows: not this job's rounds or lengths);
+    ``work_tolerance``: the work rule's (``evaluation/sizing.py``), on in the full form."""
     return Workbench(
         name=f"{trace_name} / {cluster_name}",
         instances=cluster(cluster_name),
@@ -174,6 +177,7 @@ def workbench(cluster_name: str, trace_name: str, num_jobs: int, num_warmup_jobs
         options=SimOptions(noise_sigma=0.05, slo_scale=SLO_SCALE),
         num_warmup_jobs=num_warmup_jobs,
         run_fn=run_candidate,
+        work_tolerance=work_tolerance,
     )
 
 

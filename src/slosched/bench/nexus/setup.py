@@ -22,6 +22,7 @@ from typing import Any
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.evaluation.baseline_plan import BaselinePlan
+from slosched.evaluation.sizing import WORK_TOLERANCE
 from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.sim.options import SimOptions
 from slosched.workloads.generators import make_workload
@@ -95,6 +96,7 @@ class Setting:
     num_jobs: int
     num_warmup_jobs: int
     guess: float
+    work_tolerance: float | None = WORK_TOLERANCE  # the work rule's (``evaluation/sizing.py``); quick: off
 
     @property
     def label(self) -> str:
@@ -105,7 +107,9 @@ class Setting:
         instances = homogeneous_cluster() if self.cluster == "homogeneous" else heterogeneous_cluster()
         warmup = self.num_warmup_jobs if num_warmup_jobs is None else num_warmup_jobs
         jobs = functools.partial(unit_rate_jobs, self.workload)
-        return Workbench(self.label, instances, jobs, self.num_jobs, OPTIONS, warmup)
+        return Workbench(
+            self.label, instances, jobs, self.num_jobs, OPTIONS, warmup, work_tolerance=self.work_tolerance
+        )
 
 
 # The warm-up prefix spans >= 5 s of traffic at capacity: the step model's cold start is 4-6 s.
@@ -118,7 +122,7 @@ FLOWGPT_NOTE = (
     "128-token budget (queueing costs nothing under a TPOT-only SLO), so SLO capacity is unbounded there"
 )
 FULL_SETTINGS = (HEADLINE, Setting("summarization", "homogeneous", 1200, 40, 4.0))
-QUICK_SETTINGS = (replace(HEADLINE, num_jobs=800, num_warmup_jobs=300),)
+QUICK_SETTINGS = (replace(HEADLINE, num_jobs=800, num_warmup_jobs=300, work_tolerance=None),)
 
 PAPER_POLICY = "prism+lens"
 # The paper's own comparison: its routers' least-loaded with Sarathi-style chunked prefill at a static

@@ -34,6 +34,7 @@ import numpy as np
 import slosched.bench.stack.setup as stack_setup
 from slosched.bench.base import BenchmarkFailed
 from slosched.core.job import JobSpec
+from slosched.evaluation.sizing import work_tolerance
 from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.policies.spec import PolicyParams
 from slosched.relquery.plan import RelQueryPlan, plan_records
@@ -189,4 +190,5 @@ def workbench(order: str, quick: bool) -> Workbench:
         sizes.num_jobs,
         SimOptions(noise_sigma=NOISE, slo_scale=SLO_SCALE),
         sizes.num_warmup_jobs,
+        work_tolerance=work_tolerance(quick),
     )

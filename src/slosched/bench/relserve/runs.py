@@ -35,6 +35,7 @@ import slosched.bench.relserve.setup as setup
 from slosched.core.records import RunResult
 from slosched.evaluation.scoreboard import LOADS, Scoreboard, evaluate
 from slosched.evaluation.scoreboard_report import print_serving
+from slosched.evaluation.sizing import work_tolerance
 from slosched.evaluation.workbench import WARMUP_PREFIX, Candidate, Workbench, measured_only
 from slosched.metrics.breakdown import relquery_breakdown
 from slosched.metrics.summary import json_safe, serving_of
@@ -81,7 +82,7 @@ class SettingResult:
 
 
 def run_setting(plan: RunPlan, setting: setup.Setting) -> SettingResult:
-    bench = setup.workbench(setting, plan.num_jobs, plan.num_warmup_jobs)
+    bench = setup.workbench(setting, plan.num_jobs, plan.num_warmup_jobs, work_tolerance(plan.quick))
     # The predicted-OL variant and the oracle on the headline setting of full runs only (run time).
     others = setup.paper_candidates(not plan.quick and setting == plan.settings[0])
     chosen = [candidate.label for candidate in others[:4]]

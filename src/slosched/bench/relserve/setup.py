@@ -93,7 +93,8 @@ def relquery_jobs(dataset: str, num_jobs: int, seed: int) -> list[JobSpec]:
     return make_workload("relquery", {"process": "poisson", "rate": 1.0}, num_jobs, {"dataset": dataset}, seed=seed)
 
 
-def workbench(setting: Setting, num_jobs: int, num_warmup_jobs: int) -> Workbench:
+def workbench(setting: Setting, num_jobs: int, num_warmup_jobs: int, work_tolerance: float | None = None) -> Workbench:
+    """``work_tolerance``: the work rule's (``evaluation/sizing.py``), on in the full form."""
     return Workbench(
         name=setting.label,
         instances=instances(setting),
@@ -102,6 +103,7 @@ def workbench(setting: Setting, num_jobs: int, num_warmup_jobs: int) -> Workbenc
         options=SimOptions(noise_sigma=0.05, slo_scale=SLO_SCALE),
         num_warmup_jobs=num_warmup_jobs,
         run_fn=run_candidate,
+        work_tolerance=work_tolerance,
     )
 
 

@@ -37,6 +37,7 @@ from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.scoreboard import Scoreboard, evaluate, overload_runs, unscreen
 from slosched.evaluation.scoreboard_report import print_serving
+from slosched.evaluation.sizing import work_tolerance
 from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.metrics.summary import json_safe
 from slosched.perf.speed_models import SpeedProfile
@@ -74,7 +75,7 @@ class RunPlan:
 def run_mix(plan: RunPlan, mix: str, profile: SpeedProfile) -> MixResult:
     max_tokens = setup.task_max_tokens()
     sla = setup.measured_sla(mix, plan.seeds, max_tokens) if plan.sla_mode == "measured" else None
-    bench = setup.workbench(mix, sla, plan.num_jobs, plan.num_warmup_jobs)
+    bench = setup.workbench(mix, sla, plan.num_jobs, plan.num_warmup_jobs, work_tolerance(plan.quick))
     baselines = setup.baseline_plan(plan.quick)
     others = setup.saber_candidates(profile, extended=not plan.quick)
     board = evaluate(

@@ -106,11 +106,16 @@ def unit_rate_jobs(mix: str, sla: tuple[tuple[str, float], ...], num_jobs: int, 
     return code_jobs(mix, 1.0, seed, task_max_tokens(), dict(sla) or None, num_jobs)
 
 
-def workbench(mix: str, sla: Mapping[str, float] | None, num_jobs: int, num_warmup_jobs: int) -> Workbench:
-    """``run_candidate`` runs the simulator, and gives an oracle candidate the predictor of true lengths."""
+def workbench(
+    mix: str, sla: Mapping[str, float] | None, num_jobs: int, num_warmup_jobs: int, work_tolerance: float | None = None
+) -> Workbench:
+    """``run_candidate`` runs the simulator, and gives an oracle candidate the predictor of true lengths;
+    ``work_tolerance``: the work rule's (``evaluation/sizing.py``), on in the full form."""
     jobs = functools.partial(unit_rate_jobs, mix, tuple(sorted((sla or {}).items())))
     name = f"{mix} ({MIXES[mix]})"
-    return Workbench(name, (INSTANCE,), jobs, num_jobs, OPTIONS, num_warmup_jobs, run_candidate)
+    return Workbench(
+        name, (INSTANCE,), jobs, num_jobs, OPTIONS, num_warmup_jobs, run_candidate, work_tolerance=work_tolerance
+    )
 
 
 def baseline_plan(quick: bool) -> BaselinePlan:

@@ -25,7 +25,9 @@ ORACLE twin reads true output lengths (``evaluation/oracle.py``, through ``workb
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +38,7 @@ from slosched.core.errors import UnknownNameError
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobKind, JobSpec
 from slosched.evaluation.baseline_plan import BaselinePlan
+from slosched.evaluation.sizing import WORK_TOLERANCE
 from slosched.evaluation.workbench import SELF_TUNE, Candidate, JobsFn, Workbench
 from slosched.sim.options import SimOptions
 from slosched.workloads.generators import make_workload
@@ -69,10 +72,19 @@ MIXED_MAX_ROWS = 20
 
 @dataclass(slots=True, frozen=True)
 class Sizes:
-    """Measured jobs per run and the discarded warm-up prefix (another seed's jobs, at the same rate)."""
+    """Measured jobs per run and the discarded warm-up prefix (another seed's jobs, at the same rate), and the
+    work rule's tolerance (``evaluation/sizing.py``: on in the full forms, None: off)."""
 
     num_jobs: int
     num_warmup_jobs: int
+    work_tolerance: float | None = None
+
+    def __setstate__(self, state: Sequence[Any]) -> None:
+        # A part saved before the work rule (``parts.py``) holds the two counts only: it ran without the rule,
+        # so it reads as None and no longer matches a full form's sizes (measured again, never mixed).
+        names = ("num_jobs", "num_warmup_jobs", "work_tolerance")
+        for name, value in zip(names, (*state, None, None), strict=False):
+            object.__setattr__(self, name, value)
 
 
 @dataclass(slots=True, frozen=True)
@@ -90,7 +102,15 @@ class StackWorkload:
 
     def workbench(self, quick: bool, sizes: Sizes | None = None) -> Workbench:
         chosen = sizes or (self.quick if quick else self.full)
-        return Workbench(self.name, self.instances, self.jobs, chosen.num_jobs, self.options, chosen.num_warmup_jobs)
+        return Workbench(
+            self.name,
+            self.instances,
+            self.jobs,
+            chosen.num_jobs,
+            self.options,
+            chosen.num_warmup_jobs,
+            work_tolerance=chosen.work_tolerance,
+        )
 
     @property
     def gpu_types(self) -> set[str]:
@@ -188,7 +208,7 @@ TEXT2SQL = StackWorkload(
     hexgen_setup.cluster("paper-tp2"),
     text2sql_jobs,
     SimOptions(noise_sigma=NOISE, slo_scale=TEXT2SQL_SLO_SCALE),
-    Sizes(100, 25),
+    Sizes(100, 25, WORK_TOLERANCE),
     Sizes(30, 10),
     0.3,
 )
@@ -199,7 +219,7 @@ RELQUERY = StackWorkload(
     relquery_cluster(),
     relquery_jobs,
     SimOptions(noise_sigma=NOISE, slo_scale=RELQUERY_SLO_SCALE),
-    Sizes(100, 20),
+    Sizes(100, 20, WORK_TOLERANCE),
     Sizes(40, 10),
     0.5,
 )
@@ -210,7 +230,7 @@ CHAT = StackWorkload(
     nexus_setup.heterogeneous_cluster(),
     chat_jobs,
     nexus_setup.OPTIONS,
-    Sizes(800, 300),
+    Sizes(800, 300, WORK_TOLERANCE),
     Sizes(300, 100),
     30.0,
 )
@@ -224,7 +244,7 @@ CODE = StackWorkload(
     code_cluster(),
     code_jobs,
     SimOptions(noise_sigma=NOISE),
-    Sizes(400, 80),
+    Sizes(400, 80, WORK_TOLERANCE),
     Sizes(200, 40),
     5.0,
 )
@@ -236,7 +256,7 @@ MIXED = StackWorkload(
     nexus_setup.heterogeneous_cluster(),
     mixed_jobs,
     SimOptions(noise_sigma=NOISE, belief_refit_s=0.25, slo_scale=TENANT_SCALES[1][1], tenant_slo_scale=TENANT_SCALES),
-    Sizes(300, 80),
+    Sizes(300, 80, WORK_TOLERANCE),
     Sizes(120, 30),
     5.0,
 )
