@@ -119,6 +119,11 @@ def test_report_states_both_ratios_the_losses_and_the_command(tmp_path: Path) ->
     assert "slosched bench relserve" in page and "**1.25**" in page
     assert "ratio vs vLLM (paper baseline)" in page and "| 2.50 |" in page
     assert "below vLLM-SP" in page  # 0.25 < 0.30: the loss is named
+    assert figures["work_rule"] == "off" and "Each run: 60 relQueries (`relquery`" in page  # quick: no rule
+    full = json_safe(relserve.figures_of(relserve.RunPlan.of(quick=False), [_result(ONE_ENGINE)]))
+    assert full["work_rule"] == sizing.WORK_RULE_NAME
+    ruled = write_report(tmp_path, full).read_text(encoding="utf-8")
+    assert f"Each run: 100 relQueries{sizing.work_rule_clause(sizing.WORK_RULE_NAME)} (`relquery`" in ruled
     assert {path.name for path in (tmp_path / "relserve").iterdir()} == {
         "capacity.png",
         "goodput.png",

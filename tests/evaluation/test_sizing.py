@@ -152,3 +152,9 @@ def test_a_workbench_asks_the_work_rule_only_where_it_is_on() -> None:
     bench = Workbench("chat", make_cluster(1, 1), _chat_jobs, 80, SimOptions())
     assert bench.work_floor(jobs) == 0
     assert dataclasses.replace(bench, work_tolerance=0.05).work_floor(jobs) == work_jobs(jobs, 0.05) > 400
+
+
+def test_a_report_qualifies_its_job_count_only_where_the_work_rule_ran() -> None:
+    assert sizing.work_rule_name(0.05) == sizing.WORK_RULE_NAME and sizing.work_rule_name(None) == "off"
+    assert sizing.work_rule_clause("off") == "" and sizing.work_rule_clause(None) == ""
+    assert "work rule" in sizing.work_rule_clause(sizing.WORK_RULE_NAME)

@@ -124,5 +124,19 @@ WORK_RULE_NAME = (
     f"tokens of the measured jobs within {WORK_TOLERANCE:.0%} (at least (1 + cv^2) / {WORK_TOLERANCE:g}^2 jobs)"
 )
 NO_WORK_RULE_NAME = "off"
+
+
+def work_rule_name(tolerance: float | None) -> str:
+    """What a bench's JSON says of the work rule its runs had (``work_rule``)."""
+    return WORK_RULE_NAME if tolerance else NO_WORK_RULE_NAME
+
+
+def work_rule_clause(name: str | None) -> str:
+    """How a report qualifies a run's stated job count: empty where the work rule was off (or not named)."""
+    if not name or name == NO_WORK_RULE_NAME:
+        return ""
+    return f" (at least: more where the work rule asks it, {WORK_TOLERANCE:.0%} on the measured jobs' tokens)"
+
+
 # What a run whose JSON names no rule ran under (figures made before the time rule).
 OLD_PREFIX_RULE_NAME = "a quarter of the run (before 2026-12-05)"

@@ -10,7 +10,7 @@ from typing import Any
 import slosched.evaluation.scoreboard_report as report
 from slosched.evaluation.formatting import fixed_or_inf, spread
 from slosched.evaluation.scoreboard import Scoreboard
-from slosched.evaluation.sizing import PREFIX_RULE
+from slosched.evaluation.sizing import PREFIX_RULE, work_rule_clause
 from slosched.evaluation.task_cache import resumed_note
 
 RESULTS_DIR = Path("docs/results")
@@ -128,6 +128,7 @@ def write(
     plots = root / "hexgen"
     report.plot_capacities(boards, plots / "capacity.png", "Hexgen-Text2SQL: SLO capacity")
     report.plot_overload(boards, plots / "overload.png", "Hexgen-Text2SQL: goodput under overload")
+    work = work_rule_clause(figures.get("work_rule"))
     lines = [
         "# Hexgen-Text2SQL on the scoreboard (`slosched bench hexgen`)",
         "",
@@ -135,7 +136,7 @@ def write(
         "",
         f"Method (DESIGN section 9): SLO capacity = highest Poisson rate at which >= 90% (95%) of jobs meet their "
         f"deadline, bisection to 2%, median [min-max] over seeds {figures['seeds']}; {figures['num_jobs']} measured "
-        f"jobs per run after a discarded warm-up prefix of {figures['num_warmup_jobs']} jobs {PREFIX_RULE} "
+        f"jobs per run{work} after a discarded warm-up prefix of {figures['num_warmup_jobs']} jobs {PREFIX_RULE} "
         "(another seed). "
         f"Deadlines are leak-free: {figures['slo_scale']} x the mean no-contention latency of past CHESS queries "
         "on the fastest instance, the same for every query (a client does not know how many revision rounds its "

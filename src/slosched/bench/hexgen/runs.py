@@ -34,7 +34,7 @@ from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.scoreboard import Scoreboard, capacities, cold_start, evaluate
 from slosched.evaluation.scoreboard_report import print_serving
-from slosched.evaluation.sizing import work_tolerance
+from slosched.evaluation.sizing import work_rule_name, work_tolerance
 from slosched.evaluation.task_cache import TALLY
 from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.metrics.slo_scale import min_scale_for
@@ -251,6 +251,7 @@ def run_bench(quick: bool) -> tuple[dict[str, Any], list[Outcome]]:
         "headline_workbench": head["workbench"],
         "seeds": head["seeds"],
         "num_jobs": plan.num_jobs,
+        "work_rule": work_rule_name(work_tolerance(not plan.full)),
         "num_warmup_jobs": plan.num_warmup_jobs,
         "slo_scale": setup.SLO_SCALE,
         "baselines": head["baselines"],

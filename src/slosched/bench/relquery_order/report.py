@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 import slosched.bench.relquery_order.setup as setup
 from slosched.evaluation.formatting import spread, times
+from slosched.evaluation.sizing import work_rule_clause
 
 PLOT = "relquery-order/capacity.png"
 
@@ -46,7 +47,8 @@ def _method(figures: dict[str, Any]) -> list[str]:
         "Liu et al., MLSys'25), then the rows sorted. The same relQueries (rows, outputs, arrivals) run under both.",
         "",
         f"**Method.** Steady-state SLO capacity @{figures['target']:.0%} (runs of at least {figures['num_jobs']} "
-        "measured relQueries, longer where 20x the p90 no-contention latency needs it, judged on all jobs and on "
+        "measured relQueries, longer where 20x the p90 no-contention latency needs it"
+        f"{', or the work rule' if work_rule_clause(figures.get('work_rule')) else ''}, judged on all jobs and on "
         "the second half of the window), median [min-max] over seeds. Candidates: the stack as shipped and with "
         "`prefix_wait` on (a call waits while another computes the prefix it lacks), "
         "`prism+chunked-fcfs[token_budget=512]` (the strongest baseline of `bench stack`'s relQuery workload) and "

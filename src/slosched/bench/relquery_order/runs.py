@@ -22,6 +22,7 @@ from slosched.evaluation.capacity import Spread
 from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.rows import row_finished
 from slosched.evaluation.runners import run_tasks
+from slosched.evaluation.sizing import work_rule_name, work_tolerance
 from slosched.evaluation.steady import SteadySearch, converged, long_search, steady_capacity
 from slosched.evaluation.workbench import simulate_candidate
 from slosched.relquery.order import adjacent_shared_tokens
@@ -71,6 +72,7 @@ def run(quick: bool) -> dict[str, Any]:
         "mode": "quick" if quick else "full",
         "seeds": list(sizes.seeds),
         "num_jobs": sizes.num_jobs,
+        "work_rule": work_rule_name(work_tolerance(quick)),
         "target": setup.TARGET,
         "truth": sorted({spec.stack for spec in setup.workbench("table", quick).instances}),
         "orders": {order: _order_row(order, capacity[order]) for order in setup.ORDERS},

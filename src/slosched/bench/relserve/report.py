@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from slosched.evaluation.formatting import fixed, spread
-from slosched.evaluation.sizing import PREFIX_RULE
+from slosched.evaluation.sizing import PREFIX_RULE, work_rule_clause
 
 COMMAND = "slosched bench relserve --json"
 NAMES = {
@@ -47,7 +47,7 @@ def _name(label: str) -> str:
 
 
 def _markdown(figures: dict[str, Any]) -> str:
-    seeds = figures["seeds"]
+    seeds, work = figures["seeds"], work_rule_clause(figures.get("work_rule"))
     lines = [
         "# RelServe results (`slosched bench relserve`)",
         "",
@@ -55,7 +55,7 @@ def _markdown(figures: dict[str, Any]) -> str:
         "",
         "**Method** (DESIGN section 9). Simulated A100-40G engines (calibrated roofline truth on the paper's",
         f"engine, software stack {_truth(figures)}, 5% noise).",
-        f"Each run: {figures['num_jobs']} relQueries (`relquery` generator: 1-100 rows, mixed query types,",
+        f"Each run: {figures['num_jobs']} relQueries{work} (`relquery` generator: 1-100 rows, mixed query types,",
         "per-relQuery template share and cache hits, Poisson arrivals) after a discarded warm-up prefix of",
         f"{figures['num_warmup_jobs']} relQueries {PREFIX_RULE}",
         "(learned step models and output predictors start warm).",

@@ -35,7 +35,7 @@ import slosched.bench.relserve.setup as setup
 from slosched.core.records import RunResult
 from slosched.evaluation.scoreboard import LOADS, Scoreboard, evaluate
 from slosched.evaluation.scoreboard_report import print_serving
-from slosched.evaluation.sizing import work_tolerance
+from slosched.evaluation.sizing import work_rule_name, work_tolerance
 from slosched.evaluation.workbench import WARMUP_PREFIX, Candidate, Workbench, measured_only
 from slosched.metrics.breakdown import relquery_breakdown
 from slosched.metrics.summary import json_safe, serving_of
@@ -182,6 +182,7 @@ def figures_of(plan: RunPlan, results: list[SettingResult]) -> dict[str, Any]:
         **head.board.as_json(setup.PAPER_POLICY, setup.PAPER_BASELINE),
         "headline_setting": head.label,
         "num_jobs": plan.num_jobs,
+        "work_rule": work_rule_name(work_tolerance(plan.quick)),
         "num_warmup_jobs": plan.num_warmup_jobs,
         "seeds": list(plan.seeds),
         "slo_scale": setup.SLO_SCALE,

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 import slosched.bench.saber.setup as setup
 from slosched.bench.saber.figures import MixResult
 from slosched.evaluation.scoreboard_report import capacity_table, overload_table, plot_capacities, plot_overload
-from slosched.evaluation.sizing import PREFIX_RULE
+from slosched.evaluation.sizing import PREFIX_RULE, work_rule_clause
 from slosched.perf.speed_models import SpeedProfile
 
 COMMAND = "slosched bench saber"
@@ -113,12 +113,13 @@ def _markdown(figures: dict[str, Any], results: list[MixResult], profile: SpeedP
 
 def _setup(figures: dict[str, Any]) -> list[str]:
     sla = {mix: entry["sla_s"] for mix, entry in figures["mixes"].items()}
+    work = work_rule_clause(figures.get("work_rule"))
     return [
         f"Setup: one engine, {figures['instance']} (simulated, roofline truth on the "
         f"`{'`, `'.join(figures['truth'])}` stack, the 2023 vLLM-era engine the paper measured; 5% noise): about "
         "70 (W1) to 100 (W3) requests fit at once, so large caps and an uncapped engine preempt, as on the "
         "paper's GPU. "
-        f"Chunked prefill, max_running 256. Each run: {figures['num_jobs']} measured Poisson requests after a "
+        f"Chunked prefill, max_running 256. Each run: {figures['num_jobs']}{work} measured Poisson requests after a "
         f"discarded warm-up prefix of {figures['num_warmup_jobs']} {PREFIX_RULE} (same rate, another seed); seeds "
         f"{figures['seeds']}. Per-task max_tokens (the {setup.MAX_TOKENS_QUANTILE} quantile of each task's "
         f"output length): {setup.task_max_tokens()}. SLA rule: **{figures['sla_mode']}**; SLAs (s): {sla}. "

@@ -37,7 +37,7 @@ from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.scoreboard import Scoreboard, evaluate, overload_runs, unscreen
 from slosched.evaluation.scoreboard_report import print_serving
-from slosched.evaluation.sizing import work_tolerance
+from slosched.evaluation.sizing import work_rule_name, work_tolerance
 from slosched.evaluation.workbench import Candidate, Workbench
 from slosched.metrics.summary import json_safe
 from slosched.perf.speed_models import SpeedProfile
@@ -162,6 +162,7 @@ def figures_of(plan: RunPlan, profile: SpeedProfile, results: list[MixResult]) -
         "headline_mix": HEADLINE_MIX,
         "instance": f"{setup.INSTANCE.gpu} / {setup.INSTANCE.model} / {setup.KV_BLOCKS * 16} KV tokens",
         "num_jobs": plan.num_jobs,
+        "work_rule": work_rule_name(work_tolerance(plan.quick)),
         "num_warmup_jobs": plan.num_warmup_jobs,
         **head.board.as_json(setup.PAPER_POLICY, head.paper_baseline),
         "ratio_vs_strongest_by_mix": {r.mix: r.ratios()["ratio_vs_strongest"] for r in results},

@@ -19,7 +19,7 @@ from slosched.bench.stack.figures import WorkloadRun
 from slosched.bench.stack.setup import MIXED, ORACLE_LABEL, STACK_LABEL
 from slosched.evaluation.formatting import fixed, times
 from slosched.evaluation.scoreboard_report import capacity_table, overload_table
-from slosched.evaluation.sizing import PREFIX_RULE
+from slosched.evaluation.sizing import PREFIX_RULE, work_rule_clause
 from slosched.evaluation.task_cache import resumed_note
 
 COMMAND = "slosched bench stack --json"
@@ -64,7 +64,8 @@ def _header(figures: dict[str, Any]) -> list[str]:
     ]
     for name, row in figures["workloads"].items():
         lines.append(
-            f"- **{name}**: {row['description']}; {row['num_jobs']} measured jobs per run after a discarded "
+            f"- **{name}**: {row['description']}; {row['num_jobs']} measured jobs per run"
+            f"{work_rule_clause(row.get('work_rule'))} after a discarded "
             f"warm-up prefix of {row['num_warmup_jobs']} jobs {PREFIX_RULE} (another seed's jobs, same rate)."
         )
     if figures.get("loaded_parts"):

@@ -48,6 +48,7 @@ from slosched.evaluation.capacity import Spread
 from slosched.evaluation.formatting import finite_ratio, print_figures
 from slosched.evaluation.scoreboard import Scoreboard, evaluate
 from slosched.evaluation.scoreboard_report import print_serving
+from slosched.evaluation.sizing import work_rule_name
 from slosched.evaluation.task_cache import TALLY
 from slosched.perf.length_error import compare_predictors
 from slosched.perf.output_length import HistoryOutputPredictor
@@ -119,6 +120,7 @@ def workload_figures(run: WorkloadRun) -> dict[str, Any]:
         "description": run.workload.description,
         "gpus": [spec.gpu for spec in run.workload.instances],
         "num_jobs": run.sizes.num_jobs,
+        "work_rule": work_rule_name(run.sizes.work_tolerance),
         "num_warmup_jobs": run.sizes.num_warmup_jobs,
         "capacity_rps": {label: result.median_90 for label, result in every.items()},
         "capacity_spread": {label: result.capacity[0.9].as_json() for label, result in every.items()},
