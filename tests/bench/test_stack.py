@@ -201,6 +201,7 @@ def test_a_tiny_run_gives_the_issue_json_and_writes_the_page(
     page = (tmp_path / "stack.md").read_text(encoding="utf-8")
     assert "## Targets" in page and ("**met**" in page or "**missed**" in page)
     assert "## Convergence" in page and "| code |" in page
+    assert row["work_rule"] == "off" and "16 measured jobs per run after" in page  # the quick form: no work rule
     # The output-length belief's error per mode, on the run's calls (the oracle gap's cause, issue 24 item 3).
     errors = row["output_length_error"]
     assert set(errors) == {"mean", "bucket"} and errors["mean"]["calls"] == 20  # 16 measured + 4 warm-up jobs

@@ -194,8 +194,9 @@ def _convergence(figures: dict[str, Any]) -> list[str]:
     lines = [
         "## Convergence",
         "",
-        "SLO capacity @90% at each run's size (at least 20x the p90 no-contention latency of arrivals, judged on "
-        "all jobs and on the second half of the window) and at 4x that size, same seeds. A figure counts as "
+        "SLO capacity @90% at each run's size (at least 20x the p90 no-contention latency of arrivals, and where "
+        "a workload's line above says so at least the jobs the work rule asks; judged on all jobs and on the second "
+        "half of the window) and at 4x that size, same seeds. A figure counts as "
         "steady only where the two agree within 5%.",
         "",
         "| workload | truth | policy | capacity | at 4x | steady |",
