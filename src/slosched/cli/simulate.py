@@ -141,6 +141,8 @@ def _emit(
         for name, result in results.items():
             figures = measure(result, 0.0, result.seed)
             payload["policies"][name]["attainment_second_half"] = figures.attainment_second_half  # type: ignore[index]
+            # What a capacity search compares with its target (the second half up to its sampling error).
+            payload["policies"][name]["attainment_judged"] = figures.judged  # type: ignore[index]
         payload.update(run or {})
         print(json.dumps(json_safe(payload), allow_nan=False))
 

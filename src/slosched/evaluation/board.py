@@ -63,6 +63,7 @@ class CapacityResult:
             "sized": all(search.sized for search in self.searches),
             "attainment_all": Spread.of([search.attainment[0] for search in self.searches]).as_json(),
             "attainment_second_half": Spread.of([search.attainment[1] for search in self.searches]).as_json(),
+            "attainment_judged": Spread.of([search.judged for search in self.searches]).as_json(),
             "serving_at_capacity": serving_median([search.serving for search in self.searches]),
             # A self-tuned stack's block in the run at capacity, per seed (what the replays chose there).
             **({"tuned_at_capacity": [dict(s.tuned) for s in self.searches]} if self.tuned else {}),

@@ -24,8 +24,9 @@ above what it sustains passes. So:
   other targets; its probes are the ones an uninterrupted search would have made. The last round allowed
   (``MAX_ROUNDS``, ``MAX_JOBS``, a trace run out) searches in full at once.
 - **Second-half judgement.** A rate passes only if both the attainment over all measured jobs and the
-  attainment over the jobs arriving in the second half of the window meet the target
-  (``RunFigures.judged``): a backlog that grows through the run shows in its second half.
+  attainment over the jobs arriving in the second half of the window meet the target, the second half up
+  to its sampling error (``RunFigures.judged``, ``judgement.py``): a backlog that grows through the run
+  shows in its second half, chance in so few jobs does not fail a rate.
 - **Convergence.** ``converged`` compares a capacity with the capacity at 4x the run length (same seeds):
   within ``STEADY_TOLERANCE`` (5%) it counts as steady. The 4x search (``long_search``) starts from a
   narrow bracket around the capacity found (``LONG_GROWTH``), widening only where it does not hold, and
@@ -82,6 +83,7 @@ class SteadyCapacity:
     p90_latency_s: float
     rounds: int
     attainment: tuple[float, float] = (math.nan, math.nan)  # (all, second half) at the loosest capacity
+    judged: float = math.nan  # what the search compared with its target there (``RunFigures.judged``)
     serving: ServingStats | None = None  # the run at the loosest capacity, in vLLM's serving terms
     tuned: tuple[tuple[str, Any], ...] = ()  # the self-tuned stack block of that run (``RunFigures.tuned``)
 
@@ -170,6 +172,7 @@ def steady_capacity(workbench: Workbench, candidate: Candidate, seed: int, searc
         p90_latency_s=p90,
         rounds=rounds,
         attainment=(at.attainment, at.attainment_second_half) if at else (math.nan, math.nan),
+        judged=at.judged if at else math.nan,
         serving=at.serving if at else None,
         tuned=at.tuned if at else (),
     )

@@ -22,8 +22,9 @@ A ``Workbench`` turns (candidate policy, arrival rate, seed) into the figures of
   sample, which is another seed's jobs, never the measured ones; retuned when the rate moves by more than
   ``RETUNE_RATIO``; the cold start (no warm-up prefix: nothing served yet) keeps the defaults.
 - **Steady state.** Attainment is judged on all measured jobs and on those arriving in the second half of
-  the arrival window (after a backlog had time to form); ``RunFigures.judged`` is the lower of the two, and
-  a rate passes only where both pass (``evaluation/steady.py`` sizes the runs).
+  the arrival window (after a backlog had time to form), the second half up to its sampling error
+  (``judgement.py``); ``RunFigures.judged`` is what a search compares with its target, and a rate passes
+  only where both pass (``evaluation/steady.py`` sizes the runs).
 
 Everything here is picklable (``jobs`` and ``run`` must be module-level functions or ``functools.partial``
 of them) so that runs spread over worker processes.
@@ -39,6 +40,7 @@ from typing import Any
 from slosched.core.instance import InstanceSpec
 from slosched.core.job import JobSpec
 from slosched.core.records import JobRecord, RunResult
+from slosched.evaluation.judgement import judged_attainment
 from slosched.evaluation.oracle import OracleOutputPredictor
 from slosched.evaluation.sizing import p90_no_contention_s, prefix_jobs, warmup_for, work_jobs
 from slosched.metrics.serving import ServingStats
@@ -115,8 +117,10 @@ class RunFigures:
     attainment: float
     goodput_jobs_per_s: float
     num_preemptions: int
-    # Attainment of the measured jobs arriving in the second half of the arrival window (NaN: none).
+    # Attainment of the measured jobs arriving in the second half of the arrival window (NaN: none), and
+    # how many they are (its sampling error: ``judgement.py``).
     attainment_second_half: float = float("nan")
+    num_jobs_second_half: int = 0
     # Attainment of the measured jobs arriving in the first eighth of the window: a start transient shows there.
     attainment_first_eighth: float = float("nan")
     # The measured requests in vLLM's serving-benchmark terms (None: figures made without the records).
@@ -128,9 +132,12 @@ class RunFigures:
 
     @property
     def judged(self) -> float:
-        """What a capacity search compares with its target: the lower of the attainment over all measured
-        jobs and over the second half of the window (a rate passes only where both pass)."""
-        return min(self.attainment, self.attainment_second_half) if self.num_jobs else 0.0
+        """What a capacity search compares with its target: the attainment over all measured jobs, or over
+        the second half of the window plus its sampling error where lower (a rate passes only where both
+        pass: ``judgement.py``)."""
+        if not self.num_jobs:
+            return 0.0
+        return judged_attainment(self.attainment, self.attainment_second_half, self.num_jobs_second_half)
 
 
 @dataclass(slots=True, frozen=True)
@@ -285,6 +292,7 @@ def measure(result: RunResult, rate: float, seed: int) -> RunFigures:
         goodput_jobs_per_s=num_met / window if window > 0 else float("nan"),
         num_preemptions=sum(stats.num_preemptions for stats in result.instances),
         attainment_second_half=second_half_attainment(met, first + window / 2),
+        num_jobs_second_half=sum(1 for arrival, _ in met if arrival >= first + window / 2),
         attainment_first_eighth=window_attainment(met, first, first + window / 8),
         serving=serving_of(measured_only(result)),
         attainment_by_tenant=tenant_attainment(measured, [ok for _, ok in met]),

@@ -2,7 +2,8 @@
 
 SLO capacity is the scoreboard's (DESIGN section 9, ``evaluation/steady.py``): the highest arrival rate at
 which at least the target share of jobs (90%, and 95% reported too) meets its SLO, over all measured jobs and
-over those arriving in the second half of the window, by bisection on the rate to a relative precision, per
+over those arriving in the second half of the window (up to its sampling error: ``evaluation/judgement.py``),
+by bisection on the rate to a relative precision, per
 seed, with runs long enough for a backlog to show (regrown after a search when the capacity found needs
 more jobs); reported as the median over seeds with the min-max spread. Every (workload, mix, policy, seed)
 search is one task; tasks run in local worker processes or on a Ray cluster. Where a workload cannot give
@@ -125,6 +126,7 @@ class SweepRow:
             "attainment_at_capacity": {
                 "all": [search.attainment[0] for search in self.searches],
                 "second_half": [search.attainment[1] for search in self.searches],
+                "judged": [search.judged for search in self.searches],
             },
             "steady_sized": all(search.sized for search in self.searches),
             "cost_per_hour": self.cost_per_hour,

@@ -6,6 +6,7 @@ import resource
 from dataclasses import dataclass
 
 from slosched.bench.stack.setup import Sizes, StackWorkload
+from slosched.evaluation.judgement import JUDGEMENT_NAME
 from slosched.evaluation.scoreboard import Scoreboard
 
 
@@ -22,6 +23,9 @@ class WorkloadRun:
     # (wall, CPU) seconds this process spent on a loaded part (loads added, the stack measured again:
     # ``refresh.py``): in wall_s / cpu_s, and in this run's own
     topped_up: tuple[float, float] = (0.0, 0.0)
+    # How its runs were judged (``evaluation/judgement.JUDGEMENT_NAME``): a part judged another way is measured
+    # again (``parts.py``); one saved before the name was kept lacks the slot and reads as None.
+    judgement: str | None = JUDGEMENT_NAME
 
 
 def cpu_seconds() -> float:

@@ -25,6 +25,7 @@ from pathlib import Path
 from slosched.bench.stack.figures import WorkloadRun
 from slosched.bench.stack.setup import StackWorkload
 from slosched.core.errors import ConfigError
+from slosched.evaluation.judgement import JUDGEMENT_NAME
 
 WORKLOADS_ENV = "SLOSCHED_STACK_WORKLOADS"
 PARTS_ENV = "SLOSCHED_STACK_PARTS"
@@ -67,6 +68,8 @@ def load_part(directory: Path, workload: StackWorkload, quick: bool, seeds: Sequ
         raise ConfigError(PARTS_ENV, f"{path} holds no bench stack part; delete it to rerun")
     if tuple(saved.board.seeds) != tuple(seeds) or saved.sizes != (workload.quick if quick else workload.full):
         return None  # measured on other seeds or job counts: measured again (and overwritten)
+    if getattr(saved, "judgement", None) != JUDGEMENT_NAME:
+        return None  # its runs were judged another way (before ``judgement.py``): measured again
     # The workload's definition comes from this code, not from the file: a part names what it measured.
     # A part saved before WorkloadRun gained topped_up lacks the slot: nothing was added to it yet.
     saved.workload, saved.loaded, saved.topped_up = workload, True, (0.0, 0.0)
