@@ -20,6 +20,7 @@ from slosched.bench.registry import get_benchmark
 from slosched.bench.stack.setup import Sizes
 from slosched.core.errors import ConfigError, UnknownNameError
 from slosched.evaluation import sizing
+from slosched.evaluation.judgement import JUDGEMENT_NAME
 from slosched.evaluation.sizing import OLD_PREFIX_RULE_NAME, PREFIX_RULE_NAME, WORK_RULE_NAME
 from slosched.metrics.summary import json_safe
 
@@ -150,6 +151,7 @@ def test_a_tiny_ladder_runs_end_to_end(monkeypatch: pytest.MonkeyPatch, tmp_path
         assert second["vs_rung_below"] == pytest.approx(second["capacity"]["median"] / first["capacity"]["median"])
     assert row["steady_from"] in (0, None) and figures["rungs"] == 2 and figures["seeds"] == [1]
     assert figures["work_rule"] == "off"  # a quick form runs without it
+    assert figures["judgement"] == JUDGEMENT_NAME
     stack, baseline = (row["policies"][label]["rungs"] for label in ("slosched", setup.REFERENCE_BASELINE))
     assert row["stack_vs_baseline"] == pytest.approx(
         [
@@ -196,6 +198,10 @@ def test_a_run_of_some_workloads_keeps_the_earlier_rows_of_the_others(tmp_path: 
     assert f"work rule: {report.OLD_WORK_RULE_NAME}" in single and "work rule: " + WORK_RULE_NAME not in single
     ruled = write_page(tmp_path / "ruled.md", {**latest, "work_rule": WORK_RULE_NAME}).read_text(encoding="utf-8")
     assert f"work rule: {WORK_RULE_NAME}" in ruled
+    # And the judgement: a run before ``judgement.py`` judged the second half strictly.
+    assert f"judged on: {report.OLD_JUDGEMENT_NAME}" in single
+    judged = write_page(tmp_path / "judged.md", {**latest, "judgement": JUDGEMENT_NAME}).read_text(encoding="utf-8")
+    assert f"judged on: {JUDGEMENT_NAME}" in judged
 
 
 def test_merging_a_run_into_the_page_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

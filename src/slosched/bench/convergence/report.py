@@ -25,9 +25,11 @@ from slosched.metrics.summary import json_safe
 PAGE = Path("docs/results/convergence.md")
 PLOT = "convergence/ladder.png"
 RESULTS = "convergence/convergence.json"  # beside the page: the merged figures the page shows
-RUN_KEYS = ("mode", "seeds", "rungs", "wall_s", "task_cache", "warmup", "work_rule")
+RUN_KEYS = ("mode", "seeds", "rungs", "wall_s", "task_cache", "warmup", "work_rule", "judgement")
 # What a run whose JSON names no work rule ran under.
 OLD_WORK_RULE_NAME = "off (before 2026-12-05)"
+# How a run whose JSON names no judgement judged its runs (``evaluation/judgement.py``).
+OLD_JUDGEMENT_NAME = "all jobs, and the second half strictly (before 2026-12-05)"
 
 
 def run_of(figures: dict[str, Any]) -> dict[str, Any]:
@@ -61,7 +63,8 @@ def _run_text(run: dict[str, Any]) -> str:
     prefix = run.get("warmup") or OLD_PREFIX_RULE_NAME
     return (
         f"{run['mode']} run, seeds {seeds}, {run['wall_s'] / 60:.1f} min wall{resumed_note(run.get('task_cache'))}; "
-        f"warm-up prefix: {prefix}; work rule: {run.get('work_rule') or OLD_WORK_RULE_NAME}"
+        f"warm-up prefix: {prefix}; work rule: {run.get('work_rule') or OLD_WORK_RULE_NAME}; "
+        f"judged on: {run.get('judgement') or OLD_JUDGEMENT_NAME}"
     )
 
 

@@ -15,6 +15,7 @@ import slosched.bench.stack.setup as stack_setup
 from slosched.bench.convergence.report import PAGE, merged, read_results, write_page
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.formatting import print_figures
+from slosched.evaluation.judgement import JUDGEMENT_NAME
 from slosched.evaluation.rows import row_finished
 from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.sizing import NO_WORK_RULE_NAME, PREFIX_RULE_NAME, WORK_RULE_NAME
@@ -75,6 +76,7 @@ def run(quick: bool) -> dict[str, Any]:
         "task_cache": tally,
         "warmup": PREFIX_RULE_NAME,
         "work_rule": NO_WORK_RULE_NAME if quick else WORK_RULE_NAME,
+        "judgement": JUDGEMENT_NAME,
     }
     print_figures(
         "convergence: the shortest steady rung (0 = the stack bench's own length)",
