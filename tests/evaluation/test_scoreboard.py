@@ -11,6 +11,7 @@ import pytest
 from slosched.core.job import JobSpec
 from slosched.evaluation import sizing
 from slosched.evaluation.baseline_plan import BaselinePlan
+from slosched.evaluation.judgement import JUDGEMENT_NAME
 from slosched.evaluation.rows import keeping_rows
 from slosched.evaluation.scoreboard import Scoreboard, evaluate, unscreen
 from slosched.evaluation.scoreboard_report import (
@@ -134,6 +135,7 @@ def test_json_carries_the_convergence_figure_and_the_truth(board: Scoreboard) ->
         assert figures["steady_state_by_policy"][label] == (abs(short - long) <= 0.05 * long)
     assert figures["steady_state"] == all(figures["steady_state_by_policy"].values())
     assert figures["truth"] == sorted({spec.stack for spec in make_cluster(1, 1)})
+    assert figures["judgement"] == JUDGEMENT_NAME  # every bench JSON names how its runs were judged
     runs = figures["runs"][board.strongest]
     assert len(runs["num_jobs"]) == 2 and min(runs["num_jobs"]) >= 80
     assert runs["attainment_all"]["min"] >= 0.9 and runs["attainment_judged"]["min"] >= 0.9

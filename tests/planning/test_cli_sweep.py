@@ -11,6 +11,8 @@ import pytest
 import yaml
 from tests.planning.test_sweep import SMALL
 
+from slosched.evaluation.judgement import JUDGEMENT_NAME
+
 
 def _sweep(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "slosched.cli", "sweep", *args]
@@ -84,3 +86,4 @@ def test_a_workload_too_small_for_its_runs_is_a_warning(tmp_path: Path) -> None:
     assert warnings and "holds 5 jobs" in warnings[0]
     document = json.loads(result.stdout.strip().splitlines()[-1])
     assert document["warnings"] and "holds 5 jobs" in document["warnings"][0]
+    assert document["judgement"] == JUDGEMENT_NAME

@@ -15,6 +15,7 @@ from slosched.cli.simulate import load
 from slosched.cli.sweep_tables import out as _out
 from slosched.cli.sweep_tables import print_capacity, print_search, print_sizing
 from slosched.core.errors import ConfigError, Interrupted
+from slosched.evaluation.judgement import JUDGEMENT_NAME
 from slosched.evaluation.sizing import WORK_TOLERANCE
 from slosched.planning.fleet import search_fleet
 from slosched.planning.fleet_rows import FleetSearch
@@ -177,6 +178,7 @@ def _meta(
         "seeds": list(settings.seeds),
         "wall_s": wall_s,
         "warnings": warnings,
+        "judgement": JUDGEMENT_NAME,  # how each run's attainment was judged (``evaluation/judgement.py``)
     }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from slosched.evaluation.capacity import Spread
 from slosched.evaluation.formatting import ratio
+from slosched.evaluation.judgement import JUDGEMENT_NAME
 from slosched.evaluation.steady import SteadyCapacity, converged
 from slosched.evaluation.workbench import Candidate, RunFigures
 from slosched.metrics.serving import ServingStats, median_over_runs
@@ -166,6 +167,7 @@ class Scoreboard:
             "steady_state": self.steady_state,
             "runs": {label: result.run_json() for label, result in every.items()},
             "truth": list(self.truth),
+            "judgement": JUDGEMENT_NAME,  # how each run's attainment was judged (``judgement.py``)
             "overload": {
                 label: {f"{load}x": self._load_json(label, load, att, good) for load, (att, good) in per_load.items()}
                 for label, per_load in self.overload.items()
