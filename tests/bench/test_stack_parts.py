@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from slosched.core.errors import ConfigError
 from slosched.evaluation import sizing
 from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.board import Scoreboard
+from slosched.evaluation.judgement import JUDGEMENT_NAME
 from slosched.metrics.summary import json_safe
 
 STAND_IN = ("prism+urgency", "stage-budget")
@@ -69,6 +71,20 @@ def test_full_forms_run_the_work_rule_and_a_part_saved_without_it_is_measured_ag
     assert parts.load_part(tmp_path, workload, quick=False, seeds=(1, 2)) is None
     parts.save_part(tmp_path, WorkloadRun(workload, workload.full, board, 12.0, 20.0), quick=False)
     assert parts.load_part(tmp_path, workload, quick=False, seeds=(1, 2)) is not None
+
+
+def test_a_part_judged_another_way_is_measured_again(tmp_path: Path) -> None:
+    run = _empty_run()
+    assert run.judgement == JUDGEMENT_NAME
+    parts.save_part(tmp_path, replace(run, judgement="all jobs, and the second half strictly"), quick=True)
+    assert parts.load_part(tmp_path, run.workload, quick=True, seeds=(1, 2)) is None
+    # A part pickled before runs named their judgement lacks the slot: judged the old way, measured again.
+    path = parts.part_path(tmp_path, "code", quick=True)
+    older = WorkloadRun.__new__(WorkloadRun)
+    for name in ("workload", "sizes", "board", "wall_s", "cpu_s", "loaded", "topped_up"):
+        setattr(older, name, getattr(run, name))
+    path.write_bytes(pickle.dumps(older))
+    assert parts.load_part(tmp_path, run.workload, quick=True, seeds=(1, 2)) is None
 
 
 def test_an_unreadable_part_fails_naming_the_file(tmp_path: Path) -> None:
