@@ -11,11 +11,12 @@ more often than one on either alone. That bias shrinks as runs grow, so short ru
 than 4x-longer ones on the same seeds (relQueries and mixed, 6-8% at the work rule's length; with the second
 half left out the two lengths agreed within 3.3%: the 2026-12-05 closing note of issue 26). The second half
 therefore fails a rate only where it lies more than ``SECOND_HALF_Z`` binomial standard errors below the
-run's overall attainment level, the standard error taken at the overall attainment over the second half's
-job count. Chance moves it by a few points at the benches' sizes (2 standard errors: 3.6 points over 270
-jobs at 90%, 1.9 over 1,000); a backlog that keeps growing keeps lowering the late jobs' attainment, and one
+target, the standard error taken at the run's overall attainment over the second half's job count.
+Chance moves it by a few points at the benches' sizes (2 standard errors: 3.6 points over 270 jobs at 90%,
+1.9 over 1,000); a backlog that keeps growing keeps lowering the late jobs' attainment, and one
 that lowers it by more than that still fails the rate although all jobs together pass
-(``tests/evaluation/test_judgement.py``).
+(``tests/evaluation/test_judgement.py``). Judged so, every ladder of ``bench convergence`` is steady at the
+stack bench's own length (``docs/results/convergence.md``).
 """
 
 from __future__ import annotations
