@@ -138,19 +138,24 @@ class _QuietServer(uvicorn.Server):
 async def serve_app(
     app: Any, port: int | None = None, lifespan: Literal["auto", "on", "off"] = "off"
 ) -> AsyncIterator[str]:
-    """Run an ASGI app on 127.0.0.1 in this event loop; yields its base URL; stops it on exit."""
-    port = port or free_port()
+    """Run an ASGI app on 127.0.0.1 in this event loop; yields its base URL; stops it on exit.
+
+    The socket is bound here and handed to uvicorn: a port chosen by ``free_port`` and bound later could be
+    handed to another server in between (CI once saw the stub take the gateway's chosen port)."""
+    sock = socket.create_server(("127.0.0.1", port or 0))
+    port = int(sock.getsockname()[1])
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_level="error", lifespan=lifespan, timeout_graceful_shutdown=1
     )
     server = _QuietServer(config)
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     for _ in range(500):
         if server.started or task.done():
             break
         await asyncio.sleep(0.01)
     if not server.started:
         task.cancel()
+        sock.close()
         raise RuntimeError(f"server on port {port} did not start")
     try:
         yield f"http://127.0.0.1:{port}"
@@ -158,6 +163,7 @@ async def serve_app(
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, timeout=5)
+        sock.close()
 
 
 @contextlib.contextmanager

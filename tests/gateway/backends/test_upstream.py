@@ -60,8 +60,8 @@ async def server(handler: Handler) -> AsyncIterator[tuple[UpstreamPool, list[int
         finally:
             writer.close()
 
-    port = free_port()
-    srv = await asyncio.start_server(on_connect, "127.0.0.1", port)
+    srv = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
     pool = UpstreamPool(f"http://127.0.0.1:{port}", connect_s=1.0, total_s=5.0)
     try:
         yield pool, connections

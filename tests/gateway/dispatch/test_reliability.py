@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from slosched.devtools.stub import StubBackend, free_port, serve_app
+from slosched.devtools.stub import StubBackend, serve_app
 from slosched.gateway.http.app import Gateway
 from slosched.gateway.ops.config import parse_config
 from tests.gateway.helpers import Harness, harness, stub_config
@@ -44,11 +44,11 @@ def test_backend_breaking_mid_stream_fails_the_call_once() -> None:
 def test_killed_backend_is_skipped_retried_and_rejoins_after_restart() -> None:
     async def scenario() -> None:
         stubs = [StubBackend(name="s0"), StubBackend(name="s1")]
-        ports = [free_port(), free_port()]
         async with contextlib.AsyncExitStack() as stack:
             first = contextlib.AsyncExitStack()
-            urls = [await first.enter_async_context(serve_app(stubs[0].app(), ports[0]))]
-            urls.append(await stack.enter_async_context(serve_app(stubs[1].app(), ports[1])))
+            urls = [await first.enter_async_context(serve_app(stubs[0].app()))]
+            urls.append(await stack.enter_async_context(serve_app(stubs[1].app())))
+            first_port = int(urls[0].rsplit(":", 1)[1])
             gateway = Gateway(parse_config(stub_config(urls, policies={"router": "round-robin"})))
             url = await stack.enter_async_context(serve_app(gateway.app, lifespan="on"))
             h = Harness(url, gateway, stubs, urls)
@@ -58,7 +58,7 @@ def test_killed_backend_is_skipped_retried_and_rejoins_after_restart() -> None:
             assert all(r.status_code == 200 for r in results)  # retried on backend 1 before any byte
             assert not gateway.dispatcher.backends[0].healthy
             assert len(stubs[1].received) == 6
-            async with serve_app(stubs[0].app(), ports[0]):  # restart on the same port
+            async with serve_app(stubs[0].app(), first_port):  # restart on the same port
                 for _ in range(100):
                     if gateway.dispatcher.backends[0].healthy:
                         break

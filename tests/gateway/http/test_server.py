@@ -22,7 +22,7 @@ import yaml
 
 from slosched.devtools.stub import StubBackend, StubBehaviour, free_port, serve_app
 from slosched.gateway.http.app import Gateway
-from slosched.gateway.http.server import build_server
+from slosched.gateway.http.server import build_server, listen
 from slosched.gateway.ops.config import parse_config
 from tests.gateway.helpers import stub_config
 
@@ -49,7 +49,9 @@ class Served:
 def served(**limits: Any) -> Iterator[Served]:
     """A stub backend and the gateway's real server in front of it, on a loop in a daemon thread."""
     stub = StubBackend()
-    port = free_port()
+    # Bound now and handed to the server: a port merely chosen here could go to the stub started below.
+    sock = listen("127.0.0.1", 0)
+    port = int(sock.getsockname()[1])
     ready, stop = threading.Event(), threading.Event()
     failure: list[BaseException] = []
 
@@ -57,7 +59,7 @@ def served(**limits: Any) -> Iterator[Served]:
         async with serve_app(stub.app()) as stub_url:
             config = parse_config(stub_config([stub_url], server={**_LIMITS, **limits}))
             server = build_server(Gateway(config), "127.0.0.1", port)
-            task = asyncio.create_task(server.serve())
+            task = asyncio.create_task(server.serve(sockets=[sock]))
             while not server.started and not task.done():
                 await asyncio.sleep(0.01)
             ready.set()
