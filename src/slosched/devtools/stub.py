@@ -24,6 +24,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from slosched.gateway.http.server import listen
+
 
 class StubStreamBrokenError(Exception):
     """Raised inside the stub's stream to cut the connection mid-body."""
@@ -140,9 +142,10 @@ async def serve_app(
 ) -> AsyncIterator[str]:
     """Run an ASGI app on 127.0.0.1 in this event loop; yields its base URL; stops it on exit.
 
-    The socket is bound here and handed to uvicorn: a port chosen by ``free_port`` and bound later could be
-    handed to another server in between (CI once saw the stub take the gateway's chosen port)."""
-    sock = socket.create_server(("127.0.0.1", port or 0))
+    The socket is bound here (the gateway's ``listen``: TCP without Nagle's delay) and handed to uvicorn: a
+    port chosen by ``free_port`` and bound later could be handed to another server in between (CI once saw the
+    stub take the gateway's chosen port)."""
+    sock = listen("127.0.0.1", port or 0)
     port = int(sock.getsockname()[1])
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_level="error", lifespan=lifespan, timeout_graceful_shutdown=1

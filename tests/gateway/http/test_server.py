@@ -222,6 +222,42 @@ def test_a_normal_completion_passes_through_the_guarded_server() -> None:
     assert len(server.stub.received) == 3
 
 
+def test_connections_the_listening_socket_accepts_send_without_nagles_delay() -> None:
+    """asyncio turns Nagle's algorithm off only where the accepted socket says TCP; with ``create_server``'s
+    protocol 0 it did not, and a sequential client (httpx, the OpenAI SDK) waited 44 ms per request for its
+    own delayed ACK (``listen``'s docstring)."""
+    nodelay: list[int] = []
+
+    async def scenario() -> None:
+        sock = listen("127.0.0.1", 0)
+        accepted = asyncio.Event()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                conn = transport.get_extra_info("socket")
+                nodelay.append(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+                accepted.set()
+
+        server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+        async with server:
+            _, writer = await asyncio.open_connection("127.0.0.1", sock.getsockname()[1])
+            await asyncio.wait_for(accepted.wait(), 5)
+            writer.close()
+
+    asyncio.run(scenario())
+    assert nodelay and nodelay[0] != 0
+
+
+def test_a_busy_port_is_one_config_error_naming_it() -> None:
+    from slosched.core.errors import ConfigError
+
+    with listen("127.0.0.1", 0) as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match=f"127.0.0.1:{port}"):
+            listen("127.0.0.1", port).close()
+
+
 @pytest.mark.parametrize("field", ["header_timeout_s", "max_header_bytes", "max_connections"])
 def test_bad_server_limits_name_the_field(field: str) -> None:
     from slosched.core.errors import ConfigError
