@@ -7,7 +7,10 @@ one, all on the same machine: figures include the CPU contention of sharing its 
 the p50/p99 through the router minus the p50/p99 straight to the stub at the same open-loop rate.
 ``max_rps`` is the completion rate of a closed loop with 64 concurrent clients, and
 ``cpu_ms_per_request`` the router process's CPU time per request in that loop (robust to the machine's
-other load, unlike latencies). The soak figure is the
+other load, unlike latencies). ``sequential_ms`` is one httpx client calling in a loop, as an OpenAI SDK
+user does: the latency one caller sees, with httpx's own cost in it, which the load generator's pre-encoded
+requests leave out (a server whose replies wait on the client's delayed ACK shows here at about 44 ms:
+``gateway.http.server.listen``). The soak figure is the
 gateway's resident-memory growth over the whole run (after a warm-up). The machine is shared, so targets
 are measured back to back in rounds and the quietest round (lowest p99) is reported.
 """
@@ -108,6 +111,18 @@ def _closed(url: str, pid: int, duration_s: float, body: bytes = _BODY) -> tuple
     return result.throughput, used_ms / max(len(result.latencies_s), 1)
 
 
+def _sequential_ms(url: str, count: int) -> float:
+    """Mean milliseconds per completion of one httpx client calling ``count`` times in a loop (after a few
+    calls that open the connection)."""
+    with httpx.Client(base_url=url, timeout=10) as client:
+        for _ in range(5):
+            client.post(_PATH, content=_BODY)
+        started = time.perf_counter()
+        for _ in range(count):
+            client.post(_PATH, content=_BODY)
+    return (time.perf_counter() - started) / count * 1000.0
+
+
 def _round(urls: dict[str, str], pids: dict[str, int], rate: float, duration_s: float) -> dict[str, dict[str, float]]:
     """One round: the open loop against every target back to back (so they see similar background load),
     each added latency taken against the direct run of the same round; then each target's closed loop."""
@@ -128,6 +143,9 @@ def _round(urls: dict[str, str], pids: dict[str, int], rate: float, duration_s: 
         figures[name]["max_rps"], figures[name]["cpu_ms_per_request"] = _closed(urls[name], pids[name], duration_s / 2)
         stream = _closed(urls[name], pids[name], duration_s / 4, _STREAM_BODY)  # SSE, 8 events + [DONE]
         figures[name]["stream_max_rps"], figures[name]["stream_cpu_ms_per_request"] = stream
+        figures[name]["sequential_ms"] = _sequential_ms(urls[name], 100)
+    for name in figures:
+        figures[name]["added_sequential_ms"] = figures[name]["sequential_ms"] - figures["direct"]["sequential_ms"]
     return figures
 
 
@@ -202,6 +220,7 @@ def run(quick: bool) -> dict[str, Any]:
     config_path.unlink(missing_ok=True)
     direct = _best_round(rounds, "direct")
     figures["direct_p50_ms"], figures["direct_p99_ms"] = direct["p50_ms"], direct["p99_ms"]
+    figures["direct_sequential_ms"] = direct["sequential_ms"]
     figures.update(_best_round(rounds, "gateway"))
     peer = {"available": True, "name": peer_text, **_best_round(rounds, "peer")} if peer_url else None
     figures["peer"] = peer or {"available": False, "reason": peer_text}
@@ -246,6 +265,16 @@ def _write_report(figures: dict[str, Any]) -> None:
     ]
     for name, row in rows:
         lines.append(f"| {name} | {row['stream_max_rps']:.0f} | {row['stream_cpu_ms_per_request']:.3f} |")
+    lines += [
+        "",
+        "One httpx client calling in a loop (100 completions, as an OpenAI SDK user calls; direct to the stub "
+        f"{figures['direct_sequential_ms']:.2f} ms per completion):",
+        "",
+        "| router | ms per completion | added (ms) |",
+        "|---|---:|---:|",
+    ]
+    for name, row in rows:
+        lines.append(f"| {name} | {row['sequential_ms']:.2f} | {row['added_sequential_ms']:.2f} |")
     if not peer.get("available"):
         lines += ["", f"Peer unavailable: {peer['reason']}"]
     lines += ["", f"Gateway resident memory growth over the run: {figures['gateway_rss_growth_mb']:.1f} MB."]
