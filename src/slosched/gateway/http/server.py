@@ -294,18 +294,17 @@ def listen(host: str, port: int, backlog: int = 2048) -> socket.socket:
     against 1.0 ms (``test_server.py`` holds the option). ``slosched serve`` runs on uvloop where it is
     installed (not on Windows), which sets the option on every TCP connection: 0.8 ms either way."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn: "localhost" is 127.0.0.1
+    sock: socket.socket | None = None
     try:
         sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    except OSError as error:
-        raise ConfigError(f"{host}:{port}", f"cannot listen: {error.strerror or error}") from None
-    try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: restart beside TIME_WAIT
         sock.bind((host, port))
         sock.listen(backlog)
+        return sock
     except OSError as error:
-        sock.close()
+        if sock is not None:
+            sock.close()
         raise ConfigError(f"{host}:{port}", f"cannot listen: {error.strerror or error}") from None
-    return sock
 
 
 def serve_gateway(
