@@ -20,8 +20,11 @@ late, and a runtime whose client asked for it answers "cannot meet deadline" ins
 (``on_infeasible``: the simulator's option, the gateway's header). The same setting adds EDF's demand test
 (``demand.py``): the job must also fit, at the cluster's throughput, behind the work of every admitted job
 due before it, including those jobs' stages not released yet, which the policy books (``CommittedWork``) at
-each release it keeps feasible. With ``tenant_bands`` and fair sharing's bands (handed over by the shared
-policy builder: ``bands.py``) both tests count only the work a job's band really meets, so under overload a
+each release it keeps feasible. A workflow must pass a third test at its arrival, the pace test (``pace.py``,
+``pace_factor``): its least time alone, at the pace its template's admitted stages have moved at lately,
+must fit its time left; the first two model the queues, this one measures what a chain of dependent calls
+takes while it shares the batches. With ``tenant_bands`` and fair sharing's bands (handed over by the shared
+policy builder: ``bands.py``) the first two count only the work a job's band really meets, so under overload a
 higher band is relegated before a lower one.
 
 - **Once per job** (``backlog_stages: arrival``): an admitted job's later stages are judged alone, and a
@@ -58,6 +61,7 @@ from slosched.policies.job.demand import (
     queued_work,
     uncached_share,
 )
+from slosched.policies.job.pace import StagePace
 from slosched.policies.job.stage_budget import StageBudget, profiled_predictors
 from slosched.policies.job.workflow_templates import workflow_template
 from slosched.policies.registry import PolicyContext, setting
@@ -75,10 +79,17 @@ class CriticalPathParams:
         "arrival", "the stages judged through the backlog: arrival (later ones alone, once admitted) or every"
     )
     tenant_bands: bool = setting(False, "with fair sharing's tenant bands, judge a job by the work its band meets")
+    pace_factor: float | None = setting(
+        0.9,
+        "with backlog: relegate a workflow at arrival when its least time alone x this x the pace its template's "
+        "admitted stages move at now exceeds its time left; none: no pace test",
+    )
 
     def __post_init__(self) -> None:
         if not self.triage_factor >= 0:
             raise ConfigError("critical-path.triage_factor", f"must be >= 0, got {self.triage_factor}")
+        if self.pace_factor is not None and not self.pace_factor > 0:
+            raise ConfigError("critical-path.pace_factor", f"must be > 0 or none, got {self.pace_factor}")
         if self.backlog_stages not in BACKLOG_STAGES:
             raise ConfigError(
                 "critical-path.backlog_stages", f"got {self.backlog_stages!r}; allowed: {list(BACKLOG_STAGES)}"
@@ -96,6 +107,7 @@ class CriticalPathBudget(StageBudget):
         backlog: bool = True,
         tenant_bands: bool = False,
         backlog_stages: str = "arrival",
+        pace_factor: float | None = 0.9,
     ) -> None:
         super().__init__(predictors)
         self.triage_factor = triage_factor
@@ -106,6 +118,8 @@ class CriticalPathBudget(StageBudget):
         self.queue_model = PrismModel()
         self.committed = CommittedWork()
         self.band_of: BandOf | None = None
+        self.pace_factor = pace_factor
+        self.pace = StagePace()
 
     def use_bands(self, band_of: BandOf | None) -> None:
         """Judge each job against the work its tenant's band really meets (``bands.py``); None: one band.
@@ -144,10 +158,12 @@ class CriticalPathBudget(StageBudget):
     ) -> StageDecision:
         if not math.isfinite(job.deadline_s) or not views or self.single_call(job, requests):
             return self.decide(job, requests, now_s)
+        if job.finished_stages:
+            self.pace.next_released(job.id, now_s)
         released = calls_work(requests, views)
         later = self.later_work(job).with_prompt_share(uncached_share(requests, released))
         if job.finished_stages and not self.backlog_every_stage:
-            return self._admitted_stage(job, requests, now_s, later)
+            return self._paced(job, requests, now_s, self._admitted_stage(job, requests, now_s, later))
         band_of = self.band_of
         band = job_band(requests, band_of)
         ahead = queues_ahead(views, self.queue_model, band_of, band)
@@ -156,11 +172,30 @@ class CriticalPathBudget(StageBudget):
             queued = queued_work(views, job.deadline_s, band_of, band)
             before = queued + self.committed.ahead_of(job.id, job.deadline_s, now_s, band)
             needed_s = demand_s(before + released + later, views, [q.peak_tokens_per_s for q in ahead])
-            if job.deadline_s - now_s < self.triage_factor * needed_s:
+            if job.deadline_s - now_s < self.triage_factor * needed_s or self._out_paced(job, requests, now_s):
                 decision = StageDecision(budget_s=decision.budget_s, best_effort=True)
         if decision.best_effort and not self.backlog_every_stage:
             self.relegated.add(job.id, job.deadline_s, now_s)  # read only by ``_admitted_stage``
-        return self._booked(job, decision, later, band)
+        return self._paced(job, requests, now_s, self._booked(job, decision, later, band))
+
+    def _out_paced(self, job: JobView, requests: Sequence[Request], now_s: float) -> bool:
+        """The pace test (``pace.py``): a new workflow whose least time alone, at the pace its template's
+        admitted stages move at now, exceeds its time left. Never a later stage: admitted stays admitted."""
+        if self.pace_factor is None or job.finished_stages:
+            return False
+        pace = self.pace.pace(job.template, now_s, job.slo_s)
+        if pace is None:
+            return False
+        return job.deadline_s - now_s < self.pace_factor * pace * self.remaining_min_s(job, requests, 0.0)
+
+    def _paced(self, job: JobView, requests: Sequence[Request], now_s: float, decision: StageDecision) -> StageDecision:
+        """``decision``, with the released stage's pace to be measured at the job's next release if it counts."""
+        if not decision.best_effort:
+            alone_s = max(
+                (self.fastest_cost_s(r.prompt_tokens, r.predicted_output_tokens) for r in requests), default=0.0
+            )
+            self.pace.released(job.id, job.template, now_s, alone_s, job.deadline_s)
+        return decision
 
     def _booked(self, job: JobView, decision: StageDecision, later: Work, band: float) -> StageDecision:
         """``decision``, with the job's unreleased stages booked while it is kept and dropped once relegated."""
@@ -213,5 +248,10 @@ def build(params: CriticalPathParams, context: PolicyContext) -> CriticalPathBud
     shared = context.extras.get("step_predictors")
     predictors = list(shared) if shared else profiled_predictors(context.instances)
     return CriticalPathBudget(
-        predictors, params.triage_factor, params.backlog, params.tenant_bands, params.backlog_stages
+        predictors,
+        params.triage_factor,
+        params.backlog,
+        params.tenant_bands,
+        params.backlog_stages,
+        params.pace_factor,
     )
