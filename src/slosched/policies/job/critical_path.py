@@ -20,12 +20,12 @@ late, and a runtime whose client asked for it answers "cannot meet deadline" ins
 (``on_infeasible``: the simulator's option, the gateway's header). The same setting adds EDF's demand test
 (``demand.py``): the job must also fit, at the cluster's throughput, behind the work of every admitted job
 due before it, including those jobs' stages not released yet, which the policy books (``CommittedWork``) at
-each release it keeps feasible. A workflow must pass a third test at its arrival, the pace test (``pace.py``,
-``pace_factor``): its least time alone, at the pace its template's admitted stages have moved at lately,
-must fit its time left; the first two model the queues, this one measures what a chain of dependent calls
-takes while it shares the batches. With ``tenant_bands`` and fair sharing's bands (handed over by the shared
-policy builder: ``bands.py``) the first two count only the work a job's band really meets, so under overload a
-higher band is relegated before a lower one.
+each release it keeps feasible. With ``pace_factor`` set (off by default: ``pace.py`` says why), a
+workflow must pass a third test at its arrival, the pace test: its least time alone, at the pace its
+template's admitted stages have moved at lately, must fit its time left; the first two model the queues,
+this one measures what a chain of dependent calls takes while it shares the batches. With ``tenant_bands``
+and fair sharing's bands (handed over by the shared policy builder: ``bands.py``) the first two count
+only the work a job's band really meets, so under overload a higher band is relegated before a lower one.
 
 - **Once per job** (``backlog_stages: arrival``): an admitted job's later stages are judged alone, and a
   relegated job stays relegated (``RelegatedJobs``). The queue a later stage meets is the load its own
@@ -80,9 +80,9 @@ class CriticalPathParams:
     )
     tenant_bands: bool = setting(False, "with fair sharing's tenant bands, judge a job by the work its band meets")
     pace_factor: float | None = setting(
-        0.9,
+        None,
         "with backlog: relegate a workflow at arrival when its least time alone x this x the pace its template's "
-        "admitted stages move at now exceeds its time left; none: no pace test",
+        "admitted stages move at now exceeds its time left (0.9 tried: docs/stack.md); none: no pace test",
     )
 
     def __post_init__(self) -> None:
@@ -107,7 +107,7 @@ class CriticalPathBudget(StageBudget):
         backlog: bool = True,
         tenant_bands: bool = False,
         backlog_stages: str = "arrival",
-        pace_factor: float | None = 0.9,
+        pace_factor: float | None = None,
     ) -> None:
         super().__init__(predictors)
         self.triage_factor = triage_factor

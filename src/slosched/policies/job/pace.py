@@ -9,8 +9,13 @@ every batch with the other admitted jobs: on Text-to-SQL at 3x the strongest bas
 57 of 152 missed. The pace is that ratio measured rather than modelled: each admitted stage's time from its
 release to its job's next release (tool time included: the deadline counts it too) over the stage's least
 time alone, the median over the most recent stages of the same template. A new workflow is relegated when
-its least time alone at that pace, times ``pace_factor`` (0.9: a little benefit of the doubt, docs/stack.md),
-would not fit the time it has.
+its least time alone at that pace, times ``pace_factor``, would not fit the time it has.
+
+Off by default (``pace_factor: null``). At 0.9 it lifted Text-to-SQL's goodput at 2x and 3x the strongest
+baseline's capacity by 4-15% (5 seeds x 400 workflows), but near the stack's own capacity it cost 5-12% of the
+workflows met: on seed 1 at that capacity two workflows relegated while the warm-up was congested lingered,
+relegated, through the whole measured window, and every tenth of it lost about a fifth of its met jobs
+(docs/stack.md). Until that is understood it is a setting to try, not a default.
 
 - Per template: a template's stages carry its own tool time and fan-out, and a job whose template has no
   measured stages yet (a relQuery, a single call: they have no next release) is never judged by it.
