@@ -15,7 +15,8 @@ Off by default (``pace_factor: null``). At 0.9 it lifted Text-to-SQL's goodput a
 baseline's capacity by 4-15% (5 seeds x 400 workflows), but near the stack's own capacity it cost 5-12% of the
 workflows met: on seed 1 at that capacity two workflows relegated while the warm-up was congested lingered,
 relegated, through the whole measured window, and every tenth of it lost about a fifth of its met jobs
-(docs/stack.md). Until that is understood it is a setting to try, not a default.
+(docs/stack.md): the router's PRISM load and KV factors count relegated calls waiting, and kept the A100
+they starved on at under half its calls. Until the router stops counting them it is a setting to try, not a default.
 
 - Per template: a template's stages carry its own tool time and fan-out, and a job whose template has no
   measured stages yet (a relQuery, a single call: they have no next release) is never judged by it.
