@@ -189,8 +189,9 @@ class CriticalPathBudget(StageBudget):
         return job.deadline_s - now_s < self.pace_factor * pace * self.remaining_min_s(job, requests, 0.0)
 
     def _paced(self, job: JobView, requests: Sequence[Request], now_s: float, decision: StageDecision) -> StageDecision:
-        """``decision``, with the released stage's pace to be measured at the job's next release if it counts."""
-        if not decision.best_effort:
+        """``decision``, with the released stage's pace to be measured at the job's next release if it counts
+        (only where the pace test runs: nothing reads the pace otherwise)."""
+        if self.pace_factor is not None and not decision.best_effort:
             alone_s = max(
                 (self.fastest_cost_s(r.prompt_tokens, r.predicted_output_tokens) for r in requests), default=0.0
             )
