@@ -134,12 +134,16 @@ class CriticalPathBudget(StageBudget):
         prompt = round(prompt_tokens)
         return min(t_comp_s(prompt, output_tokens, predictor) for predictor in self.predictors)
 
+    def stage_alone_s(self, requests: Sequence[Request]) -> float:
+        """The released stage's least time alone: its slowest call on its fastest instance (calls run side by side)."""
+        return max((self.fastest_cost_s(r.prompt_tokens, r.predicted_output_tokens) for r in requests), default=0.0)
+
     def remaining_min_s(self, job: JobView, requests: Sequence[Request], current_s: float = 0.0) -> float:
         """The least time the released stage and the expected later ones need: each alone on the fastest
         instance, or, given ``current_s`` (the released stage's least time through the backlog), the released
         stage that long and every later one delayed by the same wait (the queue it meets now is the best
         guess of the queues its later stages meet)."""
-        alone = max((self.fastest_cost_s(r.prompt_tokens, r.predicted_output_tokens) for r in requests), default=0.0)
+        alone = self.stage_alone_s(requests)
         current = max(alone, current_s)
         wait = current - alone
         template = workflow_template(job.template)
@@ -158,7 +162,7 @@ class CriticalPathBudget(StageBudget):
     ) -> StageDecision:
         if not math.isfinite(job.deadline_s) or not views or self.single_call(job, requests):
             return self.decide(job, requests, now_s)
-        if job.finished_stages:
+        if job.finished_stages and self.pace_factor is not None:
             self.pace.next_released(job.id, now_s)
         released = calls_work(requests, views)
         later = self.later_work(job).with_prompt_share(uncached_share(requests, released))
@@ -192,10 +196,7 @@ class CriticalPathBudget(StageBudget):
         """``decision``, with the released stage's pace to be measured at the job's next release if it counts
         (only where the pace test runs: nothing reads the pace otherwise)."""
         if self.pace_factor is not None and not decision.best_effort:
-            alone_s = max(
-                (self.fastest_cost_s(r.prompt_tokens, r.predicted_output_tokens) for r in requests), default=0.0
-            )
-            self.pace.released(job.id, job.template, now_s, alone_s, job.deadline_s)
+            self.pace.released(job.id, job.template, now_s, self.stage_alone_s(requests), job.deadline_s)
         return decision
 
     def _booked(self, job: JobView, decision: StageDecision, later: Work, band: float) -> StageDecision:
