@@ -129,3 +129,25 @@ def test_a_call_that_can_still_count_does_not_see_relegated_work_queued_ahead() 
     late.best_effort = True
     scores = PredictedCompletion(PrismModel()).score(Cycle(late, 0.0), views)
     assert scores[1] > scores[0]
+
+
+def test_the_load_and_kv_factors_do_not_see_relegated_work_queued_ahead_either() -> None:
+    # Two relegated calls of 38k tokens starve in instance 0's queue (80k tokens of KV); instance 1 holds nothing.
+    # For a call that can still count the two look alike in every factor (PRISM's own columns count them).
+    views = [_view(0), _view(1)]
+    for index in range(2):
+        relegated_call = call(f"rel{index}", deadline_s=100.0, prompt=38_000)
+        relegated_call.best_effort = True
+        views[0].note_routed(relegated_call)
+    router = DeadlineCompletionRouter()
+    feasible = call("x", deadline_s=50.0)
+    columns = router.completion.factor_columns(Cycle(feasible, 0.0), views)
+    for column in columns:
+        assert column[0] == column[1]
+    raw = router.model.columns(Cycle(feasible, 0.0), views)
+    assert raw[1][0] < raw[1][1] and raw[2][0] < raw[2][1]  # what PRISM's columns saw: loaded, short of KV
+    # A relegated call meets the whole queue in the load and KV factors too.
+    late = call("late", deadline_s=50.0)
+    late.best_effort = True
+    load, kv = router.completion.factor_columns(Cycle(late, 0.0), views)[1:]
+    assert load[0] < load[1] and kv[0] < kv[1]

@@ -20,7 +20,7 @@ late, and a runtime whose client asked for it answers "cannot meet deadline" ins
 (``on_infeasible``: the simulator's option, the gateway's header). The same setting adds EDF's demand test
 (``demand.py``): the job must also fit, at the cluster's throughput, behind the work of every admitted job
 due before it, including those jobs' stages not released yet, which the policy books (``CommittedWork``) at
-each release it keeps feasible. With ``pace_factor`` set (off by default: ``pace.py`` says why), a
+each release it keeps feasible. With ``pace_factor`` (0.9 by default, none turns it off: ``pace.py``), a
 workflow must pass a third test at its arrival, the pace test: its least time alone, at the pace its
 template's admitted stages have moved at lately, must fit its time left; the first two model the queues,
 this one measures what a chain of dependent calls takes while it shares the batches. With ``tenant_bands``
@@ -80,9 +80,9 @@ class CriticalPathParams:
     )
     tenant_bands: bool = setting(False, "with fair sharing's tenant bands, judge a job by the work its band meets")
     pace_factor: float | None = setting(
-        None,
+        0.9,
         "with backlog: relegate a workflow at arrival when its least time alone x this x the pace its template's "
-        "admitted stages move at now exceeds its time left (0.9 tried: docs/stack.md); none: no pace test",
+        "admitted stages move at now exceeds its time left (docs/stack.md); none: no pace test",
     )
 
     def __post_init__(self) -> None:
@@ -107,7 +107,7 @@ class CriticalPathBudget(StageBudget):
         backlog: bool = True,
         tenant_bands: bool = False,
         backlog_stages: str = "arrival",
-        pace_factor: float | None = None,
+        pace_factor: float | None = 0.9,
     ) -> None:
         super().__init__(predictors)
         self.triage_factor = triage_factor

@@ -11,12 +11,13 @@ release to its job's next release (tool time included: the deadline counts it to
 time alone, the median over the most recent stages of the same template. A new workflow is relegated when
 its least time alone at that pace, times ``pace_factor``, would not fit the time it has.
 
-Off by default (``pace_factor: null``). At 0.9 it lifted Text-to-SQL's goodput at 2x and 3x the strongest
-baseline's capacity by 4-15% (5 seeds x 400 workflows), but near the stack's own capacity it cost 5-12% of the
-workflows met: on seed 1 at that capacity two workflows relegated while the warm-up was congested lingered,
-relegated, through the whole measured window, and every tenth of it lost about a fifth of its met jobs
-(docs/stack.md): the router's PRISM load and KV factors count relegated calls waiting, and kept the A100
-they starved on at under half its calls. Until the router stops counting them it is a setting to try, not a default.
+0.9 by default (``pace_factor: null`` turns it off). On Text-to-SQL (5 seeds x 400 workflows) it lifted the
+goodput at 2x and 3x the strongest baseline's capacity by 1-5%, and on mixed at 3x the jobs met from 0.49 to
+0.68; at and just above the stack's own capacity it costs nothing (docs/stack.md). It shipped off at first:
+there it cost 5-12% of the workflows met, because two workflows relegated while the warm-up was congested
+lingered through the whole measured window, and the router's PRISM load and KV factors, which counted
+relegated calls waiting, kept the A100 they starved on at under half its calls. The router now costs every
+factor as a call that can still count meets it (``deadline_completion.py``'s ``factor_columns``).
 
 - Per template: a template's stages carry its own tool time and fan-out, and a job whose template has no
   measured stages yet (a relQuery, a single call: they have no next release) is never judged by it.
