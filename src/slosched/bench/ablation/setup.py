@@ -117,6 +117,12 @@ ABLATIONS = (
         (("backlog", False),),
     ),
     Ablation(
+        "-pace-test",
+        "job",
+        "the pace test (a workflow is admitted whatever pace the admitted ones move at)",
+        (("pace_factor", None),),
+    ),
+    Ablation(
         "-relegated-threshold",
         "engine",
         "the threshold of the strict tier for relegated jobs' calls (strict whenever a call that can count runs)",

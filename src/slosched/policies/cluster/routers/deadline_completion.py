@@ -109,9 +109,7 @@ class PredictedCompletion:
         key = (self, "columns")
         columns: tuple[list[float], ...] | None = cycle.scratch.get(key)
         if columns is None:
-            request = cycle.request
-            rows = [self.model.factors(request, state) for state in self.states(cycle, views)]
-            columns = cycle.scratch[key] = tuple(map(list, zip(*rows, strict=True)))
+            columns = cycle.scratch[key] = self.model.columns_over(cycle.request, self.states(cycle, views))
         return columns
 
     def latency_s(self, request: Request, view: InstanceView, state: State) -> float:

@@ -143,10 +143,13 @@ class PrismModel:
         """The three factor columns over ``views``, computed once per decision and shared by the scorers."""
         columns: tuple[list[float], ...] | None = cycle.scratch.get(self)
         if columns is None:
-            request = cycle.request
-            rows = [self.factors(request, state) for state in self.states(views)]
-            columns = cycle.scratch[self] = tuple(map(list, zip(*rows, strict=True)))
+            columns = cycle.scratch[self] = self.columns_over(cycle.request, self.states(views))
         return columns
+
+    def columns_over(self, request: Request, states: Sequence[State]) -> tuple[list[float], ...]:
+        """The three factor columns of ``request`` over engines in ``states``."""
+        rows = [self.factors(request, state) for state in states]
+        return tuple(map(list, zip(*rows, strict=True)))
 
 
 class PrismFactorScorer:
