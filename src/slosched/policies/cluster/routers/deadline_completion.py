@@ -16,6 +16,10 @@ One decision, as a pipeline profile:
    bound alone let one A100 of Text-to-SQL's cluster take twice the calls of the other near capacity.
 3. **scores** (product, as PRISM): ``completion`` (below) for calls with a deadline and no token SLOs,
    PRISM's latency factor for calls with TTFT/TPOT SLOs, PRISM's load and KV factors, session affinity.
+   Every factor sees the queue the call meets: a call that can still count does not count the relegated
+   calls waiting (the engine serves them after it), in its completion nor, since 2026-12-06, in its load and
+   KV factors (``factor_columns``: with the pace test on, counting them there cost Text-to-SQL 5-12% of its
+   workflows near capacity).
 
 Scorer ``predicted-completion``: ``1 / (1 + x^4)`` with ``x`` = the call's predicted latency on the
 instance over the time left to its target (``call_target_s``: its apportioned budget, capped by its job's
