@@ -52,7 +52,7 @@ from slosched.policies.cluster.pickers import MaxPicker
 from slosched.policies.cluster.pipeline import SCORERS, Cycle, Filter, Profile, WeightedScorer
 from slosched.policies.cluster.residents import TpotResidents
 from slosched.policies.cluster.routers.cache_aware import CacheAffinityFilter
-from slosched.policies.cluster.routers.prism import PrismModel, State
+from slosched.policies.cluster.routers.prism import PrismFactorScorer, PrismModel, State
 from slosched.policies.cluster.scorers import KvFitsFilter, SessionAffinityScorer
 from slosched.policies.engine.ordering.least_slack import call_target_s
 from slosched.policies.registry import NoParams, PolicyContext, setting
@@ -188,17 +188,6 @@ class PredictedCompletion:
             self.residents.on_finished(request, instance_index)
 
 
-class FeasibleFactorScorer:
-    """One PRISM factor (``column``: LATENCY, LOAD or KV) as the call meets it (``factor_columns``)."""
-
-    def __init__(self, completion: PredictedCompletion, column: int) -> None:
-        self.completion = completion
-        self.column = column
-
-    def score(self, cycle: Cycle, views: Sequence[InstanceView]) -> list[float]:
-        return self.completion.factor_columns(cycle, views)[self.column]
-
-
 class AffinityFilter:
     """Step 2 of the module doc."""
 
@@ -260,8 +249,8 @@ class DeadlineCompletionRouter(Profile):
         filters: list[Filter] = [KvFitsFilter(), affinity]
         scorers = [
             WeightedScorer("predicted-completion", self.completion),
-            WeightedScorer("prism-load", FeasibleFactorScorer(self.completion, LOAD)),
-            WeightedScorer("prism-kv", FeasibleFactorScorer(self.completion, KV)),
+            WeightedScorer("prism-load", PrismFactorScorer(self.completion.factor_columns, LOAD)),
+            WeightedScorer("prism-kv", PrismFactorScorer(self.completion.factor_columns, KV)),
             WeightedScorer("session-affinity", SessionAffinityScorer(miss_score=0.5)),
         ]
         super().__init__(filters, scorers, MaxPicker("product", relax=("prism-kv",)))

@@ -36,7 +36,7 @@ between candidates whose scores agree to about 1e-16 relative.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from slosched.core.errors import ConfigError
@@ -152,15 +152,20 @@ class PrismModel:
         return tuple(map(list, zip(*rows, strict=True)))
 
 
-class PrismFactorScorer:
-    """One PRISM factor (``column`` 0: latency, 1: load, 2: KV) as a scorer; already in [0, 1]."""
+Columns = Callable[[Cycle, Sequence[View]], tuple[list[float], ...]]  # the three factor columns of a decision
 
-    def __init__(self, model: PrismModel, column: int) -> None:
-        self.model = model
+
+class PrismFactorScorer:
+    """One PRISM factor (``column`` 0: latency, 1: load, 2: KV) as a scorer; already in [0, 1]. ``columns``
+    gives the decision's three columns: PRISM's own (``PrismModel.columns``) or, in the stack's router, the
+    factors on the queue the call meets (``PredictedCompletion.factor_columns``)."""
+
+    def __init__(self, columns: Columns, column: int) -> None:
+        self.columns = columns
         self.column = column
 
     def score(self, cycle: Cycle, views: Sequence[View]) -> list[float]:
-        return self.model.columns(cycle, views)[self.column]
+        return self.columns(cycle, views)[self.column]
 
 
 class PrismRouter(Profile):
@@ -184,9 +189,9 @@ class PrismRouter(Profile):
         self.affinity_bonus = affinity_bonus
         self.affinity = SessionAffinityScorer(miss_score=1.0 / affinity_bonus)
         scorers = [
-            WeightedScorer("prism-latency", PrismFactorScorer(self.model, 0), w_latency),
-            WeightedScorer("prism-load", PrismFactorScorer(self.model, 1), w_load),
-            WeightedScorer("prism-kv", PrismFactorScorer(self.model, 2), w_kv),
+            WeightedScorer("prism-latency", PrismFactorScorer(self.model.columns, 0), w_latency),
+            WeightedScorer("prism-load", PrismFactorScorer(self.model.columns, 1), w_load),
+            WeightedScorer("prism-kv", PrismFactorScorer(self.model.columns, 2), w_kv),
             WeightedScorer("session-affinity", self.affinity, w_affinity),
         ]
         super().__init__([], scorers, MaxPicker("product", relax=("prism-kv",)))
@@ -254,17 +259,17 @@ class PrismParams(PrismModelParams):
 
 @SCORERS.register("prism-latency", params=PrismModelParams)
 def build_latency(params: PrismModelParams, context: PolicyContext) -> PrismFactorScorer:
-    return PrismFactorScorer(params.model(), 0)
+    return PrismFactorScorer(params.model().columns, 0)
 
 
 @SCORERS.register("prism-load", params=PrismModelParams)
 def build_load(params: PrismModelParams, context: PolicyContext) -> PrismFactorScorer:
-    return PrismFactorScorer(params.model(), 1)
+    return PrismFactorScorer(params.model().columns, 1)
 
 
 @SCORERS.register("prism-kv", params=PrismModelParams)
 def build_kv(params: PrismModelParams, context: PolicyContext) -> PrismFactorScorer:
-    return PrismFactorScorer(params.model(), 2)
+    return PrismFactorScorer(params.model().columns, 2)
 
 
 @ROUTERS.register("prism", params=PrismParams)
