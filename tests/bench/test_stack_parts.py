@@ -87,6 +87,37 @@ def test_a_part_judged_another_way_is_measured_again(tmp_path: Path) -> None:
     assert parts.load_part(tmp_path, run.workload, quick=True, seeds=(1, 2)) is None
 
 
+def test_a_part_that_is_not_reused_says_why(tmp_path: Path) -> None:
+    run = _empty_run()
+    assert parts.stale_part(tmp_path, run.workload, quick=True, seeds=(1, 2)) is None  # none saved
+    parts.save_part(tmp_path, run, quick=True)
+    assert parts.stale_part(tmp_path, run.workload, quick=True, seeds=(1, 2)) is None  # it loads
+    assert "seeds [1, 2], this run's are [1, 2, 3]" in str(parts.stale_part(tmp_path, run.workload, True, (1, 2, 3)))
+    bigger = replace(run.workload, quick=Sizes(run.sizes.num_jobs + 1, run.sizes.num_warmup_jobs))
+    assert "this run's are Sizes(num_jobs=" in str(parts.stale_part(tmp_path, bigger, True, (1, 2)))
+    parts.save_part(tmp_path, replace(run, judgement=None), quick=True)
+    assert "judged 'before judgement.py'" in str(parts.stale_part(tmp_path, run.workload, True, (1, 2)))
+
+
+def test_a_stale_part_is_announced_and_a_top_up_run_refuses_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _empty_run()
+    parts.save_part(tmp_path, replace(run, judgement=None), quick=True)
+    monkeypatch.setenv(parts.PARTS_ENV, str(tmp_path))
+    monkeypatch.setattr(stack_setup, "WORKLOADS", (run.workload,))
+    monkeypatch.setattr(stack, "QUICK_SEEDS", (1, 2))
+    monkeypatch.setattr(stack, "score", _must_not_measure)
+    monkeypatch.setenv(refresh.REMEASURE_ENV, "stack")
+    with pytest.raises(ConfigError, match=r"SLOSCHED_STACK_REMEASURE.*quick-code\.pkl cannot be topped up.*judged"):
+        stack.run(quick=True)  # refused before anything is measured
+    monkeypatch.delenv(refresh.REMEASURE_ENV)
+    monkeypatch.setattr(stack, "score", lambda workload, quick, seeds: run)
+    assert stack.measured_or_saved(run.workload, True, (1, 2)) is run  # measured whole (and saved), ...
+    assert "is not reused (judged 'before judgement.py'" in capsys.readouterr().out  # ... saying why
+    assert parts.stale_part(tmp_path, run.workload, True, (1, 2)) is None
+
+
 def test_an_unreadable_part_fails_naming_the_file(tmp_path: Path) -> None:
     run = _empty_run()
     parts.part_path(tmp_path, "code", quick=True).write_bytes(b"not a pickle")

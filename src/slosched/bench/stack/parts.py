@@ -9,6 +9,8 @@ session. Two environment variables let it be run in parts and assembled, with th
   saved to ``DIR/{quick|full}-NAME.pkl`` as soon as it finishes, and a workload already saved there for the
   same mode and seeds is loaded instead of measured again. A run interrupted after three workloads resumes
   at the fourth; parts run on two machines assemble into one page by copying the files into one directory.
+  A part saved for other seeds, job counts or judgement is measured again whole, and the run says so (and
+  why) before it starts; a run asked to top parts up (``refresh.py``) refuses such a part instead.
 
 A part is a pickle of this program's own result objects: it is read back only by the same code, and one that
 no longer loads (the classes changed since it was written) fails naming the file, to be deleted and rerun.
@@ -56,7 +58,37 @@ def part_path(directory: Path, name: str, quick: bool) -> Path:
 
 def load_part(directory: Path, workload: StackWorkload, quick: bool, seeds: Sequence[int]) -> WorkloadRun | None:
     """The saved run of ``workload`` (same mode and seeds), or None when there is none to reuse."""
-    path = part_path(directory, workload.name, quick)
+    saved = _read(part_path(directory, workload.name, quick))
+    if saved is None or why_not_reused(saved, workload, quick, seeds) is not None:
+        return None  # none, or measured another way: measured again (and overwritten)
+    # The workload's definition comes from this code, not from the file: a part names what it measured.
+    # A part saved before WorkloadRun gained topped_up lacks the slot: nothing was added to it yet.
+    saved.workload, saved.loaded, saved.topped_up = workload, True, (0.0, 0.0)
+    return saved
+
+
+def stale_part(directory: Path, workload: StackWorkload, quick: bool, seeds: Sequence[int]) -> str | None:
+    """Why the part saved for ``workload`` is not reused (so that a run says so before it measures the whole
+    part again, hours on the slow workloads); None when there is no part or it loads."""
+    saved = _read(part_path(directory, workload.name, quick))
+    return None if saved is None else why_not_reused(saved, workload, quick, seeds)
+
+
+def why_not_reused(saved: WorkloadRun, workload: StackWorkload, quick: bool, seeds: Sequence[int]) -> str | None:
+    """What differs between the saved part and this run (seeds, job counts and rule, judgement), or None."""
+    if tuple(saved.board.seeds) != tuple(seeds):
+        return f"measured on seeds {list(saved.board.seeds)}, this run's are {list(seeds)}"
+    sizes = workload.quick if quick else workload.full
+    if saved.sizes != sizes:
+        return f"measured at {saved.sizes}, this run's are {sizes}"
+    judgement = getattr(saved, "judgement", None)
+    if judgement != JUDGEMENT_NAME:
+        return f"judged {judgement or 'before judgement.py'!r}, this code judges {JUDGEMENT_NAME!r}"
+    return None
+
+
+def _read(path: Path) -> WorkloadRun | None:
+    """The part saved at ``path`` (None when there is none); a file that does not load fails naming it."""
     if not path.exists():
         return None
     try:
@@ -66,13 +98,6 @@ def load_part(directory: Path, workload: StackWorkload, quick: bool, seeds: Sequ
         raise ConfigError(PARTS_ENV, f"cannot read the saved part {path} ({error}); delete it to rerun") from None
     if not isinstance(saved, WorkloadRun):
         raise ConfigError(PARTS_ENV, f"{path} holds no bench stack part; delete it to rerun")
-    if tuple(saved.board.seeds) != tuple(seeds) or saved.sizes != (workload.quick if quick else workload.full):
-        return None  # measured on other seeds or job counts: measured again (and overwritten)
-    if getattr(saved, "judgement", None) != JUDGEMENT_NAME:
-        return None  # its runs were judged another way (before ``judgement.py``): measured again
-    # The workload's definition comes from this code, not from the file: a part names what it measured.
-    # A part saved before WorkloadRun gained topped_up lacks the slot: nothing was added to it yet.
-    saved.workload, saved.loaded, saved.topped_up = workload, True, (0.0, 0.0)
     return saved
 
 

@@ -31,8 +31,10 @@ import os
 import time
 from collections.abc import Callable, Sequence
 
+import slosched.bench.stack.parts as parts
 import slosched.bench.stack.setup as setup
 from slosched.bench.stack.figures import WorkloadRun, cpu_seconds
+from slosched.bench.stack.setup import StackWorkload
 from slosched.core.errors import ConfigError
 from slosched.evaluation.baseline_plan import lacks_a_round
 from slosched.evaluation.board import TARGETS
@@ -55,6 +57,25 @@ def remeasure_asked() -> frozenset[str]:
             f"got {', '.join(unknown)}; allowed: {', '.join(REMEASURE_CHOICES)}, comma-separated (or unset)",
         )
     return asked
+
+
+def refuse_stale_parts(
+    workloads: Sequence[StackWorkload], quick: bool, seeds: Sequence[int], remeasure: frozenset[str]
+) -> None:
+    """A run asked to top parts up (``remeasure``) fails before it measures anything when a saved part of
+    ``workloads`` would not be reused: it would otherwise measure that part whole, hours where minutes were
+    asked for. A workload with no saved part is measured whole, as without ``remeasure``."""
+    directory = parts.parts_directory()
+    if not remeasure or directory is None:
+        return
+    for workload in workloads:
+        stale = parts.stale_part(directory, workload, quick, seeds)
+        if stale:
+            raise ConfigError(
+                REMEASURE_ENV,
+                f"the saved part {parts.part_path(directory, workload.name, quick)} cannot be topped up ({stale}); "
+                f"delete it to measure {workload.name} whole, or leave it out with {parts.WORKLOADS_ENV}",
+            )
 
 
 def missing_loads(run: WorkloadRun, quick: bool, loads: Sequence[float]) -> list[float]:

@@ -236,6 +236,10 @@ def measured_or_saved(
         return score(workload, quick, seeds)
     saved = parts.load_part(directory, workload, quick, seeds)
     if saved is None:
+        stale = parts.stale_part(directory, workload, quick, seeds)
+        if stale:
+            where = parts.part_path(directory, workload.name, quick)
+            print(f"{workload.name}: the saved part {where} is not reused ({stale}): measured whole", flush=True)
         measured = score(workload, quick, seeds)
         print(f"{workload.name}: saved to {parts.save_part(directory, measured, quick)}", flush=True)
         return measured
@@ -261,6 +265,7 @@ def run(quick: bool) -> dict[str, Any]:
     seeds = QUICK_SEEDS if quick else FULL_SEEDS
     chosen = parts.chosen_workloads(setup.WORKLOADS)
     remeasure = refresh.remeasure_asked()  # read (and a bad value refused) before any measuring
+    refresh.refuse_stale_parts(chosen, quick, seeds, remeasure)
     runs = [measured_or_saved(workload, quick, seeds, remeasure) for workload in chosen]
     figures = figures_of(runs, seeds, quick)
     figures["left_out"] = [workload.name for workload in setup.WORKLOADS if workload not in chosen]
