@@ -86,3 +86,12 @@ def test_bench_list_and_unknown_bench() -> None:
     assert "sim-speed" in runner.invoke(app, ["bench", "list"]).output
     result = runner.invoke(app, ["bench", "nope"])
     assert result.exit_code != 0 and "sim-speed" in str(result.exception)
+
+
+def test_a_bad_worker_count_stops_a_bench_before_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from slosched.cli.main import run as cli
+
+    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "two")
+    started: list[bool] = []
+    monkeypatch.setattr("slosched.bench.base.run_keeping_rows", lambda *args, **kwargs: started.append(True))
+    assert cli(["bench", "sim-speed", "--quick"]) == 2 and not started

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from slosched.core.errors import ConfigError
 from slosched.evaluation.runners import run_tasks, worker_count
 
 
@@ -35,9 +36,14 @@ def test_no_tasks_and_one_task_run_in_process(monkeypatch: pytest.MonkeyPatch) -
 def test_the_environment_overrides_the_worker_count(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SLOSCHED_BENCH_WORKERS", raising=False)
     assert (worker_count(3), worker_count(0)) == (3, 1)
-    for text, expected in (("1", 1), ("6", 6), ("0", 1), ("-2", 3), ("two", 3), ("", 3)):
+    for text, expected in (("1", 1), ("6", 6), (" 2 ", 2), ("", 3)):
         monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", text)
         assert worker_count(3) == expected
+    for text in ("0", "-2", "two", "1.5"):
+        monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", text)
+        with pytest.raises(ConfigError, match="SLOSCHED_BENCH_WORKERS") as caught:
+            worker_count(3)
+        assert repr(text.strip()) in str(caught.value)
     monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
     results = run_tasks(square_late_first, [0, 1, 2], "forced in-process", workers=2)
     assert results == [(0, os.getpid()), (1, os.getpid()), (2, os.getpid())]

@@ -59,13 +59,17 @@ def bench(
         return
     from slosched.bench.base import BenchmarkFailed, run_keeping_rows
     from slosched.core.errors import Interrupted
+    from slosched.evaluation.runners import worker_count
     from slosched.metrics.summary import json_safe
+
+    benchmark = get_benchmark(name)
+    worker_count(1)  # a bad SLOSCHED_BENCH_WORKERS is an error before anything runs, not after a first stage
 
     def announce(row: str) -> None:  # a row's figures are kept from here on, whatever happens next
         print(f"bench {name}: row {row!r} finished", file=sys.stderr, flush=True)
 
     try:
-        figures = run_keeping_rows(get_benchmark(name), quick, announce)
+        figures = run_keeping_rows(benchmark, quick, announce)
     except Interrupted as stop:
         _print_partial(stop.partial, as_json)
         rows = stop.partial["finished_rows"]

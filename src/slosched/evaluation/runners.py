@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from slosched.core.errors import Interrupted
+from slosched.core.errors import ConfigError, Interrupted
 from slosched.evaluation.task_cache import TALLY, task_cache
 from slosched.tuning.executors import connect_ray, ignore_sigint, kill_workers, ray_map
 
@@ -25,9 +25,19 @@ TaskT = TypeVar("TaskT")
 ResultT = TypeVar("ResultT")
 
 
+WORKERS_ENV = "SLOSCHED_BENCH_WORKERS"
+
+
 def worker_count(default: int) -> int:
-    text = os.environ.get("SLOSCHED_BENCH_WORKERS")
-    return max(1, int(text)) if text and text.isdigit() else max(1, default)
+    """Local worker processes: ``SLOSCHED_BENCH_WORKERS`` when set (a whole number >= 1; anything else is a
+    ``ConfigError`` naming it, before any run: a typo silently running a multi-hour bench on the default count
+    is worse than an error), else ``default`` (at least 1)."""
+    text = os.environ.get(WORKERS_ENV, "").strip()
+    if not text:
+        return max(1, default)
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(WORKERS_ENV, f"must be a whole number of worker processes >= 1, got {text!r}")
+    return int(text)
 
 
 def progress_bar() -> Progress:
