@@ -129,3 +129,19 @@ def test_miss_breakdown_counts_the_measured_calls() -> None:
 def test_the_full_form_sizes_runs_by_the_work_rule_and_the_quick_form_does_not() -> None:
     assert all(setting.workbench().work_tolerance == sizing.WORK_TOLERANCE for setting in FULL_SETTINGS)
     assert all(setting.workbench().work_tolerance is None for setting in QUICK_SETTINGS)
+
+
+def test_a_save_file_in_a_missing_folder_stops_the_run_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slosched.bench.nexus import runs
+    from slosched.core.errors import ConfigError
+
+    monkeypatch.delenv(runs.SAVE_ENV, raising=False)
+    assert runs.save_path() is None
+    monkeypatch.setenv(runs.SAVE_ENV, str(tmp_path / "run.pkl"))
+    assert runs.save_path() == tmp_path / "run.pkl"
+    for bad in (tmp_path / "missing" / "run.pkl", tmp_path):
+        monkeypatch.setenv(runs.SAVE_ENV, str(bad))
+        with pytest.raises(ConfigError, match=runs.SAVE_ENV):
+            runs.run(quick=True)

@@ -16,7 +16,8 @@ and Summarization on 2x H100):
 JSON (last line with ``--json``): the headline setting's ``baselines`` (policy -> SLO capacity),
 ``strongest_baseline``, ``ratio_vs_strongest``, ``ratio_vs_paper_baseline``, ``seeds``, ``num_jobs``,
 ``goodput_1.5x`` / ``goodput_2x``; ``settings_results`` (the same per setting), ``cold_start``,
-``model_r2``, ``zero_config_converge_s`` and ``settings``. The full run writes docs/results/nexus.md.
+``model_r2``, ``zero_config_converge_s`` and ``settings``. The full run writes docs/results/nexus.md;
+``SLOSCHED_NEXUS_SAVE=FILE`` also pickles the run's objects there, so the report can be re-rendered from it.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from slosched.bench.nexus.setup import (
     baseline_plan,
     paper_candidates,
 )
+from slosched.core.errors import ConfigError
 from slosched.evaluation.formatting import print_figures
 from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.scoreboard import LOADS, Scoreboard, cold_start, evaluate
@@ -126,8 +128,25 @@ def headline(boards: list[Scoreboard], colds: list[Scoreboard]) -> dict[str, Any
     return figures
 
 
+SAVE_ENV = "SLOSCHED_NEXUS_SAVE"
+
+
+def save_path() -> Path | None:
+    """Where ``SLOSCHED_NEXUS_SAVE`` asks the run's objects to be pickled (None: unset), checked before the run
+    starts: a folder that is not there would otherwise fail the write after the whole run, and take the report
+    with it."""
+    text = os.environ.get(SAVE_ENV, "").strip()
+    if not text:
+        return None
+    path = Path(text)
+    if path.is_dir() or not path.parent.is_dir():
+        raise ConfigError(SAVE_ENV, f"{text!r} must name a file in an existing folder")
+    return path
+
+
 def run(quick: bool) -> dict[str, Any]:
     start = time.perf_counter()
+    saved = save_path()
     settings = QUICK_SETTINGS if quick else FULL_SETTINGS
     seeds = QUICK_SEEDS if quick else FULL_SEEDS
     boards, colds = [], []
@@ -146,9 +165,8 @@ def run(quick: bool) -> dict[str, Any]:
     figures["task_cache"] = TALLY.figures()
     figures["cpu_s"] = cpu_seconds()
     _print_summary(figures, boards)
-    saved = os.environ.get("SLOSCHED_NEXUS_SAVE")
-    if saved:  # the run's objects, so the report can be re-rendered from this very run
-        Path(saved).write_bytes(pickle.dumps((boards, colds, accuracy, zero, figures)))
+    if saved is not None:  # the run's objects, so the report can be re-rendered from this very run
+        saved.write_bytes(pickle.dumps((boards, colds, accuracy, zero, figures)))
     if not quick:
         from slosched.bench.nexus.report import write_report
 
