@@ -47,3 +47,25 @@ def test_the_environment_overrides_the_worker_count(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
     results = run_tasks(square_late_first, [0, 1, 2], "forced in-process", workers=2)
     assert results == [(0, os.getpid()), (1, os.getpid()), (2, os.getpid())]
+
+
+def test_without_a_terminal_progress_is_a_line_a_while(capsys: pytest.CaptureFixture[str]) -> None:
+    from rich.console import Console
+
+    from slosched.evaluation.runners import LoggedProgress, progress_bar
+
+    assert isinstance(progress_bar(), LoggedProgress)  # pytest's stderr is no terminal
+    quiet = LoggedProgress(Console(stderr=True), every_s=3600.0)
+    with quiet:
+        bar = quiet.add_task("short", total=3)
+        for _ in range(3):
+            quiet.advance(bar)
+    assert capsys.readouterr().err == ""  # a task shorter than the interval says nothing
+    chatty = LoggedProgress(Console(stderr=True), every_s=0.0)
+    with chatty:
+        bar = chatty.add_task("long", total=2)
+        chatty.advance(bar)
+        chatty.advance(bar)
+        open_ended = chatty.add_task("runs", total=None)
+        chatty.advance(open_ended)
+    assert capsys.readouterr().err.splitlines() == ["long: 1/2 (0:00:00)", "long: 2/2 (0:00:00)", "runs: 1 (0:00:00)"]

@@ -10,17 +10,22 @@ e.g. under a profiler). Ray is reached the one way the tuner reaches it too (``t
 from __future__ import annotations
 
 import os
+import sys
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from slosched.core.errors import ConfigError, Interrupted
 from slosched.evaluation.task_cache import TALLY, task_cache
 from slosched.tuning.executors import connect_ray, ignore_sigint, kill_workers, ray_map
 
+# How often a run whose stderr is no terminal logs its progress (``LoggedProgress``).
+LOG_EVERY_S = 60.0
 TaskT = TypeVar("TaskT")
 ResultT = TypeVar("ResultT")
 
@@ -41,8 +46,38 @@ def worker_count(default: int) -> int:
 
 
 def progress_bar() -> Progress:
+    """A rich progress bar on stderr; where stderr is no terminal (a bench left running in the background, a
+    CI log) rich draws nothing at all, so a plain line a minute says how far it got instead."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return LoggedProgress(console)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    return Progress(*columns, console=Console(stderr=True), transient=True)
+    return Progress(*columns, console=console, transient=True)
+
+
+class LoggedProgress(Progress):
+    """Progress without a live display: ``advance`` prints ``description: done/total (elapsed)`` to stderr each
+    time ``every_s`` seconds have passed since a task's last line (or its start), and once more when a task
+    that logged completes; a task shorter than ``every_s`` stays silent, as a transient bar would."""
+
+    def __init__(self, console: Console, every_s: float = LOG_EVERY_S) -> None:
+        super().__init__(TextColumn("{task.description}"), console=console, disable=True)
+        self.every_s = every_s
+        self._last_line_s: dict[TaskID, float] = {}
+        self._logged: set[TaskID] = set()
+
+    def advance(self, task_id: TaskID, advance: float = 1) -> None:
+        super().advance(task_id, advance)
+        task = next(task for task in self.tasks if task.id == task_id)
+        now = time.monotonic()
+        last = self._last_line_s.get(task_id, now - (task.elapsed or 0.0))
+        if now - last < self.every_s and not (task.finished and task_id in self._logged):
+            return
+        self._last_line_s[task_id] = now
+        self._logged.add(task_id)
+        total = "" if task.total is None else f"/{task.total:g}"
+        elapsed = timedelta(seconds=round(task.elapsed or 0.0))
+        print(f"{task.description}: {task.completed:g}{total} ({elapsed})", file=sys.stderr, flush=True)
 
 
 def run_tasks(
