@@ -95,3 +95,10 @@ def test_a_bad_worker_count_stops_a_bench_before_it_runs(monkeypatch: pytest.Mon
     started: list[bool] = []
     monkeypatch.setattr("slosched.bench.base.run_keeping_rows", lambda *args, **kwargs: started.append(True))
     assert cli(["bench", "sim-speed", "--quick"]) == 2 and not started
+
+
+def test_help_shows_bracketed_examples_and_joins_docstring_lines() -> None:
+    listing = runner.invoke(app, ["--help"], terminal_width=200).output
+    assert "stops it and prints the figures" in " ".join(listing.split())  # the bench docstring, one paragraph
+    compare = runner.invoke(app, ["compare", "--help"], terminal_width=200).output
+    assert "policies=[least-tokens+fcfs]" in compare  # rich markup read "[...]" as a style tag

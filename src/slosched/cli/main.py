@@ -30,6 +30,10 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # Markdown, not rich markup: rich's markup read a bracketed word in a help as a style tag (``--set``'s
+    # example 'policies=[least-tokens+fcfs]' showed as 'policies=') and kept a docstring's line breaks in the
+    # command list.
+    rich_markup_mode="markdown",
     help="slosched: SLO-aware LLM serving scheduler",
 )
 

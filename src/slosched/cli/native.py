@@ -11,6 +11,7 @@ from slosched.cli.common import JsonOpt, out
 
 native_app = typer.Typer(
     no_args_is_help=True,
+    rich_markup_mode="markdown",  # as the main app's (cli/main.py)
     help="Compile the simulator's hot modules with mypyc (about x1.4 faster, same results) or show their state.",
 )
 

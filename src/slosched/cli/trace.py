@@ -35,6 +35,7 @@ class _DumpByDefault(TyperGroup):
 trace_app = typer.Typer(
     cls=_DumpByDefault,
     no_args_is_help=True,
+    rich_markup_mode="markdown",  # as the main app's (cli/main.py)
     help="Write a scenario's jobs as a JSONL trace (dump) or convert a user's trace (import).",
 )
 
