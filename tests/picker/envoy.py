@@ -90,6 +90,16 @@ def body_message(chunk: bytes, end_of_stream: bool) -> pb.ProcessingRequest:
     return pb.ProcessingRequest(request_body=pb.HttpBody(body=chunk, end_of_stream=end_of_stream))
 
 
+def response_headers_message(status: int, content_type: str | None) -> pb.ProcessingRequest:
+    values = [(":status", str(status))] + ([] if content_type is None else [("content-type", content_type)])
+    header_map = base_pb2.HeaderMap(headers=[base_pb2.HeaderValue(key=k, raw_value=v.encode()) for k, v in values])
+    return pb.ProcessingRequest(response_headers=pb.HttpHeaders(headers=header_map))
+
+
+def response_body_message(chunk: bytes, end_of_stream: bool) -> pb.ProcessingRequest:
+    return pb.ProcessingRequest(response_body=pb.HttpBody(body=chunk, end_of_stream=end_of_stream))
+
+
 def chunked(body: bytes, parts: int) -> list[bytes]:
     size = max(len(body) // parts, 1)
     pieces = [body[i : i + size] for i in range(0, len(body), size)]
@@ -151,4 +161,15 @@ def destination(answer: pb.ProcessingResponse) -> tuple[str | None, str | None]:
     return header, metadata
 
 
-__all__ = ["BUFFERED", "FULL_DUPLEX", "STREAMED", "CannedMetrics", "destination", "exchange", "prometheus", "served"]
+__all__ = [
+    "BUFFERED",
+    "FULL_DUPLEX",
+    "STREAMED",
+    "CannedMetrics",
+    "destination",
+    "exchange",
+    "prometheus",
+    "response_body_message",
+    "response_headers_message",
+    "served",
+]

@@ -20,7 +20,8 @@ A request without a body (headers with ``end_of_stream``) is decided at the head
 stays counted at its endpoint until the stream ends (Envoy closes it when the HTTP exchange is over) or the
 response body's last chunk passes; response phases, when Envoy sends them, are let through (echoed in full-
 duplex mode), and a ``x-gateway-destination-endpoint-served`` report moves the count to the endpoint that
-actually served.
+actually served. As they pass, the response's tokens are counted (``usage.py``) and, at its end, taught to the
+beliefs as the gateway teaches them (``EndpointPool.learn``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from slosched.picker.messages import (
     subset_hint,
 )
 from slosched.picker.pool import EndpointPool, Pick
+from slosched.picker.usage import ResponseReader
 
 log = logging.getLogger("slosched.picker")
 
@@ -60,7 +62,19 @@ MODEL_HEADER = "x-gateway-model-name"  # set by GIE's body-based router when the
 class RequestStream:
     """The state of one ext_proc stream; ``handle`` maps each message to the answers it calls for."""
 
-    __slots__ = ("_body", "_headers", "_mode", "_path", "_pool", "_response_mode", "_size", "_subset", "done", "pick")
+    __slots__ = (
+        "_body",
+        "_headers",
+        "_mode",
+        "_path",
+        "_pool",
+        "_response",
+        "_response_mode",
+        "_size",
+        "_subset",
+        "done",
+        "pick",
+    )
 
     def __init__(self, pool: EndpointPool) -> None:
         self._pool = pool
@@ -72,6 +86,7 @@ class RequestStream:
         self._body: list[bytes] = []
         self._size = 0
         self.pick: Pick | None = None
+        self._response: ResponseReader | None = None  # the response's token count, once there is a pick
         self.done = False  # an ImmediateResponse went out: Envoy ends the exchange
 
     def handle(self, message: pb.ProcessingRequest) -> list[pb.ProcessingResponse]:
@@ -96,6 +111,8 @@ class RequestStream:
             return [*answers, pb.ProcessingResponse(request_trailers=pb.TrailersResponse())]
         if kind == "response_headers":
             self._note_served(message)
+            if self.pick is not None:
+                self._reader().headers(header_map(message.response_headers))
             return [pb.ProcessingResponse(response_headers=pb.HeadersResponse())]
         if kind == "response_body":
             return self._on_response_body(message)
@@ -157,11 +174,24 @@ class RequestStream:
 
     def _on_response_body(self, message: pb.ProcessingRequest) -> list[pb.ProcessingResponse]:
         body = message.response_body
+        if self.pick is not None:
+            self._reader().body(body.body)
         if body.end_of_stream:
+            self._learn()
             self.close()  # the engine is done with it, whatever Envoy still does
         if self._response_mode == FULL_DUPLEX:
             return [streamed_body(body.body, body.end_of_stream, response=True)]
         return [pb.ProcessingResponse(response_body=pb.BodyResponse())]
+
+    def _reader(self) -> ResponseReader:
+        assert self.pick is not None
+        if self._response is None:
+            self._response = ResponseReader(self.pick.seq, self._pool.clock, self._pool.config.max_body_bytes)
+        return self._response
+
+    def _learn(self) -> None:
+        if self.pick is not None and self._response is not None:
+            self._pool.learn(self.pick, self._response.output_tokens(), bool(self._response.streamed))
 
     def close(self) -> None:
         """Release the call's place at its endpoint (idempotent)."""

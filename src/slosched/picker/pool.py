@@ -44,11 +44,13 @@ _ids = itertools.count()
 
 @dataclass(slots=True)
 class Pick:
-    """A decision: ``endpoints`` (the primary, then fallbacks) and the queue entry that accounts for it."""
+    """A decision: ``endpoints`` (the primary, then fallbacks), the queue entry that accounts for it and when
+    it was made (on the pool's clock: the call's send time, as far as the picker can tell)."""
 
     endpoints: list[str]
     queue: InstanceQueue
     seq: LiveSeq
+    picked_s: float
 
 
 @dataclass(slots=True)
@@ -144,7 +146,7 @@ class EndpointPool:
             except HttpError:
                 break  # fewer eligible endpoints than fallbacks asked for
             endpoints.append(slots.backends[queue.index].name)
-        return Pick(endpoints, primary, seq)
+        return Pick(endpoints, primary, seq, now)
 
     def served(self, pick: Pick, address: str) -> None:
         """The proxy reports that ``address`` served the call (a fallback, after the primary failed): the
@@ -159,6 +161,15 @@ class EndpointPool:
             pick.queue = queue
         except QueueFullError:
             pass  # its queue is full: the call is not counted anywhere rather than twice
+
+    def learn(self, pick: Pick, output_tokens: int, streamed: bool) -> None:
+        """The call's response ended with ``output_tokens`` produced: the beliefs learn what the gateway's learn
+        from a call it forwarded (``SlotSet.learn_finished``). A pick made before the endpoints were rebuilt
+        around it teaches nothing (its queue is no longer the pool's)."""
+        slots = self.slots
+        if slots is None or output_tokens <= 0 or not any(queue is pick.queue for queue in slots.queues):
+            return
+        slots.learn_finished(pick.queue, pick.seq, output_tokens, streamed, pick.picked_s, self.clock())
 
     def release(self, pick: Pick) -> None:
         """The call ended (its ext_proc stream closed): its place at the endpoint is free."""

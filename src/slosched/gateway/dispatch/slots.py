@@ -26,7 +26,7 @@ from slosched.core.views import JobView, StageDecision, StepObservation
 from slosched.gateway.backends.backend import Backend
 from slosched.gateway.calls.call import Call, HttpError, model_not_found
 from slosched.gateway.dispatch.attempts import Attempt
-from slosched.gateway.dispatch.queues import InstanceQueue
+from slosched.gateway.dispatch.queues import InstanceQueue, LiveSeq
 from slosched.gateway.dispatch.retired import RetiredBackend
 from slosched.gateway.dispatch.views import BackendView
 from slosched.gateway.ops.config import GatewayConfig, fair_share_spec
@@ -182,20 +182,27 @@ class SlotSet:
         ]
 
     def learn(self, call: Call, attempt: Attempt, now: float) -> None:
-        """What a completed call teaches the beliefs: the output-length predictor, the router's completion
-        feedback and the backend's step-time predictor."""
-        request, seq, index = call.request, attempt.seq, attempt.queue.index
-        if call.output_tokens > 0:
-            self.context.output_predictor.observe(request, call.output_tokens)
+        """What a completed call teaches the beliefs (``learn_finished``)."""
+        self.learn_finished(attempt.queue, attempt.seq, call.output_tokens, call.stream, attempt.sent_s, now)
+
+    def learn_finished(
+        self, queue: InstanceQueue, seq: LiveSeq, output_tokens: int, streamed: bool, sent_s: float, now: float
+    ) -> None:
+        """What a call completed at ``queue`` teaches the beliefs: the output-length predictor, the router's
+        completion feedback and the backend's step-time predictor. The gateway's calls, and the picker's (from
+        the responses Envoy shows it): one mechanism."""
+        request, index = seq.request, queue.index
+        if output_tokens > 0:
+            self.context.output_predictor.observe(request, output_tokens)
         if self.observer is not None:
             self.observer.on_request_finished(index, request, now - request.arrival_s, now)
-        if call.output_tokens >= 2:
-            if call.stream and seq.first_token_s is not None:
-                decode_s = (now - seq.first_token_s) / (call.output_tokens - 1)
+        if output_tokens >= 2:
+            if streamed and seq.first_token_s is not None:
+                decode_s = (now - seq.first_token_s) / (output_tokens - 1)
             else:  # one body at the end: the per-token time includes prefill, so it errs slow
-                decode_s = (now - attempt.sent_s) / call.output_tokens
-            batch = max(attempt.queue.num_running, 1)
-            context = batch * (request.prompt_tokens + call.output_tokens // 2)
+                decode_s = (now - sent_s) / output_tokens
+            batch = max(queue.num_running, 1)
+            context = batch * (request.prompt_tokens + output_tokens // 2)
             self.predictors[index].observe(StepObservation(0, 0, batch, context, (decode_s,)))
 
     def believe(self, call: Call) -> None:
