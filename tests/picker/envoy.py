@@ -58,7 +58,7 @@ async def served(
     config: Mapping[str, Any], metrics: Mapping[str, str], clock: Callable[[], float] | None = None
 ) -> AsyncIterator[tuple[PickerServer, str]]:
     """A picker on a free localhost port, scraped once before the first request; yields it and its target."""
-    picker_config = parse_picker_config({"scrape_interval_s": 3600, **config})
+    picker_config = parse_picker_config({"scrape_interval_s": 3600, "metrics_port": None, **config})
     server = PickerServer(picker_config, fetch=CannedMetrics(metrics), clock=clock)
     port = await server.start("127.0.0.1", 0)
     await server.scrape()

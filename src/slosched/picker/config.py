@@ -63,6 +63,8 @@ class PickerConfig(BaseModel):
     model_config = _STRICT
     host: str = "0.0.0.0"
     port: int = Field(default=9002, ge=0, le=65535)
+    # Prometheus /metrics (GIE's pickers serve theirs on 9090 too); null: not served.
+    metrics_port: int | None = Field(default=9090, ge=0, le=65535)
     endpoints: list[EndpointConfig] = Field(default_factory=list)
     kubernetes: KubernetesConfig | None = None
     policies: PolicyConfig = Field(default_factory=PolicyConfig)

@@ -27,6 +27,7 @@ beliefs as the gateway teaches them (``EndpointPool.learn``).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 
 import grpc
@@ -51,6 +52,7 @@ from slosched.picker.messages import (
     streamed_body,
     subset_hint,
 )
+from slosched.picker.metrics import PickerMetrics
 from slosched.picker.pool import EndpointPool, Pick
 from slosched.picker.usage import ResponseReader
 
@@ -65,6 +67,7 @@ class RequestStream:
     __slots__ = (
         "_body",
         "_headers",
+        "_metrics",
         "_mode",
         "_path",
         "_pool",
@@ -76,8 +79,9 @@ class RequestStream:
         "pick",
     )
 
-    def __init__(self, pool: EndpointPool) -> None:
+    def __init__(self, pool: EndpointPool, metrics: PickerMetrics) -> None:
         self._pool = pool
+        self._metrics = metrics
         self._mode: int | None = None  # the request body mode, from the first message
         self._response_mode = NONE
         self._headers: dict[str, str] = {}
@@ -98,6 +102,7 @@ class RequestStream:
             return self._dispatch(message)
         except HttpError as error:
             self.done = True
+            self._metrics.rejections.labels(reason=error.code).inc()
             return [refusal(error)]
 
     def _dispatch(self, message: pb.ProcessingRequest) -> list[pb.ProcessingResponse]:
@@ -126,8 +131,7 @@ class RequestStream:
         self._path = self._headers.get(":path", "").partition("?")[0]
         self._subset = subset_hint(message)
         if request_headers.end_of_stream or self._mode == STREAMED:
-            parsed = self._pool.parse(self._path, self._headers, None, self._headers.get(MODEL_HEADER))
-            self.pick = self._pool.pick(parsed, self._subset)
+            self.pick = self._decide(None)
             return [headers_answer(*self._chosen(None))]
         if self._mode == FULL_DUPLEX:
             return []  # held back until the body is whole: the decision goes on it
@@ -151,18 +155,22 @@ class RequestStream:
             return [] if self._mode == FULL_DUPLEX else [body_answer()]
         if self._mode == FULL_DUPLEX:
             return self._decide_duplex()
-        self.pick = self._decide()
+        self.pick = self._decide(b"".join(self._body))
         return [body_answer(*self._chosen(None))]
 
-    def _decide(self) -> Pick:
-        raw = b"".join(self._body)
+    def _decide(self, raw: bytes | None) -> Pick:
+        """Parse the request (``raw``: its body; None: decided from the headers) and choose its endpoints."""
+        started = time.perf_counter()
         parsed = self._pool.parse(self._path, self._headers, raw, self._headers.get(MODEL_HEADER))
-        return self._pool.pick(parsed, self._subset)
+        pick = self._pool.pick(parsed, self._subset)
+        self._metrics.decision.observe(time.perf_counter() - started)
+        self._metrics.routed.labels(backend=pick.endpoints[0]).inc()
+        return pick
 
     def _decide_duplex(self) -> list[pb.ProcessingResponse]:
         """The held headers answer (with the decision), then the body sent back whole."""
-        self.pick = self._decide()
         raw = b"".join(self._body)
+        self.pick = self._decide(raw)
         return [headers_answer(*self._chosen(len(raw))), streamed_body(raw, True)]
 
     def _note_served(self, message: pb.ProcessingRequest) -> None:
@@ -190,8 +198,12 @@ class RequestStream:
         return self._response
 
     def _learn(self) -> None:
-        if self.pick is not None and self._response is not None:
-            self._pool.learn(self.pick, self._response.output_tokens(), bool(self._response.streamed))
+        if self.pick is None or self._response is None:
+            return
+        tokens = self._response.output_tokens()
+        if self._pool.learn(self.pick, tokens, bool(self._response.streamed)):
+            self._metrics.learned.inc()
+            self._metrics.learned_tokens.inc(tokens)
 
     def close(self) -> None:
         """Release the call's place at its endpoint (idempotent)."""
@@ -204,13 +216,14 @@ class ExternalProcessor(pb_grpc.ExternalProcessorServicer):
     """``envoy.service.ext_proc.v3.ExternalProcessor`` over an ``EndpointPool`` (grpc.aio: one event loop for
     the streams, the scrapes and the pool, so no decision sees a half-applied scrape)."""
 
-    def __init__(self, pool: EndpointPool) -> None:
+    def __init__(self, pool: EndpointPool, metrics: PickerMetrics) -> None:
         self.pool = pool
+        self.metrics = metrics
 
     async def Process(
         self, request_iterator: AsyncIterator[pb.ProcessingRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ProcessingResponse]:
-        stream = RequestStream(self.pool)
+        stream = RequestStream(self.pool, self.metrics)
         try:
             async for message in request_iterator:
                 for answer in stream.handle(message):

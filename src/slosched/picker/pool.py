@@ -162,14 +162,15 @@ class EndpointPool:
         except QueueFullError:
             pass  # its queue is full: the call is not counted anywhere rather than twice
 
-    def learn(self, pick: Pick, output_tokens: int, streamed: bool) -> None:
+    def learn(self, pick: Pick, output_tokens: int, streamed: bool) -> bool:
         """The call's response ended with ``output_tokens`` produced: the beliefs learn what the gateway's learn
-        from a call it forwarded (``SlotSet.learn_finished``). A pick made before the endpoints were rebuilt
-        around it teaches nothing (its queue is no longer the pool's)."""
+        from a call it forwarded (``SlotSet.learn_finished``); whether they did. A pick made before the
+        endpoints were rebuilt around it teaches nothing (its queue is no longer the pool's)."""
         slots = self.slots
         if slots is None or output_tokens <= 0 or not any(queue is pick.queue for queue in slots.queues):
-            return
+            return False
         slots.learn_finished(pick.queue, pick.seq, output_tokens, streamed, pick.picked_s, self.clock())
+        return True
 
     def release(self, pick: Pick) -> None:
         """The call ended (its ext_proc stream closed): its place at the endpoint is free."""

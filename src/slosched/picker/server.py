@@ -22,6 +22,7 @@ from grpc_health.v1.health import aio as health_aio
 from slosched.gateway.backends.backend import periodic
 from slosched.picker.config import EndpointConfig, PickerConfig
 from slosched.picker.extproc import ExternalProcessor
+from slosched.picker.metrics import PickerMetrics
 from slosched.picker.pool import EndpointPool
 from slosched.picker.scrape import Fetch, HttpFetch, scrape_pool
 
@@ -43,6 +44,8 @@ class PickerServer:
     ) -> None:
         self.config = config
         self.pool = EndpointPool(config, clock)
+        self.metrics = PickerMetrics(self.pool)
+        self.metrics_port: int | None = None  # bound once started, when the config serves metrics
         self._own_fetch = HttpFetch(config.scrape_timeout_s) if fetch is None else None
         self.fetch: Fetch = fetch or self._own_fetch  # type: ignore[assignment]
         self._read_endpoints = read_endpoints
@@ -51,9 +54,13 @@ class PickerServer:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def start(self, host: str | None = None, port: int | None = None) -> int:
+    async def start(self, host: str | None = None, port: int | None = None, metrics_port: int | None = None) -> int:
+        """Bind the ext_proc port (and, when configured or given, the metrics port; 0: any free one)."""
+        metrics_port = self.config.metrics_port if metrics_port is None else metrics_port
+        if metrics_port is not None:  # first: a port in use is an error before anything else runs
+            self.metrics_port = self.metrics.serve(host or self.config.host, metrics_port)
         server = grpc.aio.server()
-        pb_grpc.add_ExternalProcessorServicer_to_server(ExternalProcessor(self.pool), server)
+        pb_grpc.add_ExternalProcessorServicer_to_server(ExternalProcessor(self.pool, self.metrics), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         bound = server.add_insecure_port(f"{host or self.config.host}:{self.config.port if port is None else port}")
         await server.start()
@@ -100,6 +107,7 @@ class PickerServer:
                 await backend.close()
         if self._own_fetch is not None:
             await self._own_fetch.aclose()
+        self.metrics.close()
 
 
 async def run_picker(config: PickerConfig, host: str | None = None, port: int | None = None) -> None:
@@ -111,7 +119,8 @@ async def run_picker(config: PickerConfig, host: str | None = None, port: int | 
         read_endpoints = ClusterSource(config.kubernetes).aread  # a missing client or credentials: error: now
     server = PickerServer(config, read_endpoints=read_endpoints)
     bound = await server.start(host, port)
-    log.warning("slosched picker (ext_proc) on %s:%d", host or config.host, bound)
+    metrics = "" if server.metrics_port is None else f", /metrics on port {server.metrics_port}"
+    log.warning("slosched picker (ext_proc) on %s:%d%s", host or config.host, bound, metrics)
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

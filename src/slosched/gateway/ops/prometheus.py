@@ -32,7 +32,7 @@ _REQUEST_LABELS = ["backend", MODEL_LABEL, "tenant"]
 QueueRow = tuple[str, int, int, bool, int, bool, int]
 
 
-class _QueueCollector(Collector):
+class QueueCollector(Collector):
     """Per-instance queue length, in-flight count, health, window and outlier ejections, read at collection
     time. ``up`` is 0 both when health checks fail and while ejected; ``slosched:backend_ejected`` tells
     the second apart, and ``slosched:backend_ejections_total`` counts ejections (a flapping backend)."""
@@ -130,7 +130,7 @@ class GatewayMetrics:
         self.activity = RecentActivity()
         self._add_counters(registry)
         self._add_histograms(registry)
-        registry.register(_QueueCollector(rows))
+        registry.register(QueueCollector(rows))
         registry.register(_TenantQueueCollector(tenant_places, self.tenant_label))
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(registry)
