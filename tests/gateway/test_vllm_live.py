@@ -59,6 +59,21 @@ def test_completions_chat_and_streaming(vllm_servers: list[ServerAddress]) -> No
     asyncio.run(scenario())
 
 
+def test_tokenize_and_detokenize_are_forwarded_to_a_real_server(vllm_servers: list[ServerAddress]) -> None:
+    async def scenario() -> None:
+        async with live(vllm_servers) as h, httpx.AsyncClient(base_url=h.url, timeout=120) as client:
+            r = await client.post("/tokenize", json={"prompt": "hello world, hello gateway"})
+            assert r.status_code == 200, r.text
+            tokens = r.json()["tokens"]
+            assert r.json()["count"] == len(tokens) > 1
+            r = await client.post("/detokenize", json={"tokens": tokens})
+            assert r.status_code == 200, r.text
+            assert "hello" in r.json()["prompt"]
+            assert h.value("slosched:requests_total", outcome="completed", reason="ok") == 2
+
+    asyncio.run(scenario())
+
+
 def test_routing_across_both_servers_scraping_and_priority(vllm_servers: list[ServerAddress]) -> None:
     async def scenario() -> None:
         async with live(vllm_servers, router="least-loaded", engine="chunked-fcfs") as h:

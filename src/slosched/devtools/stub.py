@@ -1,7 +1,8 @@
 """An in-process fake vLLM OpenAI server (tests and the gateway benchmark) and a uvicorn runner.
 
 The stub answers ``/v1/completions`` and ``/v1/chat/completions`` (streaming one SSE event per token, like
-vLLM, or one JSON body), ``/metrics`` (vLLM's gauges), ``/health``. Knobs make it slow (per-token delay,
+vLLM, or one JSON body), ``/v1/embeddings`` and ``/tokenize`` (vLLM's shapes, made-up numbers), ``/metrics``
+(vLLM's gauges), ``/health``. Knobs make it slow (per-token delay,
 first-byte delay), fail (HTTP status), or break the stream after some tokens; it records every body it
 received so tests can check what the gateway forwarded (priority, ``vllm_xargs``).
 """
@@ -45,7 +46,7 @@ class StubBehaviour:
 
 @dataclass(slots=True)
 class StubBackend:
-    """A fake vLLM server; ``received`` holds (path, body) of every generation request, ``request_ids``
+    """A fake vLLM server; ``received`` holds (path, body) of every request to a model route, ``request_ids``
     the ``x-request-id`` header each came with (None: none)."""
 
     name: str = "stub"
@@ -60,6 +61,8 @@ class StubBackend:
             routes=[
                 Route("/v1/completions", self._generate, methods=["POST"]),
                 Route("/v1/chat/completions", self._generate, methods=["POST"]),
+                Route("/v1/embeddings", self._embed, methods=["POST"]),
+                Route("/tokenize", self._tokenize, methods=["POST"]),
                 Route("/metrics", self._metrics, methods=["GET"]),
                 Route("/health", self._health, methods=["GET"]),
                 Route("/v1/models", self._models, methods=["GET"]),
@@ -107,6 +110,27 @@ class StubBackend:
         choice.update({"message": {"role": "assistant", "content": "x " * tokens}} if chat else {"text": "x " * tokens})
         usage = {"prompt_tokens": 4, "completion_tokens": tokens, "total_tokens": tokens + 4}
         return JSONResponse({"id": self.name, "object": "completion", "choices": [choice], "usage": usage})
+
+    async def _embed(self, request: Request) -> Response:
+        body = json.loads(await request.body())
+        self.received.append((request.url.path, body))
+        if self.behaviour.status != 200:
+            return JSONResponse({"error": {"message": "stub failure"}}, status_code=self.behaviour.status)
+        texts = body.get("input") if isinstance(body.get("input"), list) else [body.get("input")]
+        data = [
+            {"object": "embedding", "index": i, "embedding": [0.5, -0.5, float(len(str(t)))]}
+            for i, t in enumerate(texts)
+        ]
+        usage = {"prompt_tokens": sum(len(str(t)) // 4 + 1 for t in texts), "total_tokens": 0}
+        return JSONResponse(
+            {"id": self.name, "object": "list", "data": data, "model": body.get("model"), "usage": usage}
+        )
+
+    async def _tokenize(self, request: Request) -> Response:
+        body = json.loads(await request.body())
+        self.received.append((request.url.path, body))
+        tokens = list(range(len(str(body.get("prompt", ""))) // 4 + 1))
+        return JSONResponse({"count": len(tokens), "max_model_len": 2048, "tokens": tokens})
 
     async def _events(self, tokens: int, chat: bool) -> AsyncIterator[bytes]:
         self.running += 1

@@ -19,20 +19,20 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from slosched.core.deadline import absolute_deadline_s
 from slosched.core.request import Request
 from slosched.gateway.backends.backend import Backend
 from slosched.gateway.calls.call import (
     CHAT,
     COMPLETIONS,
     HttpError,
-    SloHeaders,
     model_not_found,
     parse_call,
     parse_slo_headers,
 )
 from slosched.gateway.calls.dialects.registry import with_dialects
 from slosched.gateway.calls.json_body import parse_json_object
+from slosched.gateway.calls.other_routes import bare_request, body_model
+from slosched.gateway.calls.prompt_blocks import CHARS_PER_TOKEN
 from slosched.gateway.dispatch.queues import InstanceQueue, LiveSeq, QueueFullError
 from slosched.gateway.dispatch.retired import RetiredBackend
 from slosched.gateway.dispatch.slots import SlotSet
@@ -112,7 +112,7 @@ class EndpointPool:
         slo = parse_slo_headers(headers)
         now = self.clock()
         if raw is None or not raw.strip():
-            return ParsedRequest(_bare_request(slo, now, 1), _served(model_hint, slots.models))
+            return ParsedRequest(bare_request(slo, now, 1, "other", _pick_id()), _served(model_hint, slots.models))
         if len(raw) > self.config.max_body_bytes:
             raise HttpError(413, "body_too_large", f"body: at most {self.config.max_body_bytes} bytes")
         body = parse_json_object(raw)  # the picker's copy: dialects strip fields from it, Envoy forwards the original
@@ -121,10 +121,10 @@ class EndpointPool:
             call = parse_call(path, body, slo, now, self.config.default_max_tokens, slots.models)
             slots.believe(call)
             return ParsedRequest(call.request, call.model)
-        # Another OpenAI route (embeddings, ...): routed by its model like llm-d's picker, sized by its body.
-        model = body.get("model", model_hint)
-        model = _served(model if isinstance(model, str) or model is None else str(model), slots.models)
-        return ParsedRequest(_bare_request(slo, now, max(len(raw) // 4, 1)), model)
+        # Another route (embeddings, ...): routed by its model like llm-d's picker, sized by its body, as the
+        # gateway forwards them (``calls/other_routes.py``).
+        model = body_model(body, slots.models) if "model" in body else _served(model_hint, slots.models)
+        return ParsedRequest(bare_request(slo, now, len(raw) // CHARS_PER_TOKEN, path, _pick_id()), model)
 
     def pick(self, parsed: ParsedRequest, subset: Iterable[str] | None = None) -> Pick:
         """Route ``parsed`` over the pool (only over ``subset`` addresses when the proxy sent one) and account
@@ -201,20 +201,5 @@ def _index(slots: SlotSet, name: str) -> int:
     return next(backend.index for backend in slots.backends if backend.name == name)
 
 
-def _bare_request(slo: SloHeaders, now: float, prompt_tokens: int) -> Request:
-    """A request known by its headers only (no OpenAI completion body to read)."""
-    request_id = f"pick-{next(_ids)}"
-    return Request(
-        id=request_id,
-        job_id=slo.job_id or request_id,
-        stage=slo.stage or "other",
-        template="other",
-        prompt_tokens=prompt_tokens,
-        max_output_tokens=1,
-        arrival_s=now,
-        job_arrival_s=now,
-        deadline_s=absolute_deadline_s(now, None if slo.deadline_ms is None else slo.deadline_ms / 1000.0),
-        tenant=slo.tenant,
-        priority=slo.priority,
-        session_id=slo.program_id,
-    )
+def _pick_id() -> str:
+    return f"pick-{next(_ids)}"

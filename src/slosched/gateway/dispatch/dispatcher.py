@@ -39,6 +39,7 @@ from slosched.gateway.backends.forwarding import (
 )
 from slosched.gateway.backends.upstream import UpstreamError
 from slosched.gateway.calls.call import Call, HttpError
+from slosched.gateway.calls.other_routes import GENERATION_PATHS
 from slosched.gateway.dispatch.alpha import LiveAlphaTuner
 from slosched.gateway.dispatch.attempts import (
     Attempt,
@@ -353,7 +354,8 @@ class Dispatcher:
         seq = attempt.seq
         call.first_token_s = seq.first_token_s
         if outcome is Outcome.COMPLETED and reason == "ok":
-            self._slots.learn(call, attempt, now)
+            if call.path in GENERATION_PATHS:  # an embedding's latency says nothing of a generation's
+                self._slots.learn(call, attempt, now)
             metrics.observe_completed(call, attempt.backend.name, attempt.backend.config.model, now)
         attempt.queue.withdraw(seq)
 

@@ -1,4 +1,5 @@
-"""The OpenAI call routes as plain ASGI: ``/v1/completions`` and ``/v1/chat/completions``.
+"""The OpenAI call routes as plain ASGI: ``/v1/completions`` and ``/v1/chat/completions``, and vLLM's other JSON
+routes (embeddings, pooling, scoring, tokenizing: ``calls/other_routes.py``) the same way.
 
 These carry nearly all of the gateway's traffic, so they skip starlette's middleware stack, request and
 response objects and its per-stream task group (together ~100 us of CPU per call on a 2-core machine);
@@ -32,6 +33,7 @@ from slosched.gateway.calls.call import (
 )
 from slosched.gateway.calls.dialects.registry import with_dialects
 from slosched.gateway.calls.json_body import check_json_media_type, parse_json_object
+from slosched.gateway.calls.other_routes import GENERATION_PATHS, OTHER_ROUTES, parse_other_call
 from slosched.gateway.dispatch.admission import admit_call
 from slosched.gateway.dispatch.dispatcher import Attempt, Dispatcher
 from slosched.gateway.http.disconnect import DisconnectWatch
@@ -46,8 +48,9 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
-# Exact paths served here (a trailing slash is served too, where starlette would have redirected).
-HOT_PATHS = {COMPLETIONS: COMPLETIONS, COMPLETIONS + "/": COMPLETIONS, CHAT: CHAT, CHAT + "/": CHAT}
+# Exact paths served here (a trailing slash is served too, where starlette would have redirected): the
+# generation routes, and vLLM's other JSON routes, forwarded whole (``calls/other_routes.py``).
+HOT_PATHS = {variant: path for path in (COMPLETIONS, CHAT, *OTHER_ROUTES) for variant in (path, path + "/")}
 _JSON = b"application/json"
 
 
@@ -160,8 +163,11 @@ class OpenAIRoutes:
         slo = scoped(with_dialects(parse_slo_headers(headers), headers, body), principal)
         dispatcher = self.dispatcher
         now = dispatcher.clock()
-        call = parse_call(path, body, slo, now, self.config.default_max_tokens, dispatcher.models, ids)
-        if slo.dialect is not None:
+        if path in GENERATION_PATHS:
+            call = parse_call(path, body, slo, now, self.config.default_max_tokens, dispatcher.models, ids)
+        else:
+            call = parse_other_call(path, body, slo, now, dispatcher.models, ids)
+        if slo.dialect is not None and path in GENERATION_PATHS:
             self.sessions.attach(call, slo, now)  # one job across calls: its first call's arrival and deadline
         request = call.request
         admit_call(dispatcher, request, now, slo.reject_infeasible)  # an early 503 when it cannot make its deadline
