@@ -187,3 +187,15 @@ def test_a_request_without_a_body_is_decided_at_the_headers_and_health_is_served
                 assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
     run({}, scenario)
+
+
+def test_an_embeddings_request_is_routed_by_its_model_as_the_gateway_forwards_it() -> None:
+    async def scenario(server: Any, target: str) -> Any:
+        body = {"model": "qwen", "input": ["a passage " * 20]}
+        answers = await exchange(target, FULL_DUPLEX, body, path="/v1/embeddings")
+        assert destination(answers[0]) == (OTHER, OTHER)  # the one endpoint serving qwen
+        refused = await exchange(target, FULL_DUPLEX, {"model": 7, "input": "x"}, path="/v1/embeddings")
+        status, document = _refusal(refused)
+        assert status == 400 and document["error"]["param"] == "model"
+
+    run({}, scenario)
