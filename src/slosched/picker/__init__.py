@@ -3,5 +3,6 @@ gRPC service that runs the gateway's router over an inference pool's endpoints a
 one (``x-gateway-destination-endpoint``). See docs/picker.md.
 
 Modules: ``config`` (the YAML), ``pool`` (the gateway's routing table over the endpoints), ``scrape`` (their
-metrics), ``messages`` and ``extproc`` (the protocol), ``kube`` (endpoints from an InferencePool), ``server``.
+metrics), ``messages`` and ``extproc`` (the protocol), ``usage`` (what the responses teach), ``metrics`` (the
+picker's own /metrics), ``kube`` (endpoints from an InferencePool), ``server``.
 """

@@ -1,5 +1,5 @@
-"""docs/grafana/slosched.json: every metric its PromQL names is in the gateway's /metrics output, and every
-label it selects on is a label of that metric."""
+"""docs/grafana/slosched.json: every metric its PromQL names is in the gateway's or the endpoint picker's
+/metrics output, and every label it selects on is a label of that metric."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from slosched.contract import HEADER_DEADLINE_MS, HEADER_TENANT, HEADER_TPOT_MS
+from slosched.picker.config import parse_picker_config
+from slosched.picker.metrics import PickerMetrics
+from slosched.picker.pool import EndpointPool
 from tests.gateway.helpers import harness
 
 _DASHBOARD = Path(__file__).resolve().parents[3] / "docs" / "grafana" / "slosched.json"
@@ -36,10 +39,18 @@ async def _scrape() -> str:
         return (await client.get("/metrics")).text
 
 
+def _picker_scrape() -> str:
+    metrics = PickerMetrics(EndpointPool(parse_picker_config({"endpoints": [{"address": "10.0.0.1:8000"}]})))
+    metrics.decision.observe(0.0004)
+    metrics.learned.inc()
+    metrics.learned_tokens.inc(12)
+    return metrics.registry_text()
+
+
 def test_every_metric_and_label_the_dashboard_uses_is_exported() -> None:
     dashboard = json.loads(_DASHBOARD.read_text())
     labels: dict[str, set[str]] = {}
-    for family in text_string_to_metric_families(asyncio.run(_scrape())):
+    for family in text_string_to_metric_families(asyncio.run(_scrape()) + _picker_scrape()):
         for suffix in _SUFFIXES.get(family.type, ("",)):
             labels.setdefault(family.name + suffix, set())
         for sample in family.samples:
@@ -65,6 +76,8 @@ def test_every_metric_and_label_the_dashboard_uses_is_exported() -> None:
         "slosched:routed_total",
         "slosched:admission_rejections_total",
         "slosched:requests_total",
+        "slosched:picker_decision_seconds_bucket",
+        "slosched:picker_responses_learned_total",
     }
     assert wanted <= used
 
