@@ -53,6 +53,7 @@ from slosched.gateway.dispatch.attempts import (
 from slosched.gateway.dispatch.queues import DisplacedError, InstanceQueue, LiveSeq, QueueFullError, wait_admitted
 from slosched.gateway.dispatch.slots import SlotSet
 from slosched.gateway.dispatch.snapshot import status_snapshot
+from slosched.gateway.ops.access_log import log_finished
 from slosched.gateway.ops.config import GatewayConfig
 from slosched.gateway.ops.prometheus import GatewayMetrics, QueueRow
 from slosched.gateway.ops.status import SLO_WINDOW_S
@@ -343,21 +344,21 @@ class Dispatcher:
             log.warning("request %s failed: %s", call.request_id, reason)
         now = self.clock()
         call.finish_s = now
+        call.first_token_s = None if attempt is None else attempt.seq.first_token_s
         metrics = self.metrics
         metrics.labelled(metrics.requests, outcome.value, reason).inc()
         model = None if attempt is None else attempt.backend.config.model
         metrics.observe_finish(call, outcome, model, now)  # tokens, SLOs missed by failed calls
+        log_finished(call, outcome, model, now)  # the access log's one line for the call
         if attempt is None:
             if outcome is Outcome.REJECTED:
                 metrics.labelled(metrics.rejections, reason).inc()
             return
-        seq = attempt.seq
-        call.first_token_s = seq.first_token_s
         if outcome is Outcome.COMPLETED and reason == "ok":
             if call.path in GENERATION_PATHS:  # an embedding's latency says nothing of a generation's
                 self._slots.learn(call, attempt, now)
             metrics.observe_completed(call, attempt.backend.name, attempt.backend.config.model, now)
-        attempt.queue.withdraw(seq)
+        attempt.queue.withdraw(attempt.seq)
 
     # --- config reload and status ---------------------------------------------------------------------------
     async def reconfigure(self, config: GatewayConfig) -> None:

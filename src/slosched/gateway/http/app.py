@@ -29,6 +29,7 @@ from slosched.gateway.http.request_ids import request_id_of, with_request_id
 from slosched.gateway.http.status_page import STATUS_PAGE_HEADERS, operator_allowed, page_html
 from slosched.gateway.jobs.manager import JobManager
 from slosched.gateway.jobs.store import open_store
+from slosched.gateway.ops.access_log import enable_access_log
 from slosched.gateway.ops.config import GatewayConfig
 from slosched.gateway.ops.identity import Identities, Principal
 from slosched.gateway.ops.limits import TenantLimits
@@ -86,6 +87,7 @@ class Gateway:
 
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
+        enable_access_log(config.access_log)
         self.dispatcher = Dispatcher(config)
         self.jobs = JobManager(self.dispatcher, open_store(config.job_store))
         # Read by every route at request time: a config reload swaps ``identities`` and takes effect at once;
@@ -109,6 +111,7 @@ class Gateway:
         self.config = config
         self.app.hot.config = config
         self.identities = identities
+        enable_access_log(config.access_log)
 
     def _routes(self) -> list[Route]:
         guarded = self._guard

@@ -212,6 +212,8 @@ class GatewayConfig(BaseModel):
     trust_tenant_header: bool = False
     tenant_rate_limits: dict[str, float] = Field(default_factory=dict)
     default_rate_limit: float | None = Field(default=None, gt=0)
+    # One JSON line per finished call on stdout (gateway/ops/access_log.py); reloadable.
+    access_log: bool = False
     # Keys that may read /status.json (gateway/ops/status.py); empty: any caller the other routes let in.
     operator_api_keys: list[Annotated[str, StringConstraints(min_length=1, max_length=512)]] = Field(
         default_factory=list
