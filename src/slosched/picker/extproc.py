@@ -36,6 +36,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from google.protobuf.struct_pb2 import Struct
 
 from slosched.gateway.calls.call import HttpError
+from slosched.gateway.calls.other_routes import GENERATION_PATHS
 from slosched.picker.messages import (
     BUFFERED,
     BUFFERED_PARTIAL,
@@ -198,7 +199,8 @@ class RequestStream:
         return self._response
 
     def _learn(self) -> None:
-        if self.pick is None or self._response is None:
+        # Generations only, as the gateway learns: an embedding's latency says nothing of a generation's.
+        if self.pick is None or self._response is None or self._path not in GENERATION_PATHS:
             return
         tokens = self._response.output_tokens()
         if self._pool.learn(self.pick, tokens, bool(self._response.streamed)):
