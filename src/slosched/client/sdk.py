@@ -111,6 +111,18 @@ class Client:
         body = {"messages": messages, "max_tokens": max_tokens, **fields}
         return dict(_check(self.http.post("/v1/chat/completions", json=body, headers=dict(headers or {}))))
 
+    def embeddings(
+        self,
+        input: str | list[str],
+        *,
+        model: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """``POST /v1/embeddings`` through the gateway (forwarded to a backend serving ``model``)."""
+        body = {"input": input, **fields, **({"model": model} if model else {})}
+        return dict(_check(self.http.post("/v1/embeddings", json=body, headers=dict(headers or {}))))
+
     def stream(
         self, path: str, body: dict[str, Any], headers: Mapping[str, str] | None = None
     ) -> Iterator[dict[str, Any]]:
@@ -198,6 +210,17 @@ class AsyncClient:
     ) -> dict[str, Any]:
         body = {"messages": messages, "max_tokens": max_tokens, **fields}
         return dict(_check(await self.http.post("/v1/chat/completions", json=body, headers=dict(headers or {}))))
+
+    async def embeddings(
+        self,
+        input: str | list[str],
+        *,
+        model: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        body = {"input": input, **fields, **({"model": model} if model else {})}
+        return dict(_check(await self.http.post("/v1/embeddings", json=body, headers=dict(headers or {}))))
 
     async def stream(
         self, path: str, body: dict[str, Any], headers: Mapping[str, str] | None = None

@@ -10,10 +10,12 @@ received so tests can check what the gateway forwarded (priority, ``vllm_xargs``
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import queue
 import socket
+import struct
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -117,10 +119,14 @@ class StubBackend:
         if self.behaviour.status != 200:
             return JSONResponse({"error": {"message": "stub failure"}}, status_code=self.behaviour.status)
         texts = body.get("input") if isinstance(body.get("input"), list) else [body.get("input")]
-        data = [
-            {"object": "embedding", "index": i, "embedding": [0.5, -0.5, float(len(str(t)))]}
-            for i, t in enumerate(texts)
-        ]
+        vectors = [[0.5, -0.5, float(len(str(text)))] for text in texts]
+        if (
+            body.get("encoding_format") == "base64"
+        ):  # as vLLM: little-endian float32, base64 (the OpenAI client's default)
+            encoded: list[Any] = [base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode() for v in vectors]
+        else:
+            encoded = vectors
+        data = [{"object": "embedding", "index": i, "embedding": vector} for i, vector in enumerate(encoded)]
         usage = {"prompt_tokens": sum(len(str(t)) // 4 + 1 for t in texts), "total_tokens": 0}
         return JSONResponse(
             {"id": self.name, "object": "list", "data": data, "model": body.get("model"), "usage": usage}

@@ -38,6 +38,25 @@ def test_completions_chat_and_streams_through_the_openai_client() -> None:
         client.close()
 
 
+def test_embeddings_through_the_openai_client_and_the_sdk() -> None:
+    from slosched.client.sdk import AsyncClient, Client
+
+    with background_gateway(num_stubs=2, tenants=_TENANTS) as url:
+        client = openai.OpenAI(base_url=url + "/v1", api_key="sk-acme", max_retries=0)
+        result = client.embeddings.create(model="tiny", input=["alpha", "beta gamma"], extra_headers=_SLO)
+        assert [item.embedding for item in result.data] == [[0.5, -0.5, 5.0], [0.5, -0.5, 10.0]]  # base64, decoded
+        client.close()
+        with Client(url, api_key="sk-acme") as sdk:
+            answer = sdk.embeddings(["alpha"], model="tiny", encoding_format="float", headers=_SLO)
+            assert answer["data"][0]["embedding"] == [0.5, -0.5, 5.0]
+
+        async def embed() -> dict[str, object]:
+            async with AsyncClient(url, api_key="sk-acme") as sdk:
+                return await sdk.embeddings("alpha beta", encoding_format="float")
+
+        assert asyncio.run(embed())["data"] == [{"object": "embedding", "index": 0, "embedding": [0.5, -0.5, 10.0]}]
+
+
 def test_gateway_errors_raise_the_clients_exception_types() -> None:
     with background_gateway(num_stubs=1, tenants=_TENANTS) as url:
         wrong_key = openai.OpenAI(base_url=url + "/v1", api_key="sk-wrong", max_retries=0)
