@@ -130,3 +130,21 @@ def test_unknown_policy_name_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="router"):
         parse_config({"backends": [{"name": "a", "url": "http://x"}], "policies": {"router": "nope"}})
     assert json.dumps(parse_config({"backends": [{"name": "a", "url": "http://x"}]}).model_dump())
+
+
+def test_models_are_listed_in_vllm_s_shape_with_their_context_limit() -> None:
+    async def scenario() -> None:
+        backend = {"max_model_len": 4096}
+        async with harness(backend=backend) as h, httpx.AsyncClient(base_url=h.url) as client:
+            listed = (await client.get("/v1/models")).json()
+            assert listed["object"] == "list"
+            (model,) = listed["data"]
+            assert {key: model[key] for key in ("id", "object", "owned_by", "max_model_len")} == {
+                "id": "tiny",
+                "object": "model",
+                "owned_by": "slosched",
+                "max_model_len": 4096,
+            }
+            assert isinstance(model["created"], int) and model["created"] > 1_600_000_000
+
+    asyncio.run(scenario())

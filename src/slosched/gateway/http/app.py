@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -87,6 +88,7 @@ class Gateway:
 
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
+        self._started = int(time.time())  # the models' ``created``
         enable_access_log(config.access_log)
         self.dispatcher = Dispatcher(config)
         self.jobs = JobManager(self.dispatcher, open_store(config.job_store))
@@ -187,8 +189,14 @@ class Gateway:
         return parse_json_object(b"".join(chunks))
 
     async def models(self, request: Request, principal: Principal) -> Response:
-        names = sorted({backend.model for backend in self.config.backends})
-        return JSONResponse({"object": "list", "data": [{"id": name, "object": "model"} for name in names]})
+        """The served models in vLLM's shape (OpenAI's fields and ``max_model_len``: the largest among the
+        model's backends, what a call of it may use), so clients that read vLLM's list read this one."""
+        limits = self.dispatcher.models
+        data = [
+            {"id": name, "object": "model", "created": self._started, "owned_by": "slosched", "max_model_len": limit}
+            for name, limit in sorted(limits.items())
+        ]
+        return JSONResponse({"object": "list", "data": data})
 
     # Every job operation is scoped to the principal: another tenant's job answers 404 like a missing one.
     async def create_job(self, request: Request, principal: Principal) -> Response:
