@@ -82,3 +82,7 @@ def test_config_errors_name_the_field(tmp_path: Path, capsys: pytest.CaptureFixt
     bad.write_text('{"endpoints": [], "policies": {"router": "nope"}}')
     assert run(["picker", "--config", str(bad)]) == 2
     assert "error: policies.router: unknown router 'nope'" in capsys.readouterr().err  # the path as written
+    good = tmp_path / "good.yaml"
+    good.write_text("endpoints:\n  - address: 10.0.0.1:8000\n")
+    assert run(["picker", "--config", str(good), "--metrics-port", "70000"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "error: --metrics-port: expected 0..65535, got 70000"

@@ -15,6 +15,9 @@ def picker(
     config_path: Annotated[Path, typer.Option("--config", help="picker config YAML or JSON (see docs/picker.md)")],
     port: Annotated[int | None, typer.Option("--port", help="gRPC port (default: the config's, 9002)")] = None,
     host: Annotated[str | None, typer.Option("--host", help="bind address (default: the config's, 0.0.0.0)")] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option("--metrics-port", help="Prometheus /metrics port (default: the config's, 9090)")
+    ] = None,
 ) -> None:
     """Serve the ext_proc endpoint picker: route each request with slosched's router over the pool."""
     from slosched.core.errors import ConfigError
@@ -28,8 +31,9 @@ def picker(
         ) from None
 
     config = load_picker_config(input_file(config_path, "--config"))
-    if port is not None and not 0 <= port <= 65535:
-        raise ConfigError("--port", f"expected 0..65535, got {port}")
+    for name, value in (("--port", port), ("--metrics-port", metrics_port)):
+        if value is not None and not 0 <= value <= 65535:
+            raise ConfigError(name, f"expected 0..65535, got {value}")
     source = f"InferencePool {config.kubernetes.pool}" if config.kubernetes else f"{len(config.endpoints)} endpoints"
     err.print(f"slosched picker on {host or config.host}:{config.port if port is None else port} ({source})")
-    asyncio.run(run_picker(config, host, port))
+    asyncio.run(run_picker(config, host, port, metrics_port))

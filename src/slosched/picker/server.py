@@ -110,7 +110,9 @@ class PickerServer:
         self.metrics.close()
 
 
-async def run_picker(config: PickerConfig, host: str | None = None, port: int | None = None) -> None:
+async def run_picker(
+    config: PickerConfig, host: str | None = None, port: int | None = None, metrics_port: int | None = None
+) -> None:
     """Serve until SIGINT or SIGTERM (``slosched picker``)."""
     read_endpoints: ReadEndpoints | None = None
     if config.kubernetes is not None:
@@ -118,7 +120,7 @@ async def run_picker(config: PickerConfig, host: str | None = None, port: int | 
 
         read_endpoints = ClusterSource(config.kubernetes).aread  # a missing client or credentials: error: now
     server = PickerServer(config, read_endpoints=read_endpoints)
-    bound = await server.start(host, port)
+    bound = await server.start(host, port, metrics_port)
     metrics = "" if server.metrics_port is None else f", /metrics on port {server.metrics_port}"
     log.warning("slosched picker (ext_proc) on %s:%d%s", host or config.host, bound, metrics)
     done = asyncio.Event()
