@@ -1,7 +1,7 @@
 """vLLM's other JSON routes: embeddings, pooling, scoring, reranking and (de)tokenizing, forwarded whole.
 
 A production gateway in front of vLLM is asked more than completions: a RAG application embeds and reranks
-through the same endpoint it generates from (vllm-router and llm-d's picker forward these routes too). They
+through the same endpoint it generates from (proxies in front of vLLM commonly pass these routes on). They
 generate nothing, so the gateway schedules them as one-token calls sized by their body (about four
 characters a token, as a prompt is estimated), routed over the backends that serve the body's ``model`` by
 the same router, queues, tenant limits, retries and SLO headers as any call, and answered with the backend's
