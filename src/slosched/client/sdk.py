@@ -72,6 +72,10 @@ def call_body(call: CallSpec) -> dict[str, Any]:
     return {"prompt": prompt, "max_tokens": call.output_tokens, "ignore_eos": True}
 
 
+def _embeddings_body(input: str | list[str], model: str | None, fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {"input": input, **fields, **({"model": model} if model else {})}
+
+
 class Client:
     """Synchronous client. ``api_key`` is sent as a bearer token when given."""
 
@@ -120,7 +124,7 @@ class Client:
         **fields: Any,
     ) -> dict[str, Any]:
         """``POST /v1/embeddings`` through the gateway (forwarded to a backend serving ``model``)."""
-        body = {"input": input, **fields, **({"model": model} if model else {})}
+        body = _embeddings_body(input, model, fields)
         return dict(_check(self.http.post("/v1/embeddings", json=body, headers=dict(headers or {}))))
 
     def stream(
@@ -219,7 +223,7 @@ class AsyncClient:
         headers: Mapping[str, str] | None = None,
         **fields: Any,
     ) -> dict[str, Any]:
-        body = {"input": input, **fields, **({"model": model} if model else {})}
+        body = _embeddings_body(input, model, fields)
         return dict(_check(await self.http.post("/v1/embeddings", json=body, headers=dict(headers or {}))))
 
     async def stream(
