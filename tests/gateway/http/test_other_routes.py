@@ -31,6 +31,30 @@ def test_embeddings_and_tokenize_are_forwarded_whole_and_answered_as_the_backend
     asyncio.run(scenario())
 
 
+def test_a_route_gets_only_the_scheduling_fields_its_vllm_request_reads() -> None:
+    """vLLM's pooling requests take ``priority`` but carry no sampling parameters (so no ``vllm_xargs`` reach
+    the plugin); (de)tokenizing takes neither. A field a route ignores is not sent (vLLM warns per request)."""
+
+    async def scenario() -> None:
+        async with harness(backend={"forward_priority": True}) as h, httpx.AsyncClient(base_url=h.url) as client:
+            slo = {"x-slo-deadline-ms": "5000"}
+            body = {"model": "tiny", "input": "alpha", "priority": 7, "vllm_xargs": {"mine": 1}}
+            assert (await client.post("/v1/embeddings", json=body, headers=slo)).status_code == 200
+            tokenize = {"model": "tiny", "prompt": "hi", "priority": 7}
+            assert (await client.post("/tokenize", json=tokenize, headers=slo)).status_code == 200
+            completion = {"prompt": "a", "max_tokens": 2}
+            assert (await client.post("/v1/completions", json=completion, headers=slo)).status_code == 200
+            sent = {path: forwarded for stub in h.stubs for path, forwarded in stub.received}
+            embedded, tokenized, completed = sent["/v1/embeddings"], sent["/tokenize"], sent["/v1/completions"]
+            # The gateway's EDF priority (milliseconds to the deadline, from the same 5 s), never the client's.
+            assert abs(embedded["priority"] - completed["priority"]) < 1000 and embedded["priority"] != 7
+            assert embedded["vllm_xargs"] == {"mine": 1}  # the client's own extra arguments, none of ours
+            assert "priority" not in tokenized and "vllm_xargs" not in tokenized
+            assert "slosched_deadline_unix_s" in completed["vllm_xargs"]
+
+    asyncio.run(scenario())
+
+
 def test_bad_calls_get_openai_errors_and_a_backend_error_passes_through() -> None:
     async def scenario() -> None:
         async with harness() as h, httpx.AsyncClient(base_url=h.url) as client:

@@ -15,6 +15,7 @@ from slosched.contract import XARG_PREFIX, request_xargs
 from slosched.core.request import Request
 from slosched.gateway.backends.upstream import UpstreamError, UpstreamResponse, UpstreamTimeoutError
 from slosched.gateway.calls.call import Call
+from slosched.gateway.calls.other_routes import WITHOUT_PRIORITY, WITHOUT_XARGS
 from slosched.gateway.ops.config import BackendConfig, GatewayConfig
 
 _NO_DEADLINE_PRIORITY = 2**62  # vLLM priority for calls without a deadline: after every deadline
@@ -38,13 +39,14 @@ def backend_body(
 
     Whatever the engine schedules by comes from the gateway's decision (``call.request``), never from the
     client: a client's ``priority`` is dropped and its ``slosched_*`` extra arguments (refused earlier, in
-    ``calls.call.parse_call``) are never forwarded."""
+    ``calls.call.parse_call``) are never forwarded. A route that does not read a field gets none of it
+    (``other_routes.WITHOUT_PRIORITY``, ``WITHOUT_XARGS``)."""
     body = dict(call.body)
     request = call.request
     body.setdefault("model", backend.model)
     if call.stream and adds_usage(call.body):
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
-    if backend.forward_priority:
+    if backend.forward_priority and call.path not in WITHOUT_PRIORITY:
         body["priority"] = vllm_priority(request, config.priority_mode)
     else:
         body.pop("priority", None)
@@ -54,7 +56,7 @@ def backend_body(
         if isinstance(given, dict)
         else {}
     )
-    if config.forward_xargs:
+    if config.forward_xargs and call.path not in WITHOUT_XARGS:
         # Absolute times cross as Unix seconds: the engine is another process, on another clock.
         # Signed for the id the backend gets in x-request-id, which vLLM builds its own request id from.
         xargs.update(request_xargs(request, now_s, now_unix_s, key=key, request_id=call.request_id))

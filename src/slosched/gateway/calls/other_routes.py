@@ -42,6 +42,12 @@ OTHER_ROUTES = (
     "/tokenize",
     "/detokenize",
 )
+# The gateway's scheduling fields a route's vLLM request model does not read (vLLM logs a warning for each
+# such field, per request, so they are not sent): the plugin's ``vllm_xargs`` reach it only through sampling
+# parameters, which generations alone carry; pooling and scoring requests take ``priority``; (de)tokenizing
+# is never scheduled by the engine, so it takes neither.
+WITHOUT_XARGS = frozenset(OTHER_ROUTES)
+WITHOUT_PRIORITY = frozenset(("/tokenize", "/detokenize"))
 
 
 def body_model(body: Mapping[str, Any], models: Mapping[str, int] | None) -> str | None:
