@@ -121,3 +121,27 @@ def test_relative_imports_are_resolved(tmp_path: Path) -> None:
     (package / "run.py").write_text("from . import kv\nfrom ..core.request import Request\nimport numpy\n")
     found = _imports(package / "run.py", "slosched.sim.decode_run", tmp_path)
     assert found == {"slosched", "slosched.sim", "slosched.sim.kv", "slosched.core", "slosched.core.request"}
+
+
+def test_imports_inside_a_dependency_s_functions_are_not_followed(tmp_path: Path) -> None:
+    """A dependency's lazy import runs only when called, and mypyc never reads it; a compiled module's
+    function-local imports do type its compiled code."""
+    from slosched.native.sources import _imports
+
+    package = tmp_path / "slosched"
+    (package / "client").mkdir(parents=True)
+    for name in ("__init__.py", "client/__init__.py", "client/sdk.py", "views.py", "kv.py"):
+        (package / name).write_text("")
+    (package / "lazy.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from slosched import views\n"
+        "class Holder:\n    from slosched import kv\n"
+        "def client():\n    from slosched.client.sdk import Client\n    return Client\n"
+    )
+    followed = _imports(package / "lazy.py", "slosched.lazy", tmp_path, function_bodies=False)
+    assert followed == {"slosched", "slosched.views", "slosched.kv"}
+    everything = _imports(package / "lazy.py", "slosched.lazy", tmp_path)
+    assert {"slosched.client", "slosched.client.sdk"} <= everything
+
+
+def test_the_sdk_is_no_dependency_of_the_build() -> None:
+    assert not any(path.startswith("slosched/client/") for path in dependencies(package_root()))

@@ -67,7 +67,7 @@ def dependencies(root: Path) -> dict[str, str]:
         path = module_file(root, module)
         if path is None:
             continue
-        for imported in _imports(path, module, root):
+        for imported in _imports(path, module, root, function_bodies=module in compiled):
             if imported not in seen:
                 pending.append(imported)
     files = {}
@@ -78,12 +78,17 @@ def dependencies(root: Path) -> dict[str, str]:
     return files
 
 
-def _imports(path: Path, module: str, root: Path) -> set[str]:
-    """slosched modules named by ``path``'s imports, with their parent packages."""
+def _imports(path: Path, module: str, root: Path, function_bodies: bool = True) -> set[str]:
+    """slosched modules named by ``path``'s imports, with their parent packages.
+
+    ``function_bodies=False`` (a dependency, not a compiled module) skips imports inside functions: mypyc
+    reads a dependency's module-level names, classes and signatures, never what its functions import when
+    they run (``slosched/__init__.py`` imports the SDK lazily, and an SDK edit must not retire the build)."""
     is_package = path.name == "__init__.py"
     package_parts = module.split(".") if is_package else module.split(".")[:-1]
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+    tree = ast.parse(path.read_bytes(), filename=str(path))
+    for node in ast.walk(tree) if function_bodies else _outside_functions(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -101,4 +106,20 @@ def _imports(path: Path, module: str, root: Path) -> set[str]:
             continue
         parts = name.split(".")
         found.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+    return found
+
+
+def _outside_functions(tree: ast.Module) -> list[ast.AST]:
+    """Every node of ``tree`` but those inside a function (a class body and an ``if TYPE_CHECKING:`` block
+    count: they run, or are read by mypy, with the module)."""
+    found: list[ast.AST] = []
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop()
+        found.append(node)
+        pending.extend(
+            child
+            for child in ast.iter_child_nodes(node)
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        )
     return found
