@@ -15,6 +15,7 @@ from slosched.client.sdk import AsyncClient, WorkflowRunner
 from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
 from slosched.devtools.stub import free_port, serve_app
 from slosched.devtools.up import ServerAddress, gateway_config
+from slosched.gateway.calls.call import COMPLETIONS, parse_call, parse_slo_headers
 from slosched.gateway.http.app import Gateway
 from slosched.gateway.ops.config import parse_config
 from tests.gateway.helpers import Harness
@@ -70,6 +71,22 @@ def test_tokenize_and_detokenize_are_forwarded_to_a_real_server(vllm_servers: li
             assert r.status_code == 200, r.text
             assert "hello" in r.json()["prompt"]
             assert h.value("slosched:requests_total", outcome="completed", reason="ok") == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_batch_of_prompts_with_n_choices_is_one_sequence_s_lesson(vllm_servers: list[ServerAddress]) -> None:
+    """Two prompts x n=2 on a real server: four choices, usage summed over them by vLLM; the gateway's
+    output belief learns one sequence's length (``Call.sequences``), not the sum."""
+
+    async def scenario() -> None:
+        async with live(vllm_servers) as h, httpx.AsyncClient(base_url=h.url, timeout=120) as client:
+            body = {"prompt": ["hello world", "hello gateway"], "max_tokens": 6, "n": 2, "ignore_eos": True}
+            r = await client.post("/v1/completions", json=body)
+            assert r.status_code == 200, r.text
+            assert len(r.json()["choices"]) == 4 and r.json()["usage"]["completion_tokens"] == 24
+            probe = parse_call(COMPLETIONS, {"prompt": "hi", "max_tokens": 64}, parse_slo_headers({}), 0.0, 64)
+            assert h.gateway.dispatcher.context.output_predictor.predict(probe.request) == 6.0
 
     asyncio.run(scenario())
 

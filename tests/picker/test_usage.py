@@ -9,6 +9,8 @@ import grpc
 import orjson
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 
+from slosched.picker.config import parse_picker_config
+from slosched.picker.pool import EndpointPool
 from slosched.picker.usage import ResponseReader
 from tests.picker.envoy import (
     FULL_DUPLEX,
@@ -127,3 +129,18 @@ def test_a_response_without_a_pick_or_with_a_refused_status_teaches_nothing() ->
             return server.pool.parse("/v1/chat/completions", {}, orjson.dumps(CHAT)).request.predicted_output_tokens
 
     assert asyncio.run(main()) != 3.0
+
+
+def test_a_call_of_n_sequences_teaches_one_sequence_s_output() -> None:
+    """As the gateway (``Call.sequences``): vLLM's usage sums the n choices; the belief models one."""
+
+    async def main() -> None:  # the pool's queues live on an event loop
+        pool = EndpointPool(parse_picker_config({"endpoints": ENDPOINTS, "scrape_interval_s": 3600}))
+        parsed = pool.parse("/v1/chat/completions", {}, orjson.dumps({**CHAT, "n": 4}))
+        pick = pool.pick(parsed)
+        assert parsed.sequences == pick.sequences == 4
+        assert pool.learn(pick, 200, False)
+        after = pool.parse("/v1/chat/completions", {}, orjson.dumps(CHAT)).request
+        assert pool.slots is not None and pool.slots.context.output_predictor.predict(after) == 50.0
+
+    asyncio.run(main())

@@ -108,10 +108,11 @@ class StubBackend:
             await asyncio.sleep(behaviour.token_delay_s * tokens)
         finally:
             self.running -= 1
-        choice = {"index": 0, "finish_reason": "length"}
-        choice.update({"message": {"role": "assistant", "content": "x " * tokens}} if chat else {"text": "x " * tokens})
-        usage = {"prompt_tokens": 4, "completion_tokens": tokens, "total_tokens": tokens + 4}
-        return JSONResponse({"id": self.name, "object": "completion", "choices": [choice], "usage": usage})
+        content = {"message": {"role": "assistant", "content": "x " * tokens}} if chat else {"text": "x " * tokens}
+        sequences = int(body.get("n") or 1)  # as vLLM: n choices, their tokens summed in the usage
+        choices = [{"index": index, "finish_reason": "length", **content} for index in range(sequences)]
+        usage = {"prompt_tokens": 4, "completion_tokens": tokens * sequences, "total_tokens": tokens * sequences + 4}
+        return JSONResponse({"id": self.name, "object": "completion", "choices": choices, "usage": usage})
 
     async def _embed(self, request: Request) -> Response:
         body = json.loads(await request.body())

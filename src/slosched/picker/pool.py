@@ -28,6 +28,7 @@ from slosched.gateway.calls.call import (
     model_not_found,
     parse_call,
     parse_slo_headers,
+    per_sequence,
 )
 from slosched.gateway.calls.dialects.registry import with_dialects
 from slosched.gateway.calls.json_body import parse_json_object
@@ -51,6 +52,7 @@ class Pick:
     queue: InstanceQueue
     seq: LiveSeq
     picked_s: float
+    sequences: int = 1  # the call's prompts times ``n`` (``Call.sequences``): what its output is shared by
 
 
 @dataclass(slots=True)
@@ -59,6 +61,7 @@ class ParsedRequest:
 
     request: Request
     model: str | None
+    sequences: int = 1
 
 
 class EndpointPool:
@@ -120,7 +123,7 @@ class EndpointPool:
         if path in (CHAT, COMPLETIONS):
             call = parse_call(path, body, slo, now, self.config.default_max_tokens, slots.models)
             slots.believe(call)
-            return ParsedRequest(call.request, call.model)
+            return ParsedRequest(call.request, call.model, call.sequences)
         # Another route (embeddings, ...): routed by its model like llm-d's picker, sized by its body, as the
         # gateway forwards them (``calls/other_routes.py``).
         model = body_model(body, slots.models) if "model" in body else _served(model_hint, slots.models)
@@ -146,7 +149,7 @@ class EndpointPool:
             except HttpError:
                 break  # fewer eligible endpoints than fallbacks asked for
             endpoints.append(slots.backends[queue.index].name)
-        return Pick(endpoints, primary, seq, now)
+        return Pick(endpoints, primary, seq, now, parsed.sequences)
 
     def served(self, pick: Pick, address: str) -> None:
         """The proxy reports that ``address`` served the call (a fallback, after the primary failed): the
@@ -169,7 +172,8 @@ class EndpointPool:
         slots = self.slots
         if slots is None or output_tokens <= 0 or not any(queue is pick.queue for queue in slots.queues):
             return False
-        slots.learn_finished(pick.queue, pick.seq, output_tokens, streamed, pick.picked_s, self.clock())
+        tokens = per_sequence(output_tokens, pick.sequences)
+        slots.learn_finished(pick.queue, pick.seq, tokens, streamed, pick.picked_s, self.clock())
         return True
 
     def release(self, pick: Pick) -> None:

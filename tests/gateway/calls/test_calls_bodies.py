@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from slosched.core.request import Outcome
-from slosched.gateway.calls.call import CHAT, COMPLETIONS, Call, HttpError
+from slosched.gateway.calls.call import CHAT, COMPLETIONS, Call, HttpError, parse_call, parse_slo_headers, per_sequence
 from slosched.gateway.calls.json_body import parse_json_object
 from slosched.gateway.dispatch.dispatcher import Dispatcher
 from slosched.gateway.http.hotpath import OpenAIRoutes
@@ -228,3 +228,24 @@ def test_slo_header_errors_are_short_and_stage_names_bounded() -> None:
     with pytest.raises(HttpError, match="x-job-stage"):
         parse_slo_headers({"x-job-stage": "s" * 129})
     assert parse_slo_headers({"x-job-stage": "s" * 128}).stage == "s" * 128
+
+
+def test_a_batch_of_prompts_is_held_to_the_model_length_prompt_by_prompt_and_charged_whole() -> None:
+    """vLLM holds each prompt of a batch to ``max_model_len`` on its own: ten prompts of ~1,000 tokens fit a
+    2,048-token model (refused before, by their sum), and the call is charged for all of them."""
+    slo, models = parse_slo_headers({}), {"tiny": 2048}
+    batch = parse_call(COMPLETIONS, {"prompt": ["x" * 4000] * 10, "max_tokens": 16}, slo, 0.0, 256, models)
+    assert batch.request.prompt_tokens == 1000 and batch.sequences == 10
+    assert batch.token_cost == 10 * 1000 + 10 * 16
+    ids = parse_call(COMPLETIONS, {"prompt": [[1] * 30, [2] * 1500], "max_tokens": 8, "n": 3}, slo, 0.0, 256, models)
+    assert ids.request.prompt_tokens == 1500 and ids.sequences == 6 and ids.token_cost == 1530 + 6 * 8
+    with pytest.raises(HttpError, match="max_model_len of 2048") as refused:
+        parse_call(COMPLETIONS, {"prompt": ["x", "x" * 20000], "max_tokens": 16}, slo, 0.0, 256, models)
+    assert refused.value.param == "max_tokens"  # one prompt alone is surely too long: refused, naming the field
+    chat = parse_call(CHAT, {"messages": [{"role": "user", "content": "hi"}], "n": 4}, slo, 0.0, 32, models)
+    assert chat.sequences == 4 and chat.token_cost == chat.request.prompt_tokens + 4 * 32
+
+
+def test_a_finished_call_teaches_one_sequence_s_share_of_its_output() -> None:
+    assert per_sequence(90, 1) == 90 and per_sequence(90, 3) == 30
+    assert per_sequence(1, 4) == 1 and per_sequence(0, 4) == 0  # a token is a token; nothing stays nothing

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 
+from slosched.gateway.calls.call import COMPLETIONS, parse_call, parse_slo_headers
 from tests.gateway.helpers import harness
 
 TENANTS = {
@@ -113,5 +115,24 @@ def test_two_replicas_cannot_both_admit_a_tenants_last_job(tmp_path: object) -> 
                 tries = [client.post(f"{h.url}/v1/jobs", json={"kind": "workflow"}) for h in (one, two) * 4]
                 replies = await asyncio.gather(*tries)
             assert sorted(r.status_code for r in replies) == [201, 201] + [429] * 6
+
+    asyncio.run(scenario())
+
+
+def test_a_call_of_n_sequences_is_charged_for_each_and_teaches_one_s_output() -> None:
+    """``n`` sequences take n x ``max_tokens`` of the tenant's token rate (one call of n=16 could otherwise
+    take 16x its share), and the output belief learns one sequence's length, not the sum of n."""
+
+    async def scenario() -> None:
+        tenants = {name: {"api_keys": [f"sk-{name}"], "token_rate_limit_tps": 40} for name in ("one", "many")}
+        async with harness(tenants=tenants) as h, httpx.AsyncClient(base_url=h.url) as client:
+            for tenant, n, statuses in (("one", 1, [200, 200]), ("many", 16, [200, 429])):
+                body, auth = {"prompt": "a", "max_tokens": 4, "n": n}, {"authorization": f"Bearer sk-{tenant}"}
+                replies = [await client.post("/v1/completions", json=body, headers=auth) for _ in range(2)]
+                assert [r.status_code for r in replies] == statuses, replies[-1].text
+            assert len(replies[0].json()["choices"]) == 16 and replies[0].json()["usage"]["completion_tokens"] == 64
+            dispatcher = h.gateway.dispatcher
+            learned = parse_call(COMPLETIONS, {"prompt": "a", "max_tokens": 64}, parse_slo_headers({}), 0.0, 64)
+            assert dispatcher.context.output_predictor.predict(learned.request) == pytest.approx(4.0)
 
     asyncio.run(scenario())

@@ -97,6 +97,17 @@ class Call:
     # Set by the dispatcher while the call waits in a queue: takes it out (its client left) before admission.
     withdraw: Callable[[], None] | None = None
     client_id: str | None = None  # the client's X-Request-Id (validated); None: it sent none usable
+    # The sequences the engine generates for the call: its prompts (a completions batch) times ``n``. The
+    # request is one of them, the longest prompt's; what the call costs (a tenant's tokens) and what it
+    # teaches (output per sequence) count them all.
+    sequences: int = 1
+    prompt_tokens_total: int = 0  # every prompt's estimate (0: the request's own)
+
+    @property
+    def token_cost(self) -> int:
+        """Tokens the call may take of its tenant's rate: every prompt and ``max_tokens`` per sequence."""
+        request = self.request
+        return max(self.prompt_tokens_total, request.prompt_tokens) + self.sequences * request.max_output_tokens
 
     @property
     def request_id(self) -> str:
@@ -109,6 +120,12 @@ class Call:
         client leaving) cannot go to it; the caller then cancels the call's task."""
         if self.withdraw is not None:
             self.withdraw()
+
+
+def per_sequence(output_tokens: int, sequences: int) -> int:
+    """One sequence's share of a call's output (``Call.sequences`` decode side by side): what a finished call
+    teaches the output-length and step-time beliefs, which model one sequence."""
+    return output_tokens if sequences <= 1 or output_tokens <= 0 else max(round(output_tokens / sequences), 1)
 
 
 # A client's X-Request-Id: what vLLM and log search take safely (no spaces, quotes or separators).
@@ -140,15 +157,16 @@ def _header_ms(headers: Mapping[str, str], name: str) -> float | None:
     return value
 
 
-def _text_chars(prompt: Any) -> tuple[int, int]:
-    """(characters, exact token count) of a validated completions prompt; one of them is 0."""
+def _text_prompts(prompt: Any) -> list[tuple[int, int]]:
+    """(characters, exact token count) of each prompt of a validated completions ``prompt`` (a string, a
+    batch of strings, token ids or a batch of them); one of the two is 0."""
     if isinstance(prompt, str):
-        return len(prompt), 0
+        return [(len(prompt), 0)]
     if isinstance(prompt[0], str):
-        return sum(len(item) for item in prompt), 0
+        return [(len(item), 0) for item in prompt]
     if isinstance(prompt[0], int):
-        return 0, len(prompt)
-    return 0, sum(len(item) for item in prompt)
+        return [(0, len(prompt))]
+    return [(0, len(item)) for item in prompt]
 
 
 def _chat_chars(messages: list[dict[str, Any]]) -> int:
@@ -253,18 +271,14 @@ def parse_call(
     ``model`` is a 404, and a call that cannot fit any of them a 400 naming the field and the limit."""
     chat = path == CHAT
     typed = _typed_body(chat, body)
-    if isinstance(typed, ChatBody):
-        chars, exact = _chat_chars(body["messages"]), 0
-        prompt_tokens = max(chars // CHARS_PER_TOKEN, 1) + 4 * len(typed.messages)  # + template tokens
-        asked = typed.max_tokens, typed.max_completion_tokens
-        field_name = "max_tokens" if typed.max_tokens is not None else "max_completion_tokens"
-        max_tokens = asked[0] if asked[0] is not None else asked[1]
-        block_hashes = chat_block_hashes(typed.model, body["messages"])
-    else:
-        chars, exact = _text_chars(typed.prompt)
-        prompt_tokens = exact or max(chars // CHARS_PER_TOKEN, 1)
-        field_name, max_tokens = "max_tokens", typed.max_tokens
-        block_hashes = completion_block_hashes(typed.model, typed.prompt)
+    asked = _asked(typed, body)
+    chars, exact, prompt_tokens, max_tokens, field_name = (
+        asked.longest_chars,
+        asked.longest_exact,
+        asked.prompt_tokens,
+        asked.max_tokens,
+        asked.field_name,
+    )
     model = typed.model
     if models is not None:
         # The least the prompt can be: exact token ids, or at most one token per 8 characters of text
@@ -290,10 +304,46 @@ def parse_call(
         ttft_slo_s=slo.ttft_ms / 1000.0 if slo.ttft_ms is not None else None,
         tpot_slo_s=slo.tpot_ms / 1000.0 if slo.tpot_ms is not None else None,
         session_id=slo.program_id,
-        prompt_block_hashes=block_hashes,
+        prompt_block_hashes=asked.block_hashes,
     )
     stream = bool(typed.stream)
-    return Call(path, body, stream, request, model=model, output_hint=slo.output_tokens, client_id=client_id)
+    call = Call(path, body, stream, request, model=model, output_hint=slo.output_tokens, client_id=client_id)
+    call.sequences = asked.prompts * max(typed.n or 1, typed.best_of or 1)
+    call.prompt_tokens_total = asked.total_tokens
+    return call
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What a validated body asks of the engine: its longest prompt (characters or exact token ids; the
+    call's request), every prompt's token estimate, how many prompts, and its output limit."""
+
+    longest_chars: int
+    longest_exact: int
+    prompt_tokens: int
+    total_tokens: int
+    prompts: int
+    max_tokens: int | None
+    field_name: str
+    block_hashes: tuple[int, ...]
+
+
+def _asked(typed: CompletionBody | ChatBody, body: dict[str, Any]) -> _Asked:
+    if isinstance(typed, ChatBody):
+        chars = _chat_chars(body["messages"])
+        prompt_tokens = max(chars // CHARS_PER_TOKEN, 1) + 4 * len(typed.messages)  # + template tokens
+        field_name = "max_tokens" if typed.max_tokens is not None else "max_completion_tokens"
+        max_tokens = typed.max_tokens if typed.max_tokens is not None else typed.max_completion_tokens
+        hashes = chat_block_hashes(typed.model, body["messages"])
+        return _Asked(chars, 0, prompt_tokens, prompt_tokens, 1, max_tokens, field_name, hashes)
+    # A batch of prompts is that many sequences, each held to the model's length on its own (vLLM's rule):
+    # the longest is the call's request, the sum is its cost.
+    prompts = _text_prompts(typed.prompt)
+    chars, exact = max(prompts, key=sum)  # a batch is all text or all token ids: one of the two counts
+    total = sum(ids or max(text // CHARS_PER_TOKEN, 1) for text, ids in prompts)
+    hashes = completion_block_hashes(typed.model, typed.prompt)
+    prompt_tokens = exact or max(chars // CHARS_PER_TOKEN, 1)
+    return _Asked(chars, exact, prompt_tokens, total, len(prompts), typed.max_tokens, "max_tokens", hashes)
 
 
 def _typed_body(chat: bool, body: dict[str, Any]) -> CompletionBody | ChatBody:

@@ -24,7 +24,7 @@ import numpy as np
 from slosched.core.request import Request
 from slosched.core.views import JobView, StageDecision, StepObservation
 from slosched.gateway.backends.backend import Backend
-from slosched.gateway.calls.call import Call, HttpError, model_not_found
+from slosched.gateway.calls.call import Call, HttpError, model_not_found, per_sequence
 from slosched.gateway.dispatch.attempts import Attempt
 from slosched.gateway.dispatch.queues import InstanceQueue, LiveSeq
 from slosched.gateway.dispatch.retired import RetiredBackend
@@ -183,14 +183,15 @@ class SlotSet:
 
     def learn(self, call: Call, attempt: Attempt, now: float) -> None:
         """What a completed call teaches the beliefs (``learn_finished``)."""
-        self.learn_finished(attempt.queue, attempt.seq, call.output_tokens, call.stream, attempt.sent_s, now)
+        tokens = per_sequence(call.output_tokens, call.sequences)
+        self.learn_finished(attempt.queue, attempt.seq, tokens, call.stream, attempt.sent_s, now)
 
     def learn_finished(
         self, queue: InstanceQueue, seq: LiveSeq, output_tokens: int, streamed: bool, sent_s: float, now: float
     ) -> None:
         """What a call completed at ``queue`` teaches the beliefs: the output-length predictor, the router's
         completion feedback and the backend's step-time predictor. The gateway's calls, and the picker's (from
-        the responses Envoy shows it): one mechanism."""
+        the responses Envoy shows it): one mechanism. ``output_tokens``: one sequence's (``per_sequence``)."""
         request, index = seq.request, queue.index
         if output_tokens > 0:
             self.context.output_predictor.observe(request, output_tokens)

@@ -171,7 +171,7 @@ class OpenAIRoutes:
             self.sessions.attach(call, slo, now)  # one job across calls: its first call's arrival and deadline
         request = call.request
         admit_call(dispatcher, request, now, slo.reject_infeasible)  # an early 503 when it cannot make its deadline
-        lease = self.access.limits.admit_call(principal, request.prompt_tokens + request.max_output_tokens)
+        lease = self.access.limits.admit_call(principal, call.token_cost)
         if lease is None:
             await self._run(call, receive, send)
             return

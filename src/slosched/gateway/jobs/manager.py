@@ -197,7 +197,7 @@ class JobManager:
             return leases
         try:
             for call in calls:
-                lease = self.limits.admit_call(principal, call.request.prompt_tokens + call.request.max_output_tokens)
+                lease = self.limits.admit_call(principal, call.token_cost)
                 if lease is not None:
                     leases.append(lease)
         except HttpError:

@@ -126,9 +126,9 @@ class TenantLimits:
             raise self._refuse("rate_limited", "rate_limited", message, wait_s)
 
     def admit_call(self, principal: Principal, num_tokens: int) -> Lease | None:
-        """A call of ``num_tokens`` (prompt estimate + max_tokens) against the token rate and the
-        concurrency limit; the lease (None when concurrency is unlimited) must be released when the call
-        ends, whatever its outcome."""
+        """A call of ``num_tokens`` (``Call.token_cost``: its prompts and max_tokens per sequence) against the
+        token rate and the concurrency limit; the lease (None when concurrency is unlimited) must be released
+        when the call ends, whatever its outcome."""
         tps, max_concurrency = principal.token_rate_limit_tps, principal.max_concurrency
         if tps is None and max_concurrency is None:
             return None
