@@ -15,7 +15,7 @@ from slosched.client.sdk import AsyncClient, WorkflowRunner
 from slosched.core.job import CallSpec, JobKind, JobSpec, StageSpec
 from slosched.devtools.stub import free_port, serve_app
 from slosched.devtools.up import ServerAddress, gateway_config
-from slosched.gateway.calls.call import COMPLETIONS, parse_call, parse_slo_headers
+from slosched.gateway.calls.call import CHAT, COMPLETIONS, parse_call, parse_slo_headers
 from slosched.gateway.http.app import Gateway
 from slosched.gateway.ops.config import parse_config
 from tests.gateway.helpers import Harness
@@ -87,6 +87,32 @@ def test_a_batch_of_prompts_with_n_choices_is_one_sequence_s_lesson(vllm_servers
             assert len(r.json()["choices"]) == 4 and r.json()["usage"]["completion_tokens"] == 24
             probe = parse_call(COMPLETIONS, {"prompt": "hi", "max_tokens": 64}, parse_slo_headers({}), 0.0, 64)
             assert h.gateway.dispatcher.context.output_predictor.predict(probe.request) == 6.0
+
+    asyncio.run(scenario())
+
+
+def test_anthropic_messages_and_their_stream_on_a_real_server(vllm_servers: list[ServerAddress]) -> None:
+    """vLLM's own ``/v1/messages`` through the gateway: a message, and a stream counted in Anthropic's events."""
+
+    async def scenario() -> None:
+        async with live(vllm_servers) as h, httpx.AsyncClient(base_url=h.url, timeout=120) as client:
+            model = (await client.get("/v1/models")).json()["data"][0]["id"]
+            body = {
+                "model": model,
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": "hi"}],
+                "ignore_eos": True,
+            }
+            r = await client.post("/v1/messages", json=body, headers={"x-slo-deadline-ms": "60000"})
+            assert r.status_code == 200, r.text
+            assert r.json()["type"] == "message" and r.json()["usage"]["output_tokens"] == 5
+            async with client.stream("POST", "/v1/messages", json={**body, "stream": True, "max_tokens": 12}) as s:
+                assert s.status_code == 200
+                streamed = b"".join([chunk async for chunk in s.aiter_bytes()])
+            assert b"event: message_stop" in streamed and b'"output_tokens":12' in streamed
+            assert h.value("slosched:requests_total", outcome="completed", reason="ok") == 2
+            probe = parse_call(CHAT, {"messages": body["messages"]}, parse_slo_headers({}), 0.0, 64)
+            assert h.gateway.dispatcher.context.output_predictor.predict(probe.request) == 8.5  # 5 and 12 learned
 
     asyncio.run(scenario())
 

@@ -9,6 +9,7 @@ import grpc
 import orjson
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 
+from slosched.gateway.backends.forwarding import stream_format
 from slosched.picker.config import parse_picker_config
 from slosched.picker.pool import EndpointPool
 from slosched.picker.usage import ResponseReader
@@ -144,3 +145,25 @@ def test_a_call_of_n_sequences_teaches_one_sequence_s_output() -> None:
         assert pool.slots is not None and pool.slots.context.output_predictor.predict(after) == 50.0
 
     asyncio.run(main())
+
+
+def test_an_anthropic_message_is_parsed_as_a_chat_and_its_stream_counted_in_its_format() -> None:
+    """``/v1/messages`` as the gateway reads it (``calls/messages.py``): routed with its deadline, its stream
+    (which starts with ``event:``, not ``data:``) counted by text deltas and closed by the final usage."""
+
+    async def main() -> None:
+        pool = EndpointPool(parse_picker_config({"endpoints": ENDPOINTS, "scrape_interval_s": 3600}))
+        body = {"model": "llama", "max_tokens": 9, "messages": [{"role": "user", "content": "hi " * 40}]}
+        parsed = pool.parse("/v1/messages", {"x-slo-deadline-ms": "3000"}, orjson.dumps(body))
+        assert parsed.request.max_output_tokens == 9 and parsed.request.deadline_s < 10.0
+
+    asyncio.run(main())
+    progress = Progress()
+    reader = ResponseReader(progress, lambda: 7.0, 1 << 20, stream_format("/v1/messages"))
+    start = b'event: message_start\ndata: {"type":"message_start","message":{"usage":{"output_tokens":1}}}\n\n'
+    delta = b'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"text":"a"}}\n\n'
+    final = b'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":4}}\n\n'
+    reader.body(start + delta * 3)
+    assert progress.num_output_tokens == 3 and reader.streamed
+    reader.body(final + b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    assert reader.output_tokens() == 4

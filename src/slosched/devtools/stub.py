@@ -63,6 +63,7 @@ class StubBackend:
             routes=[
                 Route("/v1/completions", self._generate, methods=["POST"]),
                 Route("/v1/chat/completions", self._generate, methods=["POST"]),
+                Route("/v1/messages", self._message, methods=["POST"]),
                 Route("/v1/embeddings", self._embed, methods=["POST"]),
                 Route("/tokenize", self._tokenize, methods=["POST"]),
                 Route("/metrics", self._metrics, methods=["GET"]),
@@ -113,6 +114,42 @@ class StubBackend:
         choices = [{"index": index, "finish_reason": "length", **content} for index in range(sequences)]
         usage = {"prompt_tokens": 4, "completion_tokens": tokens * sequences, "total_tokens": tokens * sequences + 4}
         return JSONResponse({"id": self.name, "object": "completion", "choices": choices, "usage": usage})
+
+    async def _message(self, request: Request) -> Response:
+        """Anthropic's Messages API in vLLM's shapes: a message, or its event stream (usage at the end)."""
+        body = json.loads(await request.body())
+        self.received.append((request.url.path, body))
+        behaviour = self.behaviour
+        if behaviour.status != 200:
+            error = {"type": "error", "error": {"type": "api_error", "message": "stub failure"}}
+            return JSONResponse(error, status_code=behaviour.status)
+        tokens = int(body.get("max_tokens") or behaviour.default_tokens)
+        if body.get("stream"):
+            return StreamingResponse(self._message_events(tokens), media_type="text/event-stream")
+        await asyncio.sleep(behaviour.token_delay_s * tokens)
+        message = {"id": f"msg_{self.name}", "type": "message", "role": "assistant", "model": body.get("model")}
+        content = [{"type": "text", "text": "x " * tokens}]
+        usage = {"input_tokens": 4, "output_tokens": tokens}
+        return JSONResponse({**message, "content": content, "stop_reason": "max_tokens", "usage": usage})
+
+    async def _message_events(self, tokens: int) -> AsyncIterator[bytes]:
+        def event(name: str, **data: Any) -> bytes:
+            return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+
+        self.running += 1
+        try:
+            start = {"id": f"msg_{self.name}", "type": "message", "role": "assistant", "content": []}
+            yield event("message_start", message={**start, "usage": {"input_tokens": 4, "output_tokens": 0}})
+            yield event("content_block_start", index=0, content_block={"type": "text", "text": ""})
+            for _ in range(tokens):
+                if self.behaviour.token_delay_s:
+                    await asyncio.sleep(self.behaviour.token_delay_s)
+                yield event("content_block_delta", index=0, delta={"type": "text_delta", "text": "x "})
+            yield event("content_block_stop", index=0)
+            yield event("message_delta", delta={"stop_reason": "max_tokens"}, usage={"output_tokens": tokens})
+            yield event("message_stop")
+        finally:
+            self.running -= 1
 
     async def _embed(self, request: Request) -> Response:
         body = json.loads(await request.body())

@@ -35,6 +35,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from google.protobuf.struct_pb2 import Struct
 
+from slosched.gateway.backends.forwarding import stream_format
 from slosched.gateway.calls.call import HttpError
 from slosched.gateway.calls.other_routes import GENERATION_PATHS
 from slosched.picker.messages import (
@@ -195,7 +196,8 @@ class RequestStream:
     def _reader(self) -> ResponseReader:
         assert self.pick is not None
         if self._response is None:
-            self._response = ResponseReader(self.pick.seq, self._pool.clock, self._pool.config.max_body_bytes)
+            limit, form = self._pool.config.max_body_bytes, stream_format(self._path)
+            self._response = ResponseReader(self.pick.seq, self._pool.clock, limit, form)
         return self._response
 
     def _learn(self) -> None:

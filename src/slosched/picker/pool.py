@@ -32,6 +32,7 @@ from slosched.gateway.calls.call import (
 )
 from slosched.gateway.calls.dialects.registry import with_dialects
 from slosched.gateway.calls.json_body import parse_json_object
+from slosched.gateway.calls.messages import MESSAGES, parse_messages_call
 from slosched.gateway.calls.other_routes import bare_request, body_model
 from slosched.gateway.calls.prompt_blocks import CHARS_PER_TOKEN
 from slosched.gateway.dispatch.queues import InstanceQueue, LiveSeq, QueueFullError
@@ -120,8 +121,11 @@ class EndpointPool:
             raise HttpError(413, "body_too_large", f"body: at most {self.config.max_body_bytes} bytes")
         body = parse_json_object(raw)  # the picker's copy: dialects strip fields from it, Envoy forwards the original
         slo = with_dialects(slo, headers, body)
-        if path in (CHAT, COMPLETIONS):
-            call = parse_call(path, body, slo, now, self.config.default_max_tokens, slots.models)
+        if path in (CHAT, COMPLETIONS, MESSAGES):
+            if path == MESSAGES:
+                call = parse_messages_call(body, slo, now, slots.models)
+            else:
+                call = parse_call(path, body, slo, now, self.config.default_max_tokens, slots.models)
             slots.believe(call)
             return ParsedRequest(call.request, call.model, call.sequences)
         # Another route (embeddings, ...): routed by its model like llm-d's picker, sized by its body, as the

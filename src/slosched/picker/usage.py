@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from slosched.gateway.backends.forwarding import StreamTokens, TokenProgress, usage_tokens
+from slosched.gateway.backends.forwarding import OPENAI, StreamFormat, StreamTokens, TokenProgress, usage_tokens
 
 EVENT_STREAM = "text/event-stream"
 
@@ -23,12 +23,15 @@ EVENT_STREAM = "text/event-stream"
 class ResponseReader:
     """One response's token count: ``headers`` (if Envoy sends them), ``body`` per chunk, then
     ``output_tokens``. A response whose headers Envoy did not send is read as a stream when its body starts
-    with an SSE ``data:`` field."""
+    with an SSE ``data:`` or ``event:`` field."""
 
-    __slots__ = ("_body", "_clock", "_limit", "_seq", "_size", "_tokens", "ok", "streamed")
+    __slots__ = ("_body", "_clock", "_format", "_limit", "_seq", "_size", "_tokens", "ok", "streamed")
 
-    def __init__(self, seq: TokenProgress, clock: Callable[[], float], limit_bytes: int) -> None:
+    def __init__(
+        self, seq: TokenProgress, clock: Callable[[], float], limit_bytes: int, form: StreamFormat = OPENAI
+    ) -> None:
         self._seq = seq
+        self._format = form  # the route's (``forwarding.stream_format``): Anthropic's Messages count their own way
         self._clock = clock
         self._limit = limit_bytes
         self._body: list[bytes] = []
@@ -44,7 +47,7 @@ class ResponseReader:
 
     def body(self, chunk: bytes) -> None:
         if self.streamed is None:
-            self._start(chunk.lstrip().startswith(b"data:"))
+            self._start(chunk.lstrip().startswith((b"data:", b"event:")))
         if self._tokens is not None:
             self._tokens.feed(chunk)  # counted only: Envoy forwards the bytes, whole or not
         elif self._size < self._limit:
@@ -59,11 +62,11 @@ class ResponseReader:
         if self._tokens is not None:
             self._tokens.flush()  # a last event without its blank line is counted too
             return self._seq.num_output_tokens
-        return usage_tokens(b"".join(self._body))
+        return usage_tokens(b"".join(self._body), self._format)
 
     def _start(self, streamed: bool) -> None:
         if self.streamed is not None:
             return
         self.streamed = streamed
         if streamed:
-            self._tokens = StreamTokens(self._seq, self._clock, strip_usage=False)
+            self._tokens = StreamTokens(self._seq, self._clock, False, self._format)

@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from slosched.core.request import Request as SloRequest
 from slosched.devtools.stub import serve_app
-from slosched.gateway.backends.forwarding import StreamTokens, adds_usage
+from slosched.gateway.backends.forwarding import ANTHROPIC, StreamTokens, adds_usage, usage_tokens
 from slosched.gateway.calls.call import Call
 from slosched.gateway.dispatch.queues import LiveSeq
 from slosched.gateway.http.app import Gateway
@@ -148,3 +148,26 @@ def test_call_routes_answer_wrong_methods_big_bodies_and_trailing_slashes() -> N
         assert gc.get_freeze_count() == 0  # ...and given back when the last gateway stops
 
     asyncio.run(scenario())
+
+
+def _anthropic(name: str, **data: Any) -> bytes:
+    return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+
+
+def test_an_anthropic_stream_counts_its_text_deltas_and_takes_the_final_usage_only() -> None:
+    """Anthropic's events: ``message_start`` carries a usage of nothing yet (it must not freeze the count),
+    text arrives in ``content_block_delta`` events, the exact count in ``message_delta``; ``message_stop``
+    ends a whole stream. Nothing is stripped."""
+    seq = _seq()
+    tokens = StreamTokens(seq, lambda: 2.0, strip_usage=True, form=ANTHROPIC)
+    start = _anthropic("message_start", message={"id": "m", "usage": {"input_tokens": 3, "output_tokens": 1}})
+    deltas = b"".join(_anthropic("content_block_delta", index=0, delta={"text": "ab"}) for _ in range(3))
+    head = start + _anthropic("content_block_start", index=0, content_block={"type": "text", "text": ""}) + deltas
+    assert tokens.feed(head[:25]) + tokens.feed(head[25:]) == head
+    assert seq.num_output_tokens == 3 and seq.first_token_s == 2.0 and not tokens.done
+    tail = _anthropic("content_block_stop", index=0)
+    tail += _anthropic("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 5})
+    tail += _anthropic("message_stop")
+    assert tokens.feed(tail) == tail and tokens.flush() == b""
+    assert seq.num_output_tokens == 5 and tokens.done
+    assert usage_tokens(b'{"type":"message","usage":{"input_tokens":3,"output_tokens":9}}', ANTHROPIC) == 9

@@ -7,6 +7,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
@@ -15,14 +16,41 @@ from slosched.contract import XARG_PREFIX, request_xargs
 from slosched.core.request import Request
 from slosched.gateway.backends.upstream import UpstreamError, UpstreamResponse, UpstreamTimeoutError
 from slosched.gateway.calls.call import Call
+from slosched.gateway.calls.messages import MESSAGES
 from slosched.gateway.calls.other_routes import WITHOUT_PRIORITY, WITHOUT_XARGS
 from slosched.gateway.ops.config import BackendConfig, GatewayConfig
 
 _NO_DEADLINE_PRIORITY = 2**62  # vLLM priority for calls without a deadline: after every deadline
-_SSE_EVENT = b"data: {"
-_DONE = b"data: [DONE]"
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens"\s*:\s*(\d+)')
+_OUTPUT_TOKENS = re.compile(rb'"output_tokens"\s*:\s*(\d+)')
 _EMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*\]')
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFormat:
+    """How a route's response tells its tokens: ``token_event`` marks an event that carries generated text,
+    ``end`` the event that closes a whole stream, ``usage`` the exact output count (in a JSON body, and in
+    the stream's final usage); ``usage_event`` (None: any event with a usage) marks the one event whose usage
+    is final (Anthropic's ``message_start`` carries a usage too, of nothing yet). ``asks_usage``: the
+    gateway asks the backend for the usage chunk (OpenAI's ``stream_options``), stripped when the client
+    did not ask."""
+
+    token_event: bytes
+    end: bytes
+    usage: re.Pattern[bytes]
+    usage_event: bytes | None
+    asks_usage: bool
+
+
+OPENAI = StreamFormat(b"data: {", b"data: [DONE]", _COMPLETION_TOKENS, None, asks_usage=True)
+ANTHROPIC = StreamFormat(
+    b"event: content_block_delta", b"event: message_stop", _OUTPUT_TOKENS, b"event: message_delta", asks_usage=False
+)
+
+
+def stream_format(path: str) -> StreamFormat:
+    """The format of ``path``'s responses: Anthropic's for its Messages route, OpenAI's for every other."""
+    return ANTHROPIC if path == MESSAGES else OPENAI
 
 
 def backend_body(
@@ -44,7 +72,7 @@ def backend_body(
     body = dict(call.body)
     request = call.request
     body.setdefault("model", backend.model)
-    if call.stream and adds_usage(call.body):
+    if call.stream and stream_format(call.path).asks_usage and adds_usage(call.body):
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     if backend.forward_priority and call.path not in WITHOUT_PRIORITY:
         body["priority"] = vllm_priority(request, config.priority_mode)
@@ -102,12 +130,15 @@ class StreamTokens:
     so an event split across reads is still seen whole. With ``strip_usage`` the usage-only event
     (``"choices": []``) is dropped: the gateway asked the backend for it, the client did not."""
 
-    __slots__ = ("_clock", "_events", "_held", "_strip", "_usage", "done", "seq")
+    __slots__ = ("_clock", "_events", "_format", "_held", "_strip", "_usage", "done", "seq")
 
-    def __init__(self, seq: TokenProgress, clock: Callable[[], float], strip_usage: bool) -> None:
+    def __init__(
+        self, seq: TokenProgress, clock: Callable[[], float], strip_usage: bool, form: StreamFormat = OPENAI
+    ) -> None:
         self.seq = seq
         self._clock = clock
-        self._strip = strip_usage
+        self._format = form
+        self._strip = strip_usage and form.asks_usage
         self._held = b""
         self._events = 0
         self._usage: int | None = None
@@ -138,11 +169,15 @@ class StreamTokens:
         return self._account(held) if held else b""
 
     def _account(self, block: bytes) -> bytes:
-        events = block.count(_SSE_EVENT)
-        if not self.done and _DONE in block:
+        form = self._format
+        events = block.count(form.token_event)
+        if not self.done and form.end in block:
             self.done = True
         if b'"usage"' in block:
-            block, events = self._read_usage(block, events)
+            if form.usage_event is None:
+                block, events = self._read_usage(block, events)
+            else:
+                self._read_final_usage(block, form.usage_event)
         seq = self.seq
         if events:
             self._events += events
@@ -160,11 +195,29 @@ class StreamTokens:
             if match is not None:
                 self._usage = int(match.group(1))
                 if _EMPTY_CHOICES.search(event) and event.count(b"data:") == 1:
-                    events -= event.count(_SSE_EVENT)
+                    events -= event.count(OPENAI.token_event)
                     if self._strip:
                         continue
             kept.append(event)
         return b"\n\n".join(kept), events
+
+    def _read_final_usage(self, block: bytes, marker: bytes) -> None:
+        """The output count of the event ``marker`` names (its usage is the stream's last word); no event of
+        such a stream is a token or is dropped."""
+        for event in block.split(b"\n\n"):
+            if marker in event and (match := self._format.usage.search(event)) is not None:
+                self._usage = int(match.group(1))
+
+
+def call_stream_tokens(call: Call, seq: TokenProgress, clock: Callable[[], float]) -> StreamTokens:
+    """The token accounting of ``call``'s stream, in its route's format; the usage chunk the gateway asked
+    for (``backend_body``) is stripped when the client did not ask for it."""
+    return StreamTokens(seq, clock, adds_usage(call.body), stream_format(call.path))
+
+
+def body_tokens(call: Call, body: bytes) -> int:
+    """The output count of ``call``'s non-streamed response ``body``, in its route's format."""
+    return usage_tokens(body, stream_format(call.path))
 
 
 def json_bytes(value: Any) -> bytes:
@@ -189,8 +242,9 @@ def close_response(response: UpstreamResponse, fully_read: bool) -> None:
         response.close()
 
 
-def usage_tokens(body: bytes) -> int:
-    """``usage.completion_tokens`` of an OpenAI response body (0 when absent). A byte search, not a JSON
-    parse: the body can be large (choices, logprobs) and this runs on every non-streamed call."""
-    match = _COMPLETION_TOKENS.search(body)
+def usage_tokens(body: bytes, form: StreamFormat = OPENAI) -> int:
+    """The output count of a response body (OpenAI's ``usage.completion_tokens``, Anthropic's
+    ``usage.output_tokens``; 0 when absent). A byte search, not a JSON parse: the body can be large
+    (choices, logprobs) and this runs on every non-streamed call."""
+    match = form.usage.search(body)
     return int(match.group(1)) if match else 0

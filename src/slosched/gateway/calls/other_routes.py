@@ -1,4 +1,5 @@
-"""vLLM's other JSON routes: embeddings, pooling, scoring, reranking and (de)tokenizing, forwarded whole.
+"""vLLM's other JSON routes: embeddings, pooling, scoring, reranking, (de)tokenizing and Anthropic's token
+count, forwarded whole.
 
 A production gateway in front of vLLM is asked more than completions: a RAG application embeds and reranks
 through the same endpoint it generates from (proxies in front of vLLM commonly pass these routes on). They
@@ -27,9 +28,10 @@ from slosched.gateway.calls.call import (
     model_not_found,
     next_request_id,
 )
+from slosched.gateway.calls.messages import COUNT_TOKENS, MESSAGES
 from slosched.gateway.calls.prompt_blocks import CHARS_PER_TOKEN
 
-GENERATION_PATHS = frozenset((CHAT, COMPLETIONS))
+GENERATION_PATHS = frozenset((CHAT, COMPLETIONS, MESSAGES))
 OTHER_ROUTES = (
     "/v1/embeddings",
     "/pooling",
@@ -41,13 +43,14 @@ OTHER_ROUTES = (
     "/v2/rerank",
     "/tokenize",
     "/detokenize",
+    COUNT_TOKENS,
 )
 # The gateway's scheduling fields a route's vLLM request model does not read (vLLM logs a warning for each
 # such field, per request, so they are not sent): the plugin's ``vllm_xargs`` reach it only through sampling
 # parameters, which generations alone carry; pooling and scoring requests take ``priority``; (de)tokenizing
-# is never scheduled by the engine, so it takes neither.
+# is never scheduled by the engine, so it takes neither; Anthropic's Messages request has no ``priority``.
 WITHOUT_XARGS = frozenset(OTHER_ROUTES)
-WITHOUT_PRIORITY = frozenset(("/tokenize", "/detokenize"))
+WITHOUT_PRIORITY = frozenset(("/tokenize", "/detokenize", COUNT_TOKENS, MESSAGES))
 
 
 def body_model(body: Mapping[str, Any], models: Mapping[str, int] | None) -> str | None:

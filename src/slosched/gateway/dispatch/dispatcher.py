@@ -29,13 +29,12 @@ from slosched.core.request import Outcome, Request
 from slosched.core.views import JobView, StageDecision
 from slosched.gateway.backends.backend import Backend, periodic
 from slosched.gateway.backends.forwarding import (
-    StreamTokens,
-    adds_usage,
     backend_body,
+    body_tokens,
+    call_stream_tokens,
     close_response,
     is_broken,
     json_bytes,
-    usage_tokens,
 )
 from slosched.gateway.backends.upstream import UpstreamError
 from slosched.gateway.calls.call import Call, HttpError
@@ -283,7 +282,7 @@ class Dispatcher:
         last write (``last=True``, possibly empty) ends the client's body. Always finishes the call
         (cancellation included: the client left)."""
         outcome, reason = Outcome.CANCELLED, "client_disconnected"
-        tokens = StreamTokens(attempt.seq, self.clock, strip_usage=adds_usage(call.body))
+        tokens = call_stream_tokens(call, attempt.seq, self.clock)
         response, read_s = attempt.response, self.config.timeouts.read_s
         try:
             chunk = attempt.first_chunk
@@ -325,7 +324,7 @@ class Dispatcher:
         attempt = await self.open(call)
         try:
             status = attempt.response.status
-            call.output_tokens = usage_tokens(attempt.first_chunk)
+            call.output_tokens = body_tokens(call, attempt.first_chunk)
             attempt.seq.num_output_tokens = call.output_tokens
             attempt.seq.first_token_s = self.clock()  # the client sees every token when the body arrives
             outcome = Outcome.COMPLETED if status < 400 else Outcome.FAILED

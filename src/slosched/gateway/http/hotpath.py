@@ -1,5 +1,6 @@
-"""The OpenAI call routes as plain ASGI: ``/v1/completions`` and ``/v1/chat/completions``, and vLLM's other JSON
-routes (embeddings, pooling, scoring, tokenizing: ``calls/other_routes.py``) the same way.
+"""The OpenAI call routes as plain ASGI: ``/v1/completions`` and ``/v1/chat/completions``, Anthropic's
+``/v1/messages`` (``calls/messages.py``), and vLLM's other JSON routes (embeddings, pooling, scoring,
+tokenizing: ``calls/other_routes.py``) the same way.
 
 These carry nearly all of the gateway's traffic, so they skip starlette's middleware stack, request and
 response objects and its per-stream task group (together ~100 us of CPU per call on a 2-core machine);
@@ -33,6 +34,7 @@ from slosched.gateway.calls.call import (
 )
 from slosched.gateway.calls.dialects.registry import with_dialects
 from slosched.gateway.calls.json_body import check_json_media_type, parse_json_object
+from slosched.gateway.calls.messages import MESSAGES, parse_messages_call
 from slosched.gateway.calls.other_routes import GENERATION_PATHS, OTHER_ROUTES, parse_other_call
 from slosched.gateway.dispatch.admission import admit_call
 from slosched.gateway.dispatch.dispatcher import Attempt, Dispatcher
@@ -50,7 +52,7 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 # Exact paths served here (a trailing slash is served too, where starlette would have redirected): the
 # generation routes, and vLLM's other JSON routes, forwarded whole (``calls/other_routes.py``).
-HOT_PATHS = {variant: path for path in (COMPLETIONS, CHAT, *OTHER_ROUTES) for variant in (path, path + "/")}
+HOT_PATHS = {variant: path for path in (COMPLETIONS, CHAT, MESSAGES, *OTHER_ROUTES) for variant in (path, path + "/")}
 _JSON = b"application/json"
 
 
@@ -163,7 +165,9 @@ class OpenAIRoutes:
         slo = scoped(with_dialects(parse_slo_headers(headers), headers, body), principal)
         dispatcher = self.dispatcher
         now = dispatcher.clock()
-        if path in GENERATION_PATHS:
+        if path == MESSAGES:
+            call = parse_messages_call(body, slo, now, dispatcher.models, ids)
+        elif path in GENERATION_PATHS:
             call = parse_call(path, body, slo, now, self.config.default_max_tokens, dispatcher.models, ids)
         else:
             call = parse_other_call(path, body, slo, now, dispatcher.models, ids)
