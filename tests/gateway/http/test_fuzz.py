@@ -37,9 +37,17 @@ _fields = [
     "final",
     "priority",
     "tenant",
+    "system",
 ]
 _messages = st.lists(
-    st.fixed_dictionaries({}, optional={"role": _json | st.sampled_from(["user", "system"]), "content": _json}),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "role": _json | st.sampled_from(["user", "system"]),
+            # Anthropic's typed blocks too (/v1/messages), with fields of any shape.
+            "content": _json | st.lists(st.dictionaries(st.sampled_from(["type", "text", "content", "input"]), _json)),
+        },
+    ),
     max_size=3,
 )
 _body = st.dictionaries(st.sampled_from(_fields), _json | _messages, max_size=6)
@@ -49,7 +57,9 @@ _headers = st.dictionaries(
     _header_values | st.sampled_from(["nan", "inf", "-1", "0", "1e12", "100", ""]),
     max_size=3,
 )
-_paths = st.sampled_from(["/v1/completions", "/v1/chat/completions", "/v1/jobs", "/v1/jobs/job-0/stages"])
+_paths = st.sampled_from(
+    ["/v1/completions", "/v1/chat/completions", "/v1/messages", "/v1/jobs", "/v1/jobs/job-0/stages"]
+)
 
 
 @pytest.fixture(scope="module")
