@@ -1,9 +1,9 @@
 """A fake vLLM server with switchable faults: the one fault-injecting backend, for ``slosched bench chaos``
 (run as a process) and the gateway's failure tests (served in-process with ``devtools.stub.serve_app``).
 
-It answers the stub's routes (``/v1/completions``, ``/v1/chat/completions``, ``/v1/models``, ``/metrics``,
-``/health``) exactly as ``devtools.stub`` does while its mode is ``none``; in a fault mode every generation
-call misbehaves while ``/health`` and ``/metrics`` keep saying all is well (the failure a health check
+It answers the stub's routes (``/v1/completions``, ``/v1/chat/completions``, ``/v1/messages``, ``/v1/models``,
+``/metrics``, ``/health``) exactly as ``devtools.stub`` does while its mode is ``none``; in a fault mode every
+generation call misbehaves while ``/health`` and ``/metrics`` keep saying all is well (the failure a health check
 cannot see). Like vLLM (and unlike the stub) it refuses ``max_tokens`` above ``max_model_len`` with a 400,
 so fuzzed calls cannot make it build gigabyte answers. Modes (``FAULT_MODES``):
 
@@ -108,6 +108,7 @@ class FaultyBackend:
             routes=[
                 Route("/v1/completions", self._generate, methods=["POST"]),
                 Route("/v1/chat/completions", self._generate, methods=["POST"]),
+                Route("/v1/messages", self._generate, methods=["POST"]),
                 Route("/metrics", stub._metrics, methods=["GET"]),
                 Route("/health", self._health, methods=["GET"]),
                 Route("/v1/models", stub._models, methods=["GET"]),
@@ -170,11 +171,11 @@ class FaultyBackend:
         held_s = {"hang": _HANG_S, "slow_first_byte": delay_s}.get(mode)
         if held_s is not None and await self._wait_or_leave(request, held_s):
             return Response(status_code=204)  # the client is gone: this is never sent
-        return await self.stub._generate(_replay(request, body))
+        return await _answer(self.stub, _replay(request, body))
 
     async def _variant(self, behaviour: StubBehaviour, request: Request, body: dict[str, Any]) -> Response:
         """The stub's answer with ``behaviour`` (slower, or cut short) for this one call."""
-        return await StubBackend(name=self.name, behaviour=behaviour)._generate(_replay(request, body))
+        return await _answer(StubBackend(name=self.name, behaviour=behaviour), _replay(request, body))
 
     async def _wait_or_leave(self, request: Request, wait_s: float) -> bool:
         """Hold the call ``wait_s``; True (and counted in ``disconnected``) when its client left first."""
@@ -186,6 +187,11 @@ class FaultyBackend:
             return False
         self.disconnected += 1
         return True
+
+
+async def _answer(stub: StubBackend, request: Request) -> Response:
+    """The stub's answer in the route's shape: an Anthropic message, or an OpenAI completion."""
+    return await (stub._message if request.url.path == "/v1/messages" else stub._generate)(request)
 
 
 def _error(status: int, kind: str, message: str) -> Response:

@@ -141,7 +141,9 @@ class StubBackend:
             start = {"id": f"msg_{self.name}", "type": "message", "role": "assistant", "content": []}
             yield event("message_start", message={**start, "usage": {"input_tokens": 4, "output_tokens": 0}})
             yield event("content_block_start", index=0, content_block={"type": "text", "text": ""})
-            for _ in range(tokens):
+            for index in range(tokens):
+                if self.behaviour.break_after_tokens is not None and index >= self.behaviour.break_after_tokens:
+                    raise StubStreamBrokenError("stub cut the stream")
                 if self.behaviour.token_delay_s:
                     await asyncio.sleep(self.behaviour.token_delay_s)
                 yield event("content_block_delta", index=0, delta={"type": "text_delta", "text": "x "})

@@ -14,14 +14,23 @@ from slosched.bench.chaos.core import BAD_INPUT, OK, Ctx, Probe, gather_limited,
 from slosched.bench.chaos.setup import TENANT_A, auth
 
 COMPLETIONS, CHAT, JOBS = "/v1/completions", "/v1/chat/completions", "/v1/jobs"
+MESSAGES = "/v1/messages"  # Anthropic's Messages API
 STAGES = "/v1/jobs/{id}/stages"
+ROUTES = (COMPLETIONS, CHAT, MESSAGES, JOBS, STAGES)
 VALID: dict[str, dict[str, Any]] = {
     COMPLETIONS: {"model": "tiny", "prompt": "hello", "max_tokens": 4},
     CHAT: {"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4},
+    MESSAGES: {"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4},
     JOBS: {"kind": "workflow", "template": "chaos", "slo_s": 30},
     STAGES: {"name": "s", "calls": [{"prompt": "hello", "max_tokens": 4}]},
 }
-NUMBER_FIELD = {COMPLETIONS: "max_tokens", CHAT: "max_tokens", JOBS: "slo_s", STAGES: "max_tokens"}
+NUMBER_FIELD = {
+    COMPLETIONS: "max_tokens",
+    CHAT: "max_tokens",
+    MESSAGES: "max_tokens",
+    JOBS: "slo_s",
+    STAGES: "max_tokens",
+}
 HUGE_INT = "1" + "0" * 4300  # 4,301 digits: past CPython's int-from-text limit
 DEPTH = 100_000
 Raw = tuple[str, bytes, dict[str, str]]  # method, body, extra headers
@@ -56,7 +65,7 @@ def _wrong_types(route: str) -> list[Raw]:
         )
     if route == STAGES:
         return _posts(_json(route, prompt=5), _json(route, max_tokens="many"), json.dumps({"calls": "x"}).encode())
-    field = "messages" if route == CHAT else "prompt"
+    field = "messages" if route in (CHAT, MESSAGES) else "prompt"
     return _posts(
         _json(route, **{field: 5}),
         _json(route, stream="yes"),
@@ -67,7 +76,11 @@ def _wrong_types(route: str) -> list[Raw]:
 
 
 def _limits(route: str) -> list[Raw]:
-    """n -1 / 1e8 and max_tokens 1e12 (for jobs: slo_s -1 / 0 and 20,001 rows)."""
+    """n -1 / 1e8 and max_tokens 1e12 (for jobs: slo_s -1 / 0 and 20,001 rows; Anthropic's messages have no
+    ``n``: max_tokens -1 and 5,000 messages instead)."""
+    if route == MESSAGES:
+        many = [{"role": "user", "content": "x"}] * 5_000
+        return _posts(_json(route, max_tokens=-1), _json(route, messages=many), _json(route, max_tokens=10**12))
     if route == JOBS:
         rows = [{"x": 1}] * 20_001
         return _posts(
@@ -83,7 +96,7 @@ def _empty(route: str) -> list[Raw]:
         return _posts(_json(route, kind="relquery", template="", rows=[{"x": 1}]), _json(route, kind=""))
     if route == STAGES:
         return _posts(json.dumps({"calls": []}).encode(), _json(route, prompt=""))
-    field, empty = ("messages", []) if route == CHAT else ("prompt", "")
+    field, empty = ("messages", []) if route in (CHAT, MESSAGES) else ("prompt", "")
     return _posts(_json(route, **{field: empty}), b"", b"{}")
 
 
@@ -148,7 +161,7 @@ async def _open_job(client: httpx.AsyncClient, ctx: Ctx) -> str:
 
 
 async def _run_case(ctx: Ctx, client: httpx.AsyncClient, probe: Probe, case: Case) -> None:
-    for route in (COMPLETIONS, CHAT, JOBS, STAGES):
+    for route in ROUTES:
         path = route.replace("{id}", await _open_job(client, ctx)) if route == STAGES else route
         for method, body, extra in case(route):
             headers = {"content-type": "application/json", **auth(TENANT_A), **extra}
@@ -158,7 +171,7 @@ async def _run_case(ctx: Ctx, client: httpx.AsyncClient, probe: Probe, case: Cas
 
 async def _control(ctx: Ctx, client: httpx.AsyncClient) -> None:
     probe = ctx.probe("input", "valid-control")
-    for route in (COMPLETIONS, CHAT, JOBS, STAGES):
+    for route in ROUTES:
         path = route.replace("{id}", await _open_job(client, ctx)) if route == STAGES else route
         reply = await send(client, "POST", path, ctx.bound_s, json_body=VALID[route], headers=auth(TENANT_A))
         probe.judge(reply, OK, f"valid POST {route}")
