@@ -117,6 +117,38 @@ def test_anthropic_messages_and_their_stream_on_a_real_server(vllm_servers: list
     asyncio.run(scenario())
 
 
+def test_responses_and_follow_ups_on_the_server_that_stored_them(vllm_servers: list[ServerAddress]) -> None:
+    """vLLM's own Responses API through the gateway, on two servers: each follow-up continues its response
+    where vLLM stored it (elsewhere vLLM answers 404), read back there, its stream counted by its events."""
+
+    async def scenario() -> None:
+        async with (
+            live(vllm_servers, router="round-robin") as h,
+            httpx.AsyncClient(base_url=h.url, timeout=120) as client,
+        ):
+            body = {"input": "hi", "max_output_tokens": 5, "ignore_eos": True}
+            first = await client.post("/v1/responses", json=body, headers={"x-slo-deadline-ms": "60000"})
+            assert first.status_code == 200, first.text
+            assert first.json()["usage"]["output_tokens"] == 5
+            previous = first.json()["id"]
+            for _ in range(2):  # round-robin would send the second one elsewhere: vLLM there would answer 404
+                r = await client.post("/v1/responses", json={**body, "previous_response_id": previous})
+                assert r.status_code == 200, r.text
+                previous = r.json()["id"]
+            streamed_body = {**body, "previous_response_id": previous, "stream": True, "max_output_tokens": 7}
+            async with client.stream("POST", "/v1/responses", json=streamed_body) as s:
+                assert s.status_code == 200
+                streamed = b"".join([chunk async for chunk in s.aiter_bytes()])
+            assert b"event: response.completed" in streamed and b'"output_tokens":7' in streamed
+            r = await client.get(f"/v1/responses/{first.json()['id']}")
+            assert r.status_code == 200 and r.json()["id"] == first.json()["id"], r.text
+            assert h.value("slosched:requests_total", outcome="completed", reason="ok") == 4
+            routed = [h.value("slosched:routed_total", backend=server.name) for server in vllm_servers]
+            assert sorted(routed) == [0, 4]  # every call of the conversation on the server that stored it
+
+    asyncio.run(scenario())
+
+
 def test_routing_across_both_servers_scraping_and_priority(vllm_servers: list[ServerAddress]) -> None:
     async def scenario() -> None:
         async with live(vllm_servers, router="least-loaded", engine="chunked-fcfs") as h:

@@ -1,11 +1,11 @@
 """A fake vLLM server with switchable faults: the one fault-injecting backend, for ``slosched bench chaos``
 (run as a process) and the gateway's failure tests (served in-process with ``devtools.stub.serve_app``).
 
-It answers the stub's routes (``/v1/completions``, ``/v1/chat/completions``, ``/v1/messages``, ``/v1/models``,
-``/metrics``, ``/health``) exactly as ``devtools.stub`` does while its mode is ``none``; in a fault mode every
-generation call misbehaves while ``/health`` and ``/metrics`` keep saying all is well (the failure a health check
-cannot see). Like vLLM (and unlike the stub) it refuses ``max_tokens`` above ``max_model_len`` with a 400,
-so fuzzed calls cannot make it build gigabyte answers. Modes (``FAULT_MODES``):
+It answers the stub's routes (``/v1/completions``, ``/v1/chat/completions``, ``/v1/messages``,
+``/v1/responses``, ``/v1/models``, ``/metrics``, ``/health``) exactly as ``devtools.stub`` does while its mode
+is ``none``; in a fault mode every generation call misbehaves while ``/health`` and ``/metrics`` keep saying all
+is well (the failure a health check cannot see). Like vLLM (and unlike the stub) it refuses ``max_tokens`` above
+``max_model_len`` with a 400, so fuzzed calls cannot make it build gigabyte answers. Modes (``FAULT_MODES``):
 
 - ``error500``: the call answers 500 with a vLLM-style error body;
 - ``hang``: the call sends nothing until the client leaves;
@@ -37,6 +37,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from slosched.devtools import stub_responses
 from slosched.devtools.stub import StubBackend, StubBehaviour
 
 FAULT_MODES = ("none", "error500", "hang", "invalid", "reset", "break", "slow_stream", "slow_first_byte", "down")
@@ -109,6 +110,7 @@ class FaultyBackend:
                 Route("/v1/completions", self._generate, methods=["POST"]),
                 Route("/v1/chat/completions", self._generate, methods=["POST"]),
                 Route("/v1/messages", self._generate, methods=["POST"]),
+                Route("/v1/responses", self._generate, methods=["POST"]),
                 Route("/metrics", stub._metrics, methods=["GET"]),
                 Route("/health", self._health, methods=["GET"]),
                 Route("/v1/models", stub._models, methods=["GET"]),
@@ -190,7 +192,9 @@ class FaultyBackend:
 
 
 async def _answer(stub: StubBackend, request: Request) -> Response:
-    """The stub's answer in the route's shape: an Anthropic message, or an OpenAI completion."""
+    """The stub's answer in the route's shape: an Anthropic message, an OpenAI response or completion."""
+    if request.url.path == "/v1/responses":
+        return await stub_responses.create(stub, request)
     return await (stub._message if request.url.path == "/v1/messages" else stub._generate)(request)
 
 

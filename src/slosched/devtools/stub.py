@@ -19,6 +19,7 @@ import struct
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 import uvicorn
@@ -27,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from slosched.devtools import stub_responses
 from slosched.gateway.http.server import listen
 
 
@@ -57,6 +59,7 @@ class StubBackend:
     request_ids: list[str | None] = field(default_factory=list)
     running: int = 0
     max_tokens_seen: int = 0
+    responses: dict[str, dict[str, Any]] = field(default_factory=dict)  # stored, as vLLM keeps them
 
     def app(self) -> Starlette:
         return Starlette(
@@ -64,6 +67,9 @@ class StubBackend:
                 Route("/v1/completions", self._generate, methods=["POST"]),
                 Route("/v1/chat/completions", self._generate, methods=["POST"]),
                 Route("/v1/messages", self._message, methods=["POST"]),
+                Route("/v1/responses", partial(stub_responses.create, self), methods=["POST"]),
+                Route("/v1/responses/{response_id}", partial(stub_responses.retrieve, self), methods=["GET"]),
+                Route("/v1/responses/{response_id}/cancel", partial(stub_responses.cancel, self), methods=["POST"]),
                 Route("/v1/embeddings", self._embed, methods=["POST"]),
                 Route("/tokenize", self._tokenize, methods=["POST"]),
                 Route("/metrics", self._metrics, methods=["GET"]),

@@ -1,9 +1,10 @@
 """``slosched up``: local vLLM CPU servers serving generated tiny models of different depths.
 
-Each server runs ``python -m vllm.entrypoints.openai.api_server`` from the vLLM virtualenv in its own
-process group (``start_new_session``), pinned to one core (``VLLM_CPU_OMP_THREADS_BIND``), with
-``VLLM_CPU_KVCACHE_SPACE=1``; ``stop`` signals exactly those process groups by PID (SIGTERM, then SIGKILL
-after a grace period), never by name. Heterogeneity comes from model depth: more layers, slower "GPU".
+Each server runs ``python -m vllm.entrypoints.openai.api_server`` from the vLLM virtualenv in its own process
+group (``start_new_session``), pinned to one core (``VLLM_CPU_OMP_THREADS_BIND``), with
+``VLLM_CPU_KVCACHE_SPACE=1`` and the Responses API's store on; ``stop`` signals exactly those process groups by
+PID (SIGTERM, then SIGKILL after a grace period), never by name. Heterogeneity comes from model depth: more
+layers, slower "GPU".
 """
 
 from __future__ import annotations
@@ -143,6 +144,9 @@ def start_servers(
             folder.mkdir(exist_ok=True)
             cpu = (first_cpu + index) % num_cpus
             env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND=str(cpu))
+            # The Responses API's stored responses (its follow-ups and reads; off by default in vLLM, which
+            # keeps them in memory until it stops: fine for these local servers).
+            env.setdefault("VLLM_ENABLE_RESPONSES_API_STORE", "1")
             if server_env is not None:
                 env.update(server_env(index, folder))
             port = ports[index] if ports else free_port()

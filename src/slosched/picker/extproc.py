@@ -38,6 +38,7 @@ from google.protobuf.struct_pb2 import Struct
 from slosched.gateway.backends.forwarding import stream_format
 from slosched.gateway.calls.call import HttpError
 from slosched.gateway.calls.other_routes import GENERATION_PATHS
+from slosched.gateway.calls.responses import RESPONSES
 from slosched.picker.messages import (
     BUFFERED,
     BUFFERED_PARTIAL,
@@ -69,6 +70,7 @@ class RequestStream:
     __slots__ = (
         "_body",
         "_headers",
+        "_id_read",
         "_metrics",
         "_mode",
         "_path",
@@ -93,6 +95,7 @@ class RequestStream:
         self._size = 0
         self.pick: Pick | None = None
         self._response: ResponseReader | None = None  # the response's token count, once there is a pick
+        self._id_read = False  # the Responses API: the stored response's id was read (its endpoint kept)
         self.done = False  # an ImmediateResponse went out: Envoy ends the exchange
 
     def handle(self, message: pb.ProcessingRequest) -> list[pb.ProcessingResponse]:
@@ -185,7 +188,10 @@ class RequestStream:
     def _on_response_body(self, message: pb.ProcessingRequest) -> list[pb.ProcessingResponse]:
         body = message.response_body
         if self.pick is not None:
-            self._reader().body(body.body)
+            reader = self._reader()
+            reader.body(body.body)
+            if self._path == RESPONSES and reader.ok and not self._id_read:  # a stored response: its id leads
+                self._id_read = self._pool.remember(self.pick, body.body)
         if body.end_of_stream:
             self._learn()
             self.close()  # the engine is done with it, whatever Envoy still does

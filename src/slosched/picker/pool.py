@@ -18,13 +18,14 @@ import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from slosched.core.request import Request
 from slosched.gateway.backends.backend import Backend
 from slosched.gateway.calls.call import (
-    CHAT,
-    COMPLETIONS,
+    Call,
     HttpError,
+    SloHeaders,
     model_not_found,
     parse_call,
     parse_slo_headers,
@@ -33,9 +34,17 @@ from slosched.gateway.calls.call import (
 from slosched.gateway.calls.dialects.registry import with_dialects
 from slosched.gateway.calls.json_body import parse_json_object
 from slosched.gateway.calls.messages import MESSAGES, parse_messages_call
-from slosched.gateway.calls.other_routes import bare_request, body_model
+from slosched.gateway.calls.other_routes import GENERATION_PATHS, bare_request, body_model
 from slosched.gateway.calls.prompt_blocks import CHARS_PER_TOKEN
+from slosched.gateway.calls.responses import RESPONSES, parse_responses_call
 from slosched.gateway.dispatch.queues import InstanceQueue, LiveSeq, QueueFullError
+from slosched.gateway.dispatch.response_owners import (
+    ResponseOwners,
+    owner_backend,
+    pinned_backend,
+    response_id,
+    stored_response_path,
+)
 from slosched.gateway.dispatch.retired import RetiredBackend
 from slosched.gateway.dispatch.slots import SlotSet
 from slosched.gateway.ops.config import GatewayConfig
@@ -63,6 +72,7 @@ class ParsedRequest:
     request: Request
     model: str | None
     sequences: int = 1
+    pinned: str | None = None  # the only endpoint that may serve it (a stored response's, ``response_owners``)
 
 
 class EndpointPool:
@@ -74,6 +84,7 @@ class EndpointPool:
         self.config = config
         self.slots: SlotSet | None = None
         self.endpoints: dict[str, EndpointConfig] = {}
+        self.owners = ResponseOwners()  # which endpoint stored each response (read from the responses)
         self.set_endpoints(config.endpoints)
 
     def gateway_config(self, endpoints: Sequence[EndpointConfig]) -> GatewayConfig:
@@ -116,28 +127,47 @@ class EndpointPool:
         slo = parse_slo_headers(headers)
         now = self.clock()
         if raw is None or not raw.strip():
-            return ParsedRequest(bare_request(slo, now, 1, "other", _pick_id()), _served(model_hint, slots.models))
+            parsed = ParsedRequest(bare_request(slo, now, 1, "other", _pick_id()), _served(model_hint, slots.models))
+            stored = stored_response_path(path)  # a read or cancel of a stored response: where it lives
+            if stored is not None:
+                parsed.pinned = owner_backend(self.owners, slots.backends, stored, slo.tenant, "response_id").name
+            return parsed
         if len(raw) > self.config.max_body_bytes:
             raise HttpError(413, "body_too_large", f"body: at most {self.config.max_body_bytes} bytes")
         body = parse_json_object(raw)  # the picker's copy: dialects strip fields from it, Envoy forwards the original
         slo = with_dialects(slo, headers, body)
-        if path in (CHAT, COMPLETIONS, MESSAGES):
-            if path == MESSAGES:
-                call = parse_messages_call(body, slo, now, slots.models)
-            else:
-                call = parse_call(path, body, slo, now, self.config.default_max_tokens, slots.models)
+        if path in GENERATION_PATHS:
+            call = self._generation(path, body, slo, now, slots)
             slots.believe(call)
-            return ParsedRequest(call.request, call.model, call.sequences)
+            return ParsedRequest(call.request, call.model, call.sequences, call.pinned)
         # Another route (embeddings, ...): routed by its model like llm-d's picker, sized by its body, as the
         # gateway forwards them (``calls/other_routes.py``).
         model = body_model(body, slots.models) if "model" in body else _served(model_hint, slots.models)
         return ParsedRequest(bare_request(slo, now, len(raw) // CHARS_PER_TOKEN, path, _pick_id()), model)
 
+    def _generation(self, path: str, body: dict[str, Any], slo: SloHeaders, now: float, slots: SlotSet) -> Call:
+        """The call of a generation route's body, as the gateway's hot path reads it."""
+        if path == MESSAGES:
+            return parse_messages_call(body, slo, now, slots.models)
+        if path != RESPONSES:
+            return parse_call(path, body, slo, now, self.config.default_max_tokens, slots.models)
+        call = parse_responses_call(body, slo, now, self.config.default_max_tokens, slots.models)
+        call.pinned = pinned_backend(self.owners, slots.backends, body.get("previous_response_id"), slo.tenant)
+        return call
+
+    def remember(self, pick: Pick, head: bytes) -> bool:
+        """The Responses API: the endpoint of ``pick`` stored the response ``head`` starts (its follow-ups
+        go there); whether its id was found."""
+        found = response_id(head)
+        if found is not None and self.slots is not None and any(q is pick.queue for q in self.slots.queues):
+            self.owners.record(found, self.slots.backends[pick.queue.index].name, pick.seq.request.tenant)
+        return found is not None
+
     def pick(self, parsed: ParsedRequest, subset: Iterable[str] | None = None) -> Pick:
         """Route ``parsed`` over the pool (only over ``subset`` addresses when the proxy sent one) and account
         for it at the chosen endpoint; 503 when no endpoint is eligible, 429 when every queue is full."""
         slots = self._slots()
-        excluded = self._outside(subset, slots)
+        excluded = self._outside(subset, slots) | slots.others_than(parsed.pinned)
         request, now = parsed.request, self.clock()
         queue = slots.choose(request, excluded, parsed.model, now)
         try:

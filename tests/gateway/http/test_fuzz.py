@@ -38,6 +38,11 @@ _fields = [
     "priority",
     "tenant",
     "system",
+    "input",
+    "instructions",
+    "max_output_tokens",
+    "previous_response_id",
+    "background",
 ]
 _messages = st.lists(
     st.fixed_dictionaries(
@@ -58,7 +63,7 @@ _headers = st.dictionaries(
     max_size=3,
 )
 _paths = st.sampled_from(
-    ["/v1/completions", "/v1/chat/completions", "/v1/messages", "/v1/jobs", "/v1/jobs/job-0/stages"]
+    ["/v1/completions", "/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/jobs", "/v1/jobs/job-0/stages"]
 )
 
 

@@ -82,3 +82,26 @@ def test_async_openai_client_streams() -> None:
                 return "".join([chunk.choices[0].text async for chunk in stream if chunk.choices])
 
         assert asyncio.run(run()) == "x " * 3
+
+
+def test_responses_and_their_follow_ups_through_the_openai_client() -> None:
+    """The Responses API (``client.responses``): a response, a streamed follow-up that continues it on the
+    backend that stored it, a read and a cancel there; another tenant's id is the client's ``NotFoundError``."""
+    tenants = {**_TENANTS, "other": {"api_keys": ["sk-other"]}}
+    with background_gateway(num_stubs=2, tenants=tenants) as url:
+        client = openai.OpenAI(base_url=url + "/v1", api_key="sk-acme", max_retries=0)
+        first = client.responses.create(model="tiny", input="hello", max_output_tokens=5, extra_headers=_SLO)
+        assert first.output_text == "x " * 5 and first.usage is not None and first.usage.output_tokens == 5
+        stream = client.responses.create(model="tiny", input="more", previous_response_id=first.id, stream=True)
+        events = list(stream)
+        assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == "x " * 8
+        assert events[-1].type == "response.completed"
+        assert client.responses.retrieve(first.id).id == first.id
+        assert client.responses.cancel(events[-1].response.id).status == "cancelled"
+        other = openai.OpenAI(base_url=url + "/v1", api_key="sk-other", max_retries=0)
+        with pytest.raises(openai.NotFoundError, match="previous_response_id"):
+            other.responses.create(model="tiny", input="x", previous_response_id=first.id)
+        with pytest.raises(openai.BadRequestError, match="background"):
+            client.responses.create(model="tiny", input="x", background=True)
+        client.close()
+        other.close()

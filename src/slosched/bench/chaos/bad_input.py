@@ -14,13 +14,14 @@ from slosched.bench.chaos.core import BAD_INPUT, OK, Ctx, Probe, gather_limited,
 from slosched.bench.chaos.setup import TENANT_A, auth
 
 COMPLETIONS, CHAT, JOBS = "/v1/completions", "/v1/chat/completions", "/v1/jobs"
-MESSAGES = "/v1/messages"  # Anthropic's Messages API
+MESSAGES, RESPONSES = "/v1/messages", "/v1/responses"  # Anthropic's Messages API, OpenAI's Responses API
 STAGES = "/v1/jobs/{id}/stages"
-ROUTES = (COMPLETIONS, CHAT, MESSAGES, JOBS, STAGES)
+ROUTES = (COMPLETIONS, CHAT, MESSAGES, RESPONSES, JOBS, STAGES)
 VALID: dict[str, dict[str, Any]] = {
     COMPLETIONS: {"model": "tiny", "prompt": "hello", "max_tokens": 4},
     CHAT: {"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4},
     MESSAGES: {"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4},
+    RESPONSES: {"model": "tiny", "input": "hello", "max_output_tokens": 4},
     JOBS: {"kind": "workflow", "template": "chaos", "slo_s": 30},
     STAGES: {"name": "s", "calls": [{"prompt": "hello", "max_tokens": 4}]},
 }
@@ -28,6 +29,7 @@ NUMBER_FIELD = {
     COMPLETIONS: "max_tokens",
     CHAT: "max_tokens",
     MESSAGES: "max_tokens",
+    RESPONSES: "max_output_tokens",
     JOBS: "slo_s",
     STAGES: "max_tokens",
 }
@@ -65,12 +67,12 @@ def _wrong_types(route: str) -> list[Raw]:
         )
     if route == STAGES:
         return _posts(_json(route, prompt=5), _json(route, max_tokens="many"), json.dumps({"calls": "x"}).encode())
-    field = "messages" if route in (CHAT, MESSAGES) else "prompt"
+    field = {CHAT: "messages", MESSAGES: "messages", RESPONSES: "input"}.get(route, "prompt")
     return _posts(
         _json(route, **{field: 5}),
         _json(route, stream="yes"),
         _json(route, model=5),
-        _json(route, max_tokens="many"),
+        _json(route, **{NUMBER_FIELD[route]: "many"}),
         _json(route, **{field: {"a": 1}}),
     )
 
@@ -81,6 +83,9 @@ def _limits(route: str) -> list[Raw]:
     if route == MESSAGES:
         many = [{"role": "user", "content": "x"}] * 5_000
         return _posts(_json(route, max_tokens=-1), _json(route, messages=many), _json(route, max_tokens=10**12))
+    if route == RESPONSES:  # no n either; a background response would run outside the queues: refused
+        limits = (-1, 0, 10**12)
+        return _posts(*(_json(route, max_output_tokens=limit) for limit in limits), _json(route, background=True))
     if route == JOBS:
         rows = [{"x": 1}] * 20_001
         return _posts(
@@ -96,7 +101,8 @@ def _empty(route: str) -> list[Raw]:
         return _posts(_json(route, kind="relquery", template="", rows=[{"x": 1}]), _json(route, kind=""))
     if route == STAGES:
         return _posts(json.dumps({"calls": []}).encode(), _json(route, prompt=""))
-    field, empty = ("messages", []) if route in (CHAT, MESSAGES) else ("prompt", "")
+    empties: dict[str, tuple[str, Any]] = {CHAT: ("messages", []), MESSAGES: ("messages", []), RESPONSES: ("input", [])}
+    field, empty = empties.get(route, ("prompt", ""))
     return _posts(_json(route, **{field: empty}), b"", b"{}")
 
 
@@ -191,6 +197,10 @@ async def _other_routes(ctx: Ctx, client: httpx.AsyncClient) -> None:
                 client, method, f"{JOBS}/{job_id}{suffix}", ctx.bound_s, json_body={}, headers=auth(TENANT_A)
             )
             probe.judge(reply, BAD_INPUT, f"{method} /v1/jobs/<{len(job_id)} chars>{suffix}")
+        for method, suffix in (("GET", ""), ("POST", "/cancel"), ("DELETE", "")):  # stored responses: none is theirs
+            path = f"{RESPONSES}/{job_id}{suffix}"
+            reply = await send(client, method, path, ctx.bound_s, json_body={}, headers=auth(TENANT_A))
+            probe.judge(reply, BAD_INPUT, f"{method} /v1/responses/<{len(job_id)} chars>{suffix}")
 
 
 async def run_input(ctx: Ctx) -> None:

@@ -18,6 +18,7 @@ from slosched.gateway.backends.upstream import UpstreamError, UpstreamResponse, 
 from slosched.gateway.calls.call import Call
 from slosched.gateway.calls.messages import MESSAGES
 from slosched.gateway.calls.other_routes import WITHOUT_PRIORITY, WITHOUT_XARGS
+from slosched.gateway.calls.responses import RESPONSES
 from slosched.gateway.ops.config import BackendConfig, GatewayConfig
 
 _NO_DEADLINE_PRIORITY = 2**62  # vLLM priority for calls without a deadline: after every deadline
@@ -29,28 +30,38 @@ _EMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*\]')
 @dataclass(frozen=True, slots=True)
 class StreamFormat:
     """How a route's response tells its tokens: ``token_event`` marks an event that carries generated text,
-    ``end`` the event that closes a whole stream, ``usage`` the exact output count (in a JSON body, and in
+    ``ends`` the events that close a whole stream, ``usage`` the exact output count (in a JSON body, and in
     the stream's final usage); ``usage_event`` (None: any event with a usage) marks the one event whose usage
     is final (Anthropic's ``message_start`` carries a usage too, of nothing yet). ``asks_usage``: the
     gateway asks the backend for the usage chunk (OpenAI's ``stream_options``), stripped when the client
     did not ask."""
 
     token_event: bytes
-    end: bytes
+    ends: tuple[bytes, ...]
     usage: re.Pattern[bytes]
     usage_event: bytes | None
     asks_usage: bool
 
 
-OPENAI = StreamFormat(b"data: {", b"data: [DONE]", _COMPLETION_TOKENS, None, asks_usage=True)
+OPENAI = StreamFormat(b"data: {", (b"data: [DONE]",), _COMPLETION_TOKENS, None, asks_usage=True)
 ANTHROPIC = StreamFormat(
-    b"event: content_block_delta", b"event: message_stop", _OUTPUT_TOKENS, b"event: message_delta", asks_usage=False
+    b"event: content_block_delta", (b"event: message_stop",), _OUTPUT_TOKENS, b"event: message_delta", asks_usage=False
 )
+# The Responses API: every ``*.delta`` event is generated text (output, reasoning, tool-call arguments); the
+# response's lifecycle events carry its usage (null until the last: completed, incomplete or failed).
+RESPONSES_FORMAT = StreamFormat(
+    b".delta\ndata:",
+    (b"event: response.completed", b"event: response.incomplete", b"event: response.failed"),
+    _OUTPUT_TOKENS,
+    b"event: response.",
+    asks_usage=False,
+)
+_FORMATS = {MESSAGES: ANTHROPIC, RESPONSES: RESPONSES_FORMAT}
 
 
 def stream_format(path: str) -> StreamFormat:
-    """The format of ``path``'s responses: Anthropic's for its Messages route, OpenAI's for every other."""
-    return ANTHROPIC if path == MESSAGES else OPENAI
+    """The format of ``path``'s responses: Anthropic's Messages, OpenAI's Responses, or OpenAI's calls."""
+    return _FORMATS.get(path, OPENAI)
 
 
 def backend_body(
@@ -171,7 +182,7 @@ class StreamTokens:
     def _account(self, block: bytes) -> bytes:
         form = self._format
         events = block.count(form.token_event)
-        if not self.done and form.end in block:
+        if not self.done and any(end in block for end in form.ends):
             self.done = True
         if b'"usage"' in block:
             if form.usage_event is None:

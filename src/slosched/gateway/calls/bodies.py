@@ -142,6 +142,20 @@ def first_error(error: ValidationError) -> tuple[str, str]:
     return field, hint if hint is not None else str(first["msg"])
 
 
+def deepest_error(error: ValidationError, field_names: frozenset[str]) -> tuple[str, str]:
+    """(field, message) of the problem whose location reaches deepest into ``field_names`` (a union's
+    members each report theirs: the deepest is the one the client came closest to), named as ``_where``
+    names fields (``messages[0].content[1].type``), never echoing the input."""
+    problems = error.errors(include_url=False, include_input=False)
+
+    def fields(problem: Any) -> list[int | str]:
+        return [part for part in problem["loc"] if isinstance(part, int) or part in field_names]
+
+    deepest = max(problems, key=lambda problem: len(fields(problem)))
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in fields(deepest)).lstrip(".")
+    return where or "body", str(deepest["msg"])
+
+
 def validate_body(chat: bool, body: dict[str, Any]) -> CompletionBody | ChatBody:
     """The typed view of ``body``; raises ``ValidationError`` (see ``first_error``)."""
     return ChatBody.model_validate(body) if chat else CompletionBody.model_validate(body)

@@ -97,6 +97,7 @@ class Call:
     # Set by the dispatcher while the call waits in a queue: takes it out (its client left) before admission.
     withdraw: Callable[[], None] | None = None
     client_id: str | None = None  # the client's X-Request-Id (validated); None: it sent none usable
+    pinned: str | None = None  # the only backend that may serve it (a follow-up of a response stored there)
     # The sequences the engine generates for the call: its prompts (a completions batch) times ``n``. The
     # request is one of them, the longest prompt's; what the call costs (a tenant's tokens) and what it
     # teaches (output per sequence) count them all.

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
-from slosched.gateway.calls.bodies import MAX_MESSAGES
+from slosched.gateway.calls.bodies import MAX_MESSAGES, deepest_error
 from slosched.gateway.calls.call import CHAT, Call, HttpError, SloHeaders, bad_request, parse_call
+from slosched.gateway.calls.prompt_text import prompt_text
 
 MESSAGES = "/v1/messages"
 COUNT_TOKENS = "/v1/messages/count_tokens"
 _LOOSE = ConfigDict(strict=True, extra="allow")
-_TEXT_FIELDS = ("text", "thinking", "content", "input")  # what a block's tokens are made of, by its type
 
 
 class _Block(BaseModel):
@@ -70,8 +69,9 @@ def parse_messages_call(
         typed = MessagesBody.model_validate(body)
     except ValidationError as error:
         raise _bad_body(error) from None
-    chat: list[dict[str, Any]] = [{"role": "system", "content": _text(typed.system)}] if typed.system else []
-    chat.extend({"role": message.role, "content": _text(message.content)} for message in typed.messages)
+    # The text as the model reads it (validated above: the raw body has the typed shape).
+    chat: list[dict[str, Any]] = [{"role": "system", "content": prompt_text(body["system"])}] if typed.system else []
+    chat.extend({"role": message["role"], "content": prompt_text(message["content"])} for message in body["messages"])
     seen = {"model": typed.model, "messages": chat, "max_tokens": typed.max_tokens, "stream": bool(typed.stream)}
     if "vllm_xargs" in body:
         seen["vllm_xargs"] = body["vllm_xargs"]  # the client's own extra arguments, checked as a chat's are
@@ -83,46 +83,7 @@ def parse_messages_call(
 def _bad_body(error: ValidationError) -> HttpError:
     """A 400 naming the deepest field the problems reach (``messages[0].content[1].type``), never echoing
     the input; a content that is neither form gets what both allow."""
-    problems = error.errors(include_url=False, include_input=False)
-    deepest = max(problems, key=lambda problem: len([part for part in problem["loc"] if _is_field(part)]))
-    fields = [part for part in deepest["loc"] if _is_field(part)]
-    # Named as the chat routes name theirs (``bodies._where``): ``messages[0].content``.
-    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in fields).lstrip(".")
-    if fields and fields[-1] in _CONTENT_FIELDS:
+    where, message = deepest_error(error, _FIELD_NAMES)
+    if where.endswith(_CONTENT_FIELDS):
         return bad_request(where, "expected a string or a list of blocks with a type")
-    return bad_request(where or "body", str(deepest["msg"]))
-
-
-def _is_field(part: int | str) -> bool:
-    """A location's index or field name (not a union member's tag such as ``str`` or ``list[_Block]``)."""
-    return isinstance(part, int) or part in _FIELD_NAMES
-
-
-def _text(content: str | list[_Block] | None) -> str:
-    """The text a model reads from ``content``: a string, or its blocks' text, thinking, tool input and tool
-    results (JSON where they are not text), in order."""
-    if content is None or isinstance(content, str):
-        return content or ""
-    parts: list[str] = []
-    for block in content:
-        extra = block.model_extra or {}
-        for name in _TEXT_FIELDS:
-            value = extra.get(name)
-            if isinstance(value, str):
-                parts.append(value)
-            elif isinstance(value, list) and name == "content":
-                parts.append(_text([_Block.model_validate(item) for item in value if _is_block(item)]))
-            elif value is not None:
-                parts.append(_json(value))
-    return "".join(parts)
-
-
-def _json(value: Any) -> str:
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:  # integers past 64 bits: their size is what counts here
-        return repr(value)
-
-
-def _is_block(item: Any) -> bool:
-    return isinstance(item, dict) and isinstance(item.get("type"), str) and bool(item["type"])
+    return bad_request(where, message)

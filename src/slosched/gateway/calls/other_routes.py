@@ -30,8 +30,9 @@ from slosched.gateway.calls.call import (
 )
 from slosched.gateway.calls.messages import COUNT_TOKENS, MESSAGES
 from slosched.gateway.calls.prompt_blocks import CHARS_PER_TOKEN
+from slosched.gateway.calls.responses import RESPONSES
 
-GENERATION_PATHS = frozenset((CHAT, COMPLETIONS, MESSAGES))
+GENERATION_PATHS = frozenset((CHAT, COMPLETIONS, MESSAGES, RESPONSES))
 OTHER_ROUTES = (
     "/v1/embeddings",
     "/pooling",

@@ -195,7 +195,7 @@ class Dispatcher:
 
     async def open(self, call: Call) -> Attempt:
         """Admit and forward ``call``, retrying on another backend until a first chunk arrives."""
-        excluded: set[int] = set()
+        excluded = self._slots.others_than(call.pinned)  # a follow-up goes where its stored response lives
         deadline = time.monotonic() + self.config.timeouts.queue_s
         last_error, last_code = "no attempt", "backend_failed"
         while call.attempts < self.config.max_attempts:
@@ -209,7 +209,7 @@ class Dispatcher:
                 excluded.add(queue.index)
                 self.metrics.retries.inc()
                 if len(excluded) >= sum(call.model in (None, b.config.model) for b in self.backends):
-                    excluded.clear()  # every candidate failed once: allow another round, bounded by attempts
+                    excluded = self._slots.others_than(call.pinned)  # another round, bounded by attempts
         raise HttpError(502, last_code, f"all {call.attempts} attempts failed; last: {last_error}", 1.0)
 
     async def _attempt(self, call: Call, queue: InstanceQueue, deadline: float) -> Attempt:

@@ -243,6 +243,10 @@ class SlotSet:
     def _view(self, backend: Backend, now: float) -> BackendView:
         return BackendView(backend, self.queues[backend.index], now)
 
+    def others_than(self, backend: str | None) -> set[int]:
+        """The backends but ``backend`` (None: none), to exclude from routing a call pinned to it."""
+        return set() if backend is None else {b.index for b in self.backends if b.name != backend}
+
     def _candidates(self, excluded: set[int], model: str | None) -> list[Backend]:
         if model is not None and model not in self.models:
             raise model_not_found(model, self.models)

@@ -22,12 +22,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from slosched.gateway.calls.call import HttpError
+from slosched.gateway.calls.call import HttpError, error_document, retry_after_header
 from slosched.gateway.calls.json_body import check_json_media_type, parse_json_object
 from slosched.gateway.dispatch.dispatcher import Dispatcher
+from slosched.gateway.dispatch.response_owners import ResponseOwners
 from slosched.gateway.http.hotpath import HOT_PATHS, OpenAIRoutes
 from slosched.gateway.http.request_ids import request_id_of, with_request_id
 from slosched.gateway.http.status_page import STATUS_PAGE_HEADERS, operator_allowed, page_html
+from slosched.gateway.http.stored_responses import StoredResponses
 from slosched.gateway.jobs.manager import JobManager
 from slosched.gateway.jobs.store import open_store
 from slosched.gateway.ops.access_log import enable_access_log
@@ -99,12 +101,14 @@ class Gateway:
         self.jobs.limits = self.limits
         self._stop = asyncio.Event()
         self._frozen = False
+        owners = ResponseOwners()  # the Responses API's stored responses: filled by the hot path, read here
+        self.stored_responses = StoredResponses(self.dispatcher, owners)
         # Unknown paths and wrong methods answer OpenAI-style JSON like every other error (starlette's own
         # answers are plain text).
         handlers = {HTTPException: _starlette_error}
         self.starlette = Starlette(routes=self._routes(), lifespan=self._lifespan, exception_handlers=handlers)
         self.starlette.router.redirect_slashes = False
-        self.app = GatewayApp(OpenAIRoutes(config, self.dispatcher, self, self.jobs.sessions), self.starlette)
+        self.app = GatewayApp(OpenAIRoutes(config, self.dispatcher, self, self.jobs.sessions, owners), self.starlette)
 
     def apply_config(self, config: GatewayConfig) -> None:
         """Keys and tenants of a reloaded config, at once (routes read them per request); raises
@@ -124,6 +128,8 @@ class Gateway:
             Route("/v1/jobs/{job_id}", guarded(self.cancel_job), methods=["DELETE"]),
             Route("/v1/jobs/{job_id}/stages", guarded(self.post_stage), methods=["POST"]),
             Route("/v1/jobs/{job_id}/complete", guarded(self.complete_job), methods=["POST"]),
+            Route("/v1/responses/{response_id}", guarded(self.stored_responses.retrieve), methods=["GET"]),
+            Route("/v1/responses/{response_id}/cancel", guarded(self.stored_responses.cancel), methods=["POST"]),
             Route("/metrics", self.metrics, methods=["GET"]),
             Route("/status", self.status_page, methods=["GET"]),
             Route("/status.json", self._operator_guard(guarded(self.status_json)), methods=["GET"]),
@@ -262,11 +268,10 @@ async def _starlette_error(request: Request, exc: Exception) -> Response:
 
 
 def error_response(error: HttpError) -> JSONResponse:
-    headers = {}
-    if error.retry_after_s is not None:
-        headers["Retry-After"] = str(max(int(error.retry_after_s + 0.999), 1))
-    payload = {"error": {"message": error.message, "type": error.code, "code": error.status}}
-    return JSONResponse(payload, status_code=error.status, headers=headers)
+    """The hot path's error document (``param`` included) on the starlette routes."""
+    retry_after = retry_after_header(error)
+    headers = {} if retry_after is None else {"Retry-After": retry_after}
+    return JSONResponse(error_document(error), status_code=error.status, headers=headers)
 
 
 def create_app(config: GatewayConfig) -> GatewayApp:

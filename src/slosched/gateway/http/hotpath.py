@@ -36,8 +36,10 @@ from slosched.gateway.calls.dialects.registry import with_dialects
 from slosched.gateway.calls.json_body import check_json_media_type, parse_json_object
 from slosched.gateway.calls.messages import MESSAGES, parse_messages_call
 from slosched.gateway.calls.other_routes import GENERATION_PATHS, OTHER_ROUTES, parse_other_call
+from slosched.gateway.calls.responses import RESPONSES, parse_responses_call
 from slosched.gateway.dispatch.admission import admit_call
 from slosched.gateway.dispatch.dispatcher import Attempt, Dispatcher
+from slosched.gateway.dispatch.response_owners import ResponseOwners, pinned_backend, response_id
 from slosched.gateway.http.disconnect import DisconnectWatch
 from slosched.gateway.http.request_ids import IDS_KEY, request_id_of
 from slosched.gateway.jobs.sessions import SessionJobs
@@ -52,7 +54,9 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 # Exact paths served here (a trailing slash is served too, where starlette would have redirected): the
 # generation routes, and vLLM's other JSON routes, forwarded whole (``calls/other_routes.py``).
-HOT_PATHS = {variant: path for path in (COMPLETIONS, CHAT, MESSAGES, *OTHER_ROUTES) for variant in (path, path + "/")}
+HOT_PATHS = {
+    variant: path for path in (COMPLETIONS, CHAT, MESSAGES, RESPONSES, *OTHER_ROUTES) for variant in (path, path + "/")
+}
 _JSON = b"application/json"
 
 
@@ -96,12 +100,18 @@ class OpenAIRoutes:
     """The ASGI handler of the hot paths of one gateway."""
 
     def __init__(
-        self, config: GatewayConfig, dispatcher: Dispatcher, access: Access, sessions: SessionJobs | None = None
+        self,
+        config: GatewayConfig,
+        dispatcher: Dispatcher,
+        access: Access,
+        sessions: SessionJobs | None = None,
+        owners: ResponseOwners | None = None,
     ) -> None:
         self.config = config
         self.dispatcher = dispatcher
         self.access = access
         self.sessions = sessions if sessions is not None else SessionJobs(config.timeouts.job_idle_s)
+        self.owners = owners if owners is not None else ResponseOwners()  # the Responses API's stored responses
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
         started = [False]
@@ -167,6 +177,9 @@ class OpenAIRoutes:
         now = dispatcher.clock()
         if path == MESSAGES:
             call = parse_messages_call(body, slo, now, dispatcher.models, ids)
+        elif path == RESPONSES:
+            call = parse_responses_call(body, slo, now, self.config.default_max_tokens, dispatcher.models, ids)
+            call.pinned = pinned_backend(self.owners, dispatcher.backends, body.get("previous_response_id"), slo.tenant)
         elif path in GENERATION_PATHS:
             call = parse_call(path, body, slo, now, self.config.default_max_tokens, dispatcher.models, ids)
         else:
@@ -217,6 +230,8 @@ class OpenAIRoutes:
             dispatcher.finish(call, Outcome.CANCELLED, "cancelled")
             raise
         if not call.stream:
+            if call.path == RESPONSES and status == 200:
+                self._remember(call, content)
             watch.done = True  # before the send: completing the response wakes the watcher
             await send_json(send, status, content)
             return
@@ -231,7 +246,12 @@ class OpenAIRoutes:
         if media.startswith("text/") and "charset=" not in media:
             media += "; charset=utf-8"
 
+        unread = call.path == RESPONSES and attempt.response.status == 200  # its id is in the first event
+
         async def write(chunk: bytes, last: bool) -> None:
+            nonlocal unread
+            if unread:
+                unread = not self._remember(call, chunk)
             if last:
                 watch.done = True  # before the send: completing the response wakes the watcher
             await send({"type": "http.response.body", "body": chunk, "more_body": not last})
@@ -239,3 +259,11 @@ class OpenAIRoutes:
         headers = [(b"content-type", media.encode("latin-1"))]
         await send({"type": "http.response.start", "status": attempt.response.status, "headers": headers})
         await self.dispatcher.relay(call, attempt, write)
+
+    def _remember(self, call: Call, head: bytes) -> bool:
+        """Record which backend made the response ``head`` starts (a stored response's follow-ups go there);
+        whether its id was found."""
+        found = response_id(head)
+        if found is not None and call.backend is not None:
+            self.owners.record(found, call.backend, call.request.tenant)
+        return found is not None
