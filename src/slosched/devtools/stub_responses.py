@@ -69,10 +69,16 @@ async def _events(stub: StubServer, done: dict[str, Any], tokens: int) -> AsyncI
 
 
 async def retrieve(stub: StubServer, request: Request) -> Response:
+    """The stored response, or (``?stream=true``, as vLLM replays a background response) its events again."""
     response_id = request.path_params["response_id"]
     stub.received.append((request.url.path, {}))
     found = stub.responses.get(response_id)
-    return _not_found(response_id) if found is None else JSONResponse(found)
+    if found is None:
+        return _not_found(response_id)
+    if request.query_params.get("stream") == "true":
+        events = _events(stub, found, int(found["usage"]["output_tokens"]))
+        return StreamingResponse(events, media_type="text/event-stream")
+    return JSONResponse(found)
 
 
 async def cancel(stub: StubServer, request: Request) -> Response:

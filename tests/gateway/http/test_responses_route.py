@@ -33,6 +33,10 @@ def test_follow_ups_reads_and_cancels_go_to_the_backend_that_stored_the_response
             streamed_id = next(i for i in owner.responses if i.encode() in streamed)  # the stream's id was kept
             r = await client.get(f"/v1/responses/{streamed_id}")
             assert r.status_code == 200 and r.json()["status"] == "completed", r.text
+            async with client.stream("GET", f"/v1/responses/{streamed_id}", params={"stream": "true"}) as s:
+                replayed = b"".join([chunk async for chunk in s.aiter_bytes()])
+            assert s.headers["content-type"].startswith("text/event-stream")
+            assert replayed.count(b"event: response.output_text.delta") == 3 and b"response.completed" in replayed
             r = await client.post(f"/v1/responses/{first.json()['id']}/cancel")
             assert r.status_code == 200 and r.json()["status"] == "cancelled", r.text
             assert h.value("slosched:requests_total", outcome="completed", reason="ok") == 5
