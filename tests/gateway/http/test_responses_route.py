@@ -58,11 +58,13 @@ def test_another_tenant_or_an_unknown_id_gets_a_404_naming_the_field() -> None:
             assert r.status_code == 404 and r.json()["error"]["param"] == "previous_response_id", r.text
             r = await client.get("/v1/responses/resp_unknown", headers=A)
             assert r.status_code == 404 and r.json()["error"]["type"] == "response_not_found"
+            unstored = await client.post("/v1/responses", json={"input": "x", "store": False}, headers=A)
+            assert unstored.status_code == 200 and len(h.gateway.app.hot.owners) == 1  # only the stored one is kept
             r = await client.post("/v1/responses", json={"input": "x", "background": True}, headers=A)
             assert r.status_code == 400 and r.json()["error"]["param"] == "background"
             assert r.headers["content-type"].startswith("application/json")
             sent = [path for stub in h.stubs for path, _ in stub.received]
-            assert sent == ["/v1/responses"]  # nothing else reached a backend
+            assert sent == ["/v1/responses"] * 2  # nothing else reached a backend
             assert h.terminal_total() == h.value("slosched:requests_accepted_total")  # nothing accepted is lost
 
     asyncio.run(scenario())

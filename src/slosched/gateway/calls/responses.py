@@ -79,3 +79,8 @@ def parse_responses_call(
         raise
     call.path, call.body = RESPONSES, body
     return call
+
+
+def stored(call: Call) -> bool:
+    """A Responses call whose response the server keeps (``store`` defaults to true): its id is worth keeping."""
+    return call.path == RESPONSES and call.body.get("store") is not False

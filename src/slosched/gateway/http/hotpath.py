@@ -36,7 +36,7 @@ from slosched.gateway.calls.dialects.registry import with_dialects
 from slosched.gateway.calls.json_body import check_json_media_type, parse_json_object
 from slosched.gateway.calls.messages import MESSAGES, parse_messages_call
 from slosched.gateway.calls.other_routes import GENERATION_PATHS, OTHER_ROUTES, parse_other_call
-from slosched.gateway.calls.responses import RESPONSES, parse_responses_call
+from slosched.gateway.calls.responses import RESPONSES, parse_responses_call, stored
 from slosched.gateway.dispatch.admission import admit_call
 from slosched.gateway.dispatch.dispatcher import Attempt, Dispatcher
 from slosched.gateway.dispatch.response_owners import ResponseOwners, pinned_backend, response_id
@@ -230,7 +230,7 @@ class OpenAIRoutes:
             dispatcher.finish(call, Outcome.CANCELLED, "cancelled")
             raise
         if not call.stream:
-            if call.path == RESPONSES and status == 200:
+            if stored(call) and status == 200:
                 self._remember(call, content)
             watch.done = True  # before the send: completing the response wakes the watcher
             await send_json(send, status, content)
@@ -246,7 +246,7 @@ class OpenAIRoutes:
         if media.startswith("text/") and "charset=" not in media:
             media += "; charset=utf-8"
 
-        unread = call.path == RESPONSES and attempt.response.status == 200  # its id is in the first event
+        unread = stored(call) and attempt.response.status == 200  # its id is in the first event
 
         async def write(chunk: bytes, last: bool) -> None:
             nonlocal unread
