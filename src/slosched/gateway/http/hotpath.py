@@ -1,6 +1,7 @@
-"""The OpenAI call routes as plain ASGI: ``/v1/completions`` and ``/v1/chat/completions``, Anthropic's
-``/v1/messages`` (``calls/messages.py``), and vLLM's other JSON routes (embeddings, pooling, scoring,
-tokenizing: ``calls/other_routes.py``) the same way.
+"""The OpenAI call routes as plain ASGI: ``/v1/completions``, ``/v1/chat/completions`` and ``/v1/responses``
+(``calls/responses.py``: a stored response's id is read as it passes, so its follow-ups go where it lives),
+Anthropic's ``/v1/messages`` (``calls/messages.py``), and vLLM's other JSON routes (embeddings, pooling,
+scoring, tokenizing: ``calls/other_routes.py``) the same way.
 
 These carry nearly all of the gateway's traffic, so they skip starlette's middleware stack, request and
 response objects and its per-stream task group (together ~100 us of CPU per call on a 2-core machine);
