@@ -3,9 +3,9 @@
 vLLM keeps a response (``store`` defaults to true) in the memory of the server that made it; a follow-up
 (``previous_response_id``), a read (``GET /v1/responses/{id}``) or a cancel anywhere else is a 404. The gateway
 reads the id from the response as it passes (the object's first ``"id"``: the response's own, before any
-output item's) and keeps the newest ``MAX_RESPONSES`` (a deque of ids, oldest forgotten first, as vLLM itself
-keeps them in memory until it restarts). The tenant is kept too: one tenant never reads, cancels or
-continues another's response, whoever holds the id.
+output item's) and keeps the newest ``MAX_RESPONSES`` in order of arrival, the oldest forgotten first (vLLM
+keeps every stored response in memory until it restarts; the gateway's bound keeps its own memory flat). The
+tenant is kept too: one tenant never reads, cancels or continues another's response, whoever holds the id.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from slosched.gateway.backends.backend import Backend
 from slosched.gateway.calls.call import HttpError
 from slosched.gateway.calls.responses import RESPONSE_ID_CHARS, RESPONSES
 
-MAX_RESPONSES = 100_000  # ids kept (~20 MB at worst); a forgotten one is routed as a new conversation
+MAX_RESPONSES = 100_000  # ids kept (~20 MB at worst); a follow-up of a forgotten one is a 404
 _ID = re.compile(rb'"id"\s*:\s*"([^"\\]{1,%d})"' % RESPONSE_ID_CHARS)
 
 
