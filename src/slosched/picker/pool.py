@@ -18,30 +18,24 @@ import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from slosched.core.request import Request
 from slosched.gateway.backends.backend import Backend
 from slosched.gateway.calls.call import (
-    Call,
     HttpError,
-    SloHeaders,
     model_not_found,
-    parse_call,
     parse_slo_headers,
     per_sequence,
 )
 from slosched.gateway.calls.dialects.registry import with_dialects
 from slosched.gateway.calls.json_body import parse_json_object
-from slosched.gateway.calls.messages import MESSAGES, parse_messages_call
 from slosched.gateway.calls.other_routes import GENERATION_PATHS, bare_request, body_model
 from slosched.gateway.calls.prompt_blocks import CHARS_PER_TOKEN
-from slosched.gateway.calls.responses import RESPONSES, parse_responses_call
+from slosched.gateway.dispatch.generations import generation_call
 from slosched.gateway.dispatch.queues import InstanceQueue, LiveSeq, QueueFullError
 from slosched.gateway.dispatch.response_owners import (
     ResponseOwners,
     owner_backend,
-    pinned_backend,
     response_id,
     stored_response_path,
 )
@@ -137,23 +131,14 @@ class EndpointPool:
         body = parse_json_object(raw)  # the picker's copy: dialects strip fields from it, Envoy forwards the original
         slo = with_dialects(slo, headers, body)
         if path in GENERATION_PATHS:
-            call = self._generation(path, body, slo, now, slots)
+            stored_by = (self.owners, slots.backends)
+            call = generation_call(path, body, slo, now, self.config.default_max_tokens, slots.models, stored_by)
             slots.believe(call)
             return ParsedRequest(call.request, call.model, call.sequences, call.pinned)
         # Another route (embeddings, ...): routed by its model like llm-d's picker, sized by its body, as the
         # gateway forwards them (``calls/other_routes.py``).
         model = body_model(body, slots.models) if "model" in body else _served(model_hint, slots.models)
         return ParsedRequest(bare_request(slo, now, len(raw) // CHARS_PER_TOKEN, path, _pick_id()), model)
-
-    def _generation(self, path: str, body: dict[str, Any], slo: SloHeaders, now: float, slots: SlotSet) -> Call:
-        """The call of a generation route's body, as the gateway's hot path reads it."""
-        if path == MESSAGES:
-            return parse_messages_call(body, slo, now, slots.models)
-        if path != RESPONSES:
-            return parse_call(path, body, slo, now, self.config.default_max_tokens, slots.models)
-        call = parse_responses_call(body, slo, now, self.config.default_max_tokens, slots.models)
-        call.pinned = pinned_backend(self.owners, slots.backends, body.get("previous_response_id"), slo.tenant)
-        return call
 
     def remember(self, pick: Pick, head: bytes) -> bool:
         """The Responses API: the endpoint of ``pick`` stored the response ``head`` starts (its follow-ups

@@ -27,7 +27,8 @@ MAX_MESSAGES = 4096
 _MAX_TOKEN_ID = 2**31 - 1
 _INT64 = 2**63
 
-_LOOSE = ConfigDict(strict=True, extra="allow")
+# Known fields strict, unknown ones passed through for vLLM (the Messages and Responses bodies use it too).
+LOOSE = ConfigDict(strict=True, extra="allow")
 TokenId = Annotated[StrictInt, Field(ge=0, le=_MAX_TOKEN_ID)]
 TokenIds = Annotated[list[TokenId], Field(min_length=1)]
 NonEmptyText = Annotated[StrictStr, Field(min_length=1)]
@@ -42,7 +43,7 @@ Penalty = Annotated[float, Field(ge=-2.0, le=2.0)] | None
 
 
 class StreamOptions(BaseModel):
-    model_config = _LOOSE
+    model_config = LOOSE
     include_usage: StrictBool | None = None
     continuous_usage_stats: StrictBool | None = None
 
@@ -50,7 +51,7 @@ class StreamOptions(BaseModel):
 class _Sampling(BaseModel):
     """Fields both routes share."""
 
-    model_config = _LOOSE
+    model_config = LOOSE
     model: StrictStr | None = None
     max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
     n: Annotated[StrictInt, Field(ge=1, le=MAX_N)] | None = None
@@ -80,13 +81,13 @@ class CompletionBody(_Sampling):
 
 
 class ContentPart(BaseModel):
-    model_config = _LOOSE
+    model_config = LOOSE
     type: NonEmptyText
     text: StrictStr | None = None
 
 
 class Message(BaseModel):
-    model_config = _LOOSE
+    model_config = LOOSE
     # Any role: vLLM passes custom roles (``ipython``, ``environment``) to the model's chat template.
     role: Annotated[StrictStr, Field(min_length=1, max_length=64)]
     content: StrictStr | Annotated[list[ContentPart], Field(max_length=MAX_MESSAGES)] | None = None

@@ -13,21 +13,21 @@ are (``other_routes.py``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
-from slosched.gateway.calls.bodies import MAX_MESSAGES, deepest_error
-from slosched.gateway.calls.call import CHAT, Call, HttpError, SloHeaders, bad_request, parse_call
-from slosched.gateway.calls.prompt_text import prompt_text
+from slosched.gateway.calls.bodies import LOOSE, MAX_MESSAGES, deepest_error
+from slosched.gateway.calls.call import Call, HttpError, SloHeaders, bad_request
+from slosched.gateway.calls.prompt_text import as_chat_call, prompt_text
 
 MESSAGES = "/v1/messages"
 COUNT_TOKENS = "/v1/messages/count_tokens"
-_LOOSE = ConfigDict(strict=True, extra="allow")
 
 
 class _Block(BaseModel):
-    model_config = _LOOSE
+    model_config = LOOSE
     type: Annotated[StrictStr, Field(min_length=1)]
 
 
@@ -35,7 +35,7 @@ Content = StrictStr | Annotated[list[_Block], Field(max_length=MAX_MESSAGES)]
 
 
 class _Message(BaseModel):
-    model_config = _LOOSE
+    model_config = LOOSE
     role: Literal["user", "assistant", "system"]
     content: Content
 
@@ -43,7 +43,7 @@ class _Message(BaseModel):
 class MessagesBody(BaseModel):
     """``POST /v1/messages``: the fields the gateway reads; the rest pass through to vLLM."""
 
-    model_config = _LOOSE
+    model_config = LOOSE
     model: StrictStr
     max_tokens: Annotated[StrictInt, Field(ge=1)]
     messages: Annotated[list[_Message], Field(min_length=1, max_length=MAX_MESSAGES)]
@@ -59,7 +59,7 @@ def parse_messages_call(
     body: dict[str, Any],
     slo: SloHeaders,
     now_s: float,
-    models: dict[str, int] | None = None,
+    models: Mapping[str, int] | None = None,
     ids: tuple[str, str | None] | None = None,
 ) -> Call:
     """The call of a Messages body: 400 naming the field for a body vLLM would refuse, then the chat call of
@@ -73,11 +73,7 @@ def parse_messages_call(
     chat: list[dict[str, Any]] = [{"role": "system", "content": prompt_text(body["system"])}] if typed.system else []
     chat.extend({"role": message["role"], "content": prompt_text(message["content"])} for message in body["messages"])
     seen = {"model": typed.model, "messages": chat, "max_tokens": typed.max_tokens, "stream": bool(typed.stream)}
-    if "vllm_xargs" in body:
-        seen["vllm_xargs"] = body["vllm_xargs"]  # the client's own extra arguments, checked as a chat's are
-    call = parse_call(CHAT, seen, slo, now_s, typed.max_tokens, models, ids)
-    call.path, call.body = MESSAGES, body
-    return call
+    return as_chat_call(MESSAGES, body, seen, slo, now_s, typed.max_tokens, models, ids)
 
 
 def _bad_body(error: ValidationError) -> HttpError:

@@ -9,9 +9,12 @@ anything else (an image's base64 source, ids, types) does not.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
+
+from slosched.gateway.calls.call import CHAT, Call, SloHeaders, parse_call
 
 TEXT_FIELDS = ("text", "thinking", "content", "input", "output", "arguments", "summary")
 _MAX_DEPTH = 16  # the body's JSON is bounded at 64 levels; text nested deeper than this is not a prompt's
@@ -43,3 +46,23 @@ def _json(value: Any) -> str:
         return orjson.dumps(value).decode()
     except TypeError:  # integers past 64 bits: their size is what counts here
         return repr(value)
+
+
+def as_chat_call(
+    path: str,
+    body: dict[str, Any],
+    chat: dict[str, Any],
+    slo: SloHeaders,
+    now_s: float,
+    default_max_tokens: int,
+    models: Mapping[str, int] | None,
+    ids: tuple[str, str | None] | None,
+) -> Call:
+    """The call of ``body`` at ``path`` read as the chat body ``chat`` of its text (``parse_call``: the model's
+    length, the tenant's floors, the prefix blocks, the client's ``vllm_xargs`` checked as a chat's are),
+    carrying the client's own body and route."""
+    if "vllm_xargs" in body:
+        chat = {**chat, "vllm_xargs": body["vllm_xargs"]}
+    call = parse_call(CHAT, chat, slo, now_s, default_max_tokens, models, ids)
+    call.path, call.body = path, body
+    return call

@@ -13,23 +13,23 @@ its generation would run on the server after the call returns, outside the gatew
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
-from slosched.gateway.calls.bodies import MAX_MESSAGES, deepest_error
-from slosched.gateway.calls.call import CHAT, Call, HttpError, SloHeaders, bad_request, parse_call
-from slosched.gateway.calls.prompt_text import prompt_text
+from slosched.gateway.calls.bodies import LOOSE, MAX_MESSAGES, deepest_error
+from slosched.gateway.calls.call import Call, HttpError, SloHeaders, bad_request
+from slosched.gateway.calls.prompt_text import as_chat_call, prompt_text
 
 RESPONSES = "/v1/responses"
 RESPONSE_ID_CHARS = 256  # an id the gateway keeps (vLLM's are ``resp_`` and 32 hex digits)
-_LOOSE = ConfigDict(strict=True, extra="allow")
 
 
 class ResponsesBody(BaseModel):
     """``POST /v1/responses``: the fields the gateway reads; the rest pass through to vLLM."""
 
-    model_config = _LOOSE
+    model_config = LOOSE
     model: StrictStr | None = None
     input: (
         Annotated[StrictStr, Field(min_length=1)]
@@ -50,7 +50,7 @@ def parse_responses_call(
     slo: SloHeaders,
     now_s: float,
     default_max_tokens: int,
-    models: dict[str, int] | None = None,
+    models: Mapping[str, int] | None = None,
     ids: tuple[str, str | None] | None = None,
 ) -> Call:
     """The call of a Responses body: 400 naming the field for a body vLLM would refuse (or a background
@@ -69,16 +69,12 @@ def parse_responses_call(
         seen["model"] = typed.model
     if typed.max_output_tokens is not None:
         seen["max_tokens"] = typed.max_output_tokens
-    if "vllm_xargs" in body:
-        seen["vllm_xargs"] = body["vllm_xargs"]  # the client's own extra arguments, checked as a chat's are
     try:
-        call = parse_call(CHAT, seen, slo, now_s, default_max_tokens, models, ids)
+        return as_chat_call(RESPONSES, body, seen, slo, now_s, default_max_tokens, models, ids)
     except HttpError as error:
         if error.param == "max_tokens":  # named as the client named it
             raise bad_request("max_output_tokens", error.message.removeprefix("max_tokens: ")) from None
         raise
-    call.path, call.body = RESPONSES, body
-    return call
 
 
 def stored(call: Call) -> bool:

@@ -29,18 +29,18 @@ from slosched.gateway.calls.call import (
     Call,
     HttpError,
     error_document,
-    parse_call,
     parse_slo_headers,
     retry_after_header,
 )
 from slosched.gateway.calls.dialects.registry import with_dialects
 from slosched.gateway.calls.json_body import check_json_media_type, parse_json_object
-from slosched.gateway.calls.messages import MESSAGES, parse_messages_call
+from slosched.gateway.calls.messages import MESSAGES
 from slosched.gateway.calls.other_routes import GENERATION_PATHS, OTHER_ROUTES, parse_other_call
-from slosched.gateway.calls.responses import RESPONSES, parse_responses_call, stored
+from slosched.gateway.calls.responses import RESPONSES, stored
 from slosched.gateway.dispatch.admission import admit_call
 from slosched.gateway.dispatch.dispatcher import Attempt, Dispatcher
-from slosched.gateway.dispatch.response_owners import ResponseOwners, pinned_backend, response_id
+from slosched.gateway.dispatch.generations import generation_call
+from slosched.gateway.dispatch.response_owners import ResponseOwners, response_id
 from slosched.gateway.http.disconnect import DisconnectWatch
 from slosched.gateway.http.request_ids import IDS_KEY, request_id_of
 from slosched.gateway.jobs.sessions import SessionJobs
@@ -176,13 +176,9 @@ class OpenAIRoutes:
         slo = scoped(with_dialects(parse_slo_headers(headers), headers, body), principal)
         dispatcher = self.dispatcher
         now = dispatcher.clock()
-        if path == MESSAGES:
-            call = parse_messages_call(body, slo, now, dispatcher.models, ids)
-        elif path == RESPONSES:
-            call = parse_responses_call(body, slo, now, self.config.default_max_tokens, dispatcher.models, ids)
-            call.pinned = pinned_backend(self.owners, dispatcher.backends, body.get("previous_response_id"), slo.tenant)
-        elif path in GENERATION_PATHS:
-            call = parse_call(path, body, slo, now, self.config.default_max_tokens, dispatcher.models, ids)
+        if path in GENERATION_PATHS:
+            stored_by, max_tokens = (self.owners, dispatcher.backends), self.config.default_max_tokens
+            call = generation_call(path, body, slo, now, max_tokens, dispatcher.models, stored_by, ids)
         else:
             call = parse_other_call(path, body, slo, now, dispatcher.models, ids)
         if slo.dialect is not None and path in GENERATION_PATHS:
