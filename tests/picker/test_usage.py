@@ -32,6 +32,7 @@ CHAT = {"model": "llama", "messages": [{"role": "user", "content": "hello " * 50
 class Progress:
     num_output_tokens = 0
     first_token_s: float | None = None
+    sequences = 1
 
 
 def _json_body(tokens: int) -> bytes:
@@ -78,6 +79,15 @@ def test_a_stream_is_counted_event_by_event_then_by_its_usage_when_it_has_one() 
     usage = _event({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 6}})
     with_usage.body(b"".join(events) + usage[:-2])  # the last event without its blank line
     assert (with_usage.output_tokens(), with_usage.streamed) == (6, True)
+
+
+def test_a_stream_of_n_choices_moves_the_call_by_one_sequence_s_share_and_reads_the_sum() -> None:
+    """The router sees one sequence's progress (as the gateway's queue does); the reader returns every
+    choice's tokens, which ``EndpointPool.learn`` divides by the call's sequences."""
+    reader, progress = _reader()
+    progress.sequences = 3
+    reader.body(b"".join(_event({"choices": [{"index": i % 3, "delta": {"content": "a"}}]}) for i in range(9)))
+    assert (progress.num_output_tokens, reader.output_tokens()) == (3, 9)
 
 
 def test_the_picker_learns_each_template_s_output_from_the_responses() -> None:
@@ -139,7 +149,7 @@ def test_a_call_of_n_sequences_teaches_one_sequence_s_output() -> None:
         pool = EndpointPool(parse_picker_config({"endpoints": ENDPOINTS, "scrape_interval_s": 3600}))
         parsed = pool.parse("/v1/chat/completions", {}, orjson.dumps({**CHAT, "n": 4}))
         pick = pool.pick(parsed)
-        assert parsed.sequences == pick.sequences == 4
+        assert parsed.sequences == pick.seq.sequences == 4
         assert pool.learn(pick, 200, False)
         after = pool.parse("/v1/chat/completions", {}, orjson.dumps(CHAT)).request
         assert pool.slots is not None and pool.slots.context.output_predictor.predict(after) == 50.0

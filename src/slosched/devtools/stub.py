@@ -108,15 +108,16 @@ class StubBackend:
         tokens = int(body.get("max_tokens") or behaviour.default_tokens)
         self.max_tokens_seen = max(self.max_tokens_seen, tokens)
         chat = path.endswith("chat/completions")
+        sequences = int(body.get("n") or 1)  # as vLLM: n choices, their tokens summed in the usage
         if body.get("stream"):
-            return StreamingResponse(self._events(tokens, chat), media_type="text/event-stream")
+            asked = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(self._events(tokens, chat, sequences, asked), media_type="text/event-stream")
         self.running += 1
         try:
             await asyncio.sleep(behaviour.token_delay_s * tokens)
         finally:
             self.running -= 1
         content = {"message": {"role": "assistant", "content": "x " * tokens}} if chat else {"text": "x " * tokens}
-        sequences = int(body.get("n") or 1)  # as vLLM: n choices, their tokens summed in the usage
         choices = [{"index": index, "finish_reason": "length", **content} for index in range(sequences)]
         usage = {"prompt_tokens": 4, "completion_tokens": tokens * sequences, "total_tokens": tokens * sequences + 4}
         return JSONResponse({"id": self.name, "object": "completion", "choices": choices, "usage": usage})
@@ -184,17 +185,23 @@ class StubBackend:
         tokens = list(range(len(str(body.get("prompt", ""))) // 4 + 1))
         return JSONResponse({"count": len(tokens), "max_model_len": 2048, "tokens": tokens})
 
-    async def _events(self, tokens: int, chat: bool) -> AsyncIterator[bytes]:
+    async def _events(self, tokens: int, chat: bool, sequences: int, usage: bool) -> AsyncIterator[bytes]:
+        """vLLM's stream: per step one event per choice (n choices interleaved), then the usage chunk when the
+        request asked for it (``stream_options.include_usage``)."""
         self.running += 1
         try:
+            delta = {"delta": {"content": "x "}} if chat else {"text": "x "}
             for index in range(tokens):
                 if self.behaviour.break_after_tokens is not None and index >= self.behaviour.break_after_tokens:
                     raise StubStreamBrokenError("stub cut the stream")
                 if self.behaviour.token_delay_s:
                     await asyncio.sleep(self.behaviour.token_delay_s)
-                delta = {"delta": {"content": "x "}} if chat else {"text": "x "}
-                event = {"id": self.name, "choices": [{"index": 0, **delta, "finish_reason": None}]}
-                yield f"data: {json.dumps(event)}\n\n".encode()
+                for choice in range(sequences):
+                    event = {"id": self.name, "choices": [{"index": choice, **delta, "finish_reason": None}]}
+                    yield f"data: {json.dumps(event)}\n\n".encode()
+            if usage:
+                counts = {"prompt_tokens": 4, "completion_tokens": tokens * sequences}
+                yield f"data: {json.dumps({'id': self.name, 'choices': [], 'usage': counts})}\n\n".encode()
             yield b"data: [DONE]\n\n"
         finally:
             self.running -= 1

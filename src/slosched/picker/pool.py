@@ -56,7 +56,6 @@ class Pick:
     queue: InstanceQueue
     seq: LiveSeq
     picked_s: float
-    sequences: int = 1  # the call's prompts times ``n`` (``Call.sequences``): what its output is shared by
 
 
 @dataclass(slots=True)
@@ -65,8 +64,9 @@ class ParsedRequest:
 
     request: Request
     model: str | None
-    sequences: int = 1
+    sequences: int = 1  # the call's prompts times ``n`` (``Call.sequences``): what its output is shared by
     pinned: str | None = None  # the only endpoint that may serve it (a stored response's, ``response_owners``)
+    prefill_tokens: int = 0  # every prompt of the call (``Call.prefill_tokens``); 0: the request's own
 
 
 class EndpointPool:
@@ -134,7 +134,7 @@ class EndpointPool:
             stored_by = (self.owners, slots.backends)
             call = generation_call(path, body, slo, now, self.config.default_max_tokens, slots.models, stored_by)
             slots.believe(call)
-            return ParsedRequest(call.request, call.model, call.sequences, call.pinned)
+            return ParsedRequest(call.request, call.model, call.sequences, call.pinned, call.prefill_tokens)
         # Another route (embeddings, ...): routed by its model like llm-d's picker, sized by its body, as the
         # gateway forwards them (``calls/other_routes.py``).
         model = body_model(body, slots.models) if "model" in body else _served(model_hint, slots.models)
@@ -156,7 +156,7 @@ class EndpointPool:
         request, now = parsed.request, self.clock()
         queue = slots.choose(request, excluded, parsed.model, now)
         try:
-            seq = queue.enqueue(request, request.prompt_tokens)
+            seq = queue.enqueue(request, max(parsed.prefill_tokens, request.prompt_tokens), parsed.sequences)
         except QueueFullError as error:
             raise HttpError(429, "queue_full", f"queue of {error} is full", 1.0) from error
         primary = queue
@@ -168,7 +168,7 @@ class EndpointPool:
             except HttpError:
                 break  # fewer eligible endpoints than fallbacks asked for
             endpoints.append(slots.backends[queue.index].name)
-        return Pick(endpoints, primary, seq, now, parsed.sequences)
+        return Pick(endpoints, primary, seq, now)
 
     def served(self, pick: Pick, address: str) -> None:
         """The proxy reports that ``address`` served the call (a fallback, after the primary failed): the
@@ -179,7 +179,7 @@ class EndpointPool:
         pick.queue.withdraw(pick.seq)
         queue = slots.queues[_index(slots, address)]
         try:
-            pick.seq = queue.enqueue(pick.seq.request, pick.seq.num_prompt_tokens)
+            pick.seq = queue.enqueue(pick.seq.request, pick.seq.num_prompt_tokens, pick.seq.sequences)
             pick.queue = queue
         except QueueFullError:
             pass  # its queue is full: the call is not counted anywhere rather than twice
@@ -191,7 +191,7 @@ class EndpointPool:
         slots = self.slots
         if slots is None or output_tokens <= 0 or not any(queue is pick.queue for queue in slots.queues):
             return False
-        tokens = per_sequence(output_tokens, pick.sequences)
+        tokens = per_sequence(output_tokens, pick.seq.sequences)
         slots.learn_finished(pick.queue, pick.seq, tokens, streamed, pick.picked_s, self.clock())
         return True
 

@@ -61,7 +61,7 @@ class ResponseReader:
             return 0
         if self._tokens is not None:
             self._tokens.flush()  # a last event without its blank line is counted too
-            return self._seq.num_output_tokens
+            return self._tokens.total  # every sequence's (the queue entry holds one's share)
         return usage_tokens(b"".join(self._body), self._format)
 
     def _start(self, streamed: bool) -> None:

@@ -68,6 +68,21 @@ def test_usage_chunk_is_kept_when_the_client_asked_and_events_count_without_it()
     assert not adds_usage({"stream_options": {"include_usage": True}}) and not adds_usage({"stream_options": 3})
 
 
+def test_a_stream_of_n_choices_moves_each_sequence_by_its_share_and_keeps_the_sum() -> None:
+    """vLLM streams a call's n choices interleaved, one event per token of any of them: the queue entry's
+    progress is one sequence's (what the router's remaining-work estimate reads), the total every choice's
+    (what the tenant was charged and the beliefs divide)."""
+    seq = _seq()
+    seq.sequences = 4
+    tokens = StreamTokens(seq, lambda: 1.0, strip_usage=True)
+    tokens.feed(b"".join(_event(str(i)) for i in range(8)))
+    assert (tokens.total, seq.num_output_tokens) == (8, 2)
+    tokens.feed(_event("x"))  # a choice ahead of the others: progress rounds, never drops below one token
+    assert (tokens.total, seq.num_output_tokens) == (9, 2)
+    tokens.feed(_USAGE.replace(b":7", b":40") + b"data: [DONE]\n\n")
+    assert (tokens.total, seq.num_output_tokens) == (40, 10)
+
+
 class _UsageBackend:
     """A vLLM-like backend: one event per token, and the final usage chunk when asked for it."""
 

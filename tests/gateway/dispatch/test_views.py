@@ -59,3 +59,21 @@ def test_view_combines_queue_accounting_with_scraped_gauges() -> None:
         assert view.num_free_kv_blocks == view.num_kv_blocks // 2
 
     asyncio.run(scenario())
+
+
+def test_every_sequence_of_a_call_counts_in_the_outstanding_decode_work() -> None:
+    """A call of n=4 (``Call.sequences``) decodes four sequences of the predicted length: four times a single
+    call's work, running or waiting; its progress is one sequence's."""
+
+    async def scenario() -> None:
+        dispatcher = offline_dispatcher()
+        queue, backend = dispatcher.queues[0], dispatcher.backends[0]
+        now = dispatcher.clock()
+        running = queue.enqueue(make_request(0, now), 100, sequences=4)
+        queue.enqueue(make_request(1, now), 100)
+        queue.enqueue(make_request(2, now), 100, sequences=2)  # window 2: waits
+        running.num_output_tokens = 30
+        view = BackendView(backend, queue, now)
+        assert view.outstanding_decode_tokens == 4 * (32 - 30) + 32 + 2 * 32
+
+    asyncio.run(scenario())

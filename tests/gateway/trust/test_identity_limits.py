@@ -136,3 +136,19 @@ def test_a_call_of_n_sequences_is_charged_for_each_and_teaches_one_s_output() ->
             assert dispatcher.context.output_predictor.predict(learned.request) == pytest.approx(4.0)
 
     asyncio.run(scenario())
+
+
+def test_a_streamed_call_of_n_choices_teaches_one_s_output_and_the_client_gets_every_choice() -> None:
+    """A stream interleaves the n choices (one event per token of any): the gateway counts them all, from
+    the usage chunk it asked for (and strips), and the belief learns one sequence's length."""
+
+    async def scenario() -> None:
+        async with harness() as h, httpx.AsyncClient(base_url=h.url) as client:
+            body = {"prompt": "a", "max_tokens": 6, "n": 4, "stream": True}
+            text = (await client.post("/v1/completions", json=body)).text
+            events = [line for line in text.split("\n\n") if line.startswith("data: {")]
+            assert len(events) == 24 and '"usage"' not in text and text.endswith("data: [DONE]\n\n")
+            learned = parse_call(COMPLETIONS, {"prompt": "a", "max_tokens": 64}, parse_slo_headers({}), 0.0, 64)
+            assert h.gateway.dispatcher.context.output_predictor.predict(learned.request) == pytest.approx(6.0)
+
+    asyncio.run(scenario())

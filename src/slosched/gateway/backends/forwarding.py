@@ -15,7 +15,7 @@ import orjson
 from slosched.contract import XARG_PREFIX, request_xargs
 from slosched.core.request import Request
 from slosched.gateway.backends.upstream import UpstreamError, UpstreamResponse, UpstreamTimeoutError
-from slosched.gateway.calls.call import Call
+from slosched.gateway.calls.call import Call, per_sequence
 from slosched.gateway.calls.messages import MESSAGES
 from slosched.gateway.calls.other_routes import WITHOUT_PRIORITY, WITHOUT_XARGS
 from slosched.gateway.calls.responses import RESPONSES
@@ -125,17 +125,21 @@ def vllm_priority(request: Request, mode: str) -> int:
 
 
 class TokenProgress(Protocol):
-    """Where a stream's token count goes (the call's ``dispatch.queues.LiveSeq``)."""
+    """Where a stream's token count goes (the call's ``dispatch.queues.LiveSeq``): one sequence's progress
+    of the ``sequences`` the call decodes side by side."""
 
     num_output_tokens: int
     first_token_s: float | None
+    sequences: int
 
 
 class StreamTokens:
-    """Token accounting of one SSE stream into ``seq.num_output_tokens``: data events as they pass (vLLM
-    streams one event per generated token; the chat role event and a usage event make this an estimate
-    within ~2 tokens, and coalesced events under load make it undercount), replaced by the exact
-    ``usage.completion_tokens`` of the final usage chunk as soon as the backend sends one.
+    """Token accounting of one SSE stream: ``total`` counts data events as they pass (vLLM streams one event
+    per generated token of any choice; the chat role event and a usage event make this an estimate within ~2
+    tokens, and coalesced events under load make it undercount), replaced by the exact
+    ``usage.completion_tokens`` of the final usage chunk as soon as the backend sends one. The queue entry
+    ``seq`` sees one sequence's share of it (``per_sequence``): a call of ``n`` choices streams them
+    interleaved, and its progress is how far each has come, not their sum.
 
     Only whole events are passed on (a partial one waits for its end; a client cannot use half an event),
     so an event split across reads is still seen whole. With ``strip_usage`` the usage-only event
@@ -194,8 +198,13 @@ class StreamTokens:
             self._events += events
             if seq.first_token_s is None:
                 seq.first_token_s = self._clock()
-        seq.num_output_tokens = self._events if self._usage is None else self._usage
+        seq.num_output_tokens = per_sequence(self.total, seq.sequences)
         return block
+
+    @property
+    def total(self) -> int:
+        """Every sequence's output so far: the usage once the backend sent it, else the events counted."""
+        return self._events if self._usage is None else self._usage
 
     def _read_usage(self, block: bytes, events: int) -> tuple[bytes, int]:
         """Take ``completion_tokens`` from usage events; a usage-only event is no token (and is dropped

@@ -105,10 +105,14 @@ class Call:
     prompt_tokens_total: int = 0  # every prompt's estimate (0: the request's own)
 
     @property
+    def prefill_tokens(self) -> int:
+        """Every prompt the engine prefills for the call (its own when it sent one)."""
+        return max(self.prompt_tokens_total, self.request.prompt_tokens)
+
+    @property
     def token_cost(self) -> int:
         """Tokens the call may take of its tenant's rate: every prompt and ``max_tokens`` per sequence."""
-        request = self.request
-        return max(self.prompt_tokens_total, request.prompt_tokens) + self.sequences * request.max_output_tokens
+        return self.prefill_tokens + self.sequences * self.request.max_output_tokens
 
     @property
     def request_id(self) -> str:

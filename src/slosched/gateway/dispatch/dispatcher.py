@@ -37,7 +37,7 @@ from slosched.gateway.backends.forwarding import (
     json_bytes,
 )
 from slosched.gateway.backends.upstream import UpstreamError
-from slosched.gateway.calls.call import Call, HttpError
+from slosched.gateway.calls.call import Call, HttpError, per_sequence
 from slosched.gateway.calls.other_routes import GENERATION_PATHS
 from slosched.gateway.dispatch.alpha import LiveAlphaTuner
 from slosched.gateway.dispatch.attempts import (
@@ -216,7 +216,7 @@ class Dispatcher:
         backend = self.backends[queue.index]
         expected_cached = queue.cached_prefix_tokens(call.request)  # the index's credit as the call is routed
         try:
-            seq = queue.enqueue(call.request, call.request.prompt_tokens)
+            seq = queue.enqueue(call.request, call.prefill_tokens, call.sequences)
         except QueueFullError as error:
             raise HttpError(429, "queue_full", f"queue of {error} is full", 1.0) from error
         probe = backend.outlier.begin()
@@ -308,7 +308,7 @@ class Dispatcher:
         finally:
             close_response(response, outcome is Outcome.COMPLETED)
             attempt.judge_stream(outcome, reason)
-            call.output_tokens = attempt.seq.num_output_tokens
+            call.output_tokens = tokens.total
             self.finish(call, outcome, reason, attempt)
 
     async def abandon(self, call: Call, attempt: Attempt) -> None:
@@ -325,7 +325,7 @@ class Dispatcher:
         try:
             status = attempt.response.status
             call.output_tokens = body_tokens(call, attempt.first_chunk)
-            attempt.seq.num_output_tokens = call.output_tokens
+            attempt.seq.num_output_tokens = per_sequence(call.output_tokens, call.sequences)
             attempt.seq.first_token_s = self.clock()  # the client sees every token when the body arrives
             outcome = Outcome.COMPLETED if status < 400 else Outcome.FAILED
             self.finish(call, outcome, "ok" if status < 400 else "backend_4xx", attempt)

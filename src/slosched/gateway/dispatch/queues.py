@@ -53,11 +53,12 @@ class LiveSeq:
     enqueue_s: float
     admitted: asyncio.Future[None]
     num_computed_tokens: int = 0
-    num_output_tokens: int = 0
+    num_output_tokens: int = 0  # one sequence's (``Call.sequences`` decode side by side)
     first_token_s: float | None = None
     num_preemptions: int = 0
     sort_key: Any = None
     running: bool = False
+    sequences: int = 1  # the call's prompts times ``n``: each decodes ``request``'s output
 
 
 @dataclass(slots=True)
@@ -152,8 +153,9 @@ class InstanceQueue:
     def set_kv_usage(self, usage: float) -> None:
         self._kv.usage = usage
 
-    def enqueue(self, request: Request, prompt_tokens: int) -> LiveSeq:
-        """Add a request; raises QueueFullError when the bounded queue is full. Pumps once."""
+    def enqueue(self, request: Request, prompt_tokens: int, sequences: int = 1) -> LiveSeq:
+        """Add a request (``prompt_tokens``: every prompt of the call; ``sequences``: ``Call.sequences``);
+        raises QueueFullError when the bounded queue is full. Pumps once."""
         places = self.places
         if len(self._waiting) >= self.max_queue and self.num_running >= self.window:
             victim = None if places is None else places.victim(request.tenant, self.max_queue)
@@ -161,7 +163,7 @@ class InstanceQueue:
                 raise QueueFullError(self._spec.name)
             self._displace(victim, request.tenant)
         loop = asyncio.get_running_loop()
-        seq = LiveSeq(request, prompt_tokens, self._clock(), loop.create_future())
+        seq = LiveSeq(request, prompt_tokens, self._clock(), loop.create_future(), sequences=sequences)
         self.prefixes.record(request, self._kv.num_kv_blocks * self._spec.block_size)
         self._queue.push(seq, self)
         self.waiting_prefill_tokens += prompt_tokens

@@ -71,10 +71,11 @@ class BackendView:
     @property
     def outstanding_decode_tokens(self) -> float:
         total = 0.0
+        # Every sequence of a call decodes (a call of n=16 is sixteen sequences' work, not one).
         for seq in self._queue.waiting:
-            total += max(seq.request.predicted_output_tokens, 1.0)
+            total += seq.sequences * max(seq.request.predicted_output_tokens, 1.0)
         for seq in self._queue.running_seqs:
-            total += max(seq.request.predicted_output_tokens - seq.num_output_tokens, 1.0)
+            total += seq.sequences * max(seq.request.predicted_output_tokens - seq.num_output_tokens, 1.0)
         return total
 
     @property
