@@ -87,6 +87,15 @@ def test_a_batch_of_prompts_with_n_choices_is_one_sequence_s_lesson(vllm_servers
             assert len(r.json()["choices"]) == 4 and r.json()["usage"]["completion_tokens"] == 24
             probe = parse_call(COMPLETIONS, {"prompt": "hi", "max_tokens": 64}, parse_slo_headers({}), 0.0, 64)
             assert h.gateway.dispatcher.context.output_predictor.predict(probe.request) == 6.0
+            # Streamed, vLLM interleaves the choices' events: every one reaches the client, the usage the
+            # gateway asked for does not, and the call counts all of them but is timed per sequence.
+            streamed = {**body, "stream": True, "max_tokens": 5}
+            async with client.stream("POST", "/v1/completions", json=streamed) as s:
+                text = "".join([chunk async for chunk in s.aiter_text()])
+            events = [json.loads(line[6:]) for line in text.split("\n\n") if line.startswith("data: {")]
+            assert sorted(e["choices"][0]["index"] for e in events) == sorted(list(range(4)) * 5), text
+            assert '"usage"' not in text and h.value("slosched:generation_tokens_total") == 24 + 20
+            assert h.value("slosched:request_time_per_output_token_seconds_count") == 1
 
     asyncio.run(scenario())
 

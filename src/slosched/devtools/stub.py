@@ -108,7 +108,7 @@ class StubBackend:
         tokens = int(body.get("max_tokens") or behaviour.default_tokens)
         self.max_tokens_seen = max(self.max_tokens_seen, tokens)
         chat = path.endswith("chat/completions")
-        sequences = int(body.get("n") or 1)  # as vLLM: n choices, their tokens summed in the usage
+        sequences = _choices(body)
         if body.get("stream"):
             asked = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(self._events(tokens, chat, sequences, asked), media_type="text/event-stream")
@@ -205,6 +205,14 @@ class StubBackend:
             yield b"data: [DONE]\n\n"
         finally:
             self.running -= 1
+
+
+def _choices(body: dict[str, Any]) -> int:
+    """As vLLM: ``n`` choices of each prompt (a completions batch is a list of texts or of token lists), their
+    tokens summed in the usage."""
+    prompt = body.get("prompt")
+    prompts = len(prompt) if isinstance(prompt, list) and prompt and isinstance(prompt[0], str | list) else 1
+    return prompts * int(body.get("n") or 1)
 
 
 def free_port() -> int:

@@ -9,6 +9,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from slosched.contract import HEADER_DEADLINE_MS, HEADER_TENANT, HEADER_TPOT_MS, HEADER_TTFT_MS
+from slosched.devtools.stub import StubBehaviour
 from slosched.gateway.ops.buckets import E2E_BUCKETS, QUEUE_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
 from slosched.gateway.ops.metric_names import DEPRECATED_NAMES, NAMES_WITHOUT_ALIAS
 from slosched.gateway.ops.prometheus import OTHER_TENANT, GatewayMetrics, TenantLabels, counter_value
@@ -80,6 +81,27 @@ def test_metrics_after_streamed_and_plain_calls_per_tenant() -> None:
             assert _buckets(text, "slosched:request_queue_time_seconds") == [*QUEUE_BUCKETS, float("inf")]
 
             _assert_deprecated_aliases(text)
+
+    asyncio.run(scenario())
+
+
+def test_a_stream_of_n_choices_is_timed_per_sequence_and_counts_every_prompt() -> None:
+    """n choices decode side by side, their events interleaved: time per output token is one sequence's (as
+    vLLM's own histogram), so four choices at 40 ms a step miss a 25 ms TPOT SLO that the sum of their
+    tokens (10 ms apart) would pass; a batch's prompts all count as prompt tokens."""
+
+    async def scenario() -> None:
+        async with harness(num_stubs=1, trust_tenant_header=True) as h:
+            h.stubs[0].behaviour = StubBehaviour(token_delay_s=0.04)
+            headers = {HEADER_TPOT_MS: "25", HEADER_TENANT: "t1"}
+            body = {"prompt": ["x" * 40, "y" * 80], "max_tokens": 6, "n": 2, "stream": True}
+            async with httpx.AsyncClient(base_url=h.url, timeout=10) as client:
+                assert (await client.post("/v1/completions", json=body, headers=headers)).status_code == 200
+            assert h.value("slosched:slo_total", kind="tpot", met="false", tenant="t1") == 1
+            tpot = h.value("slosched:request_time_per_output_token_seconds_sum", tenant="t1")
+            assert 0.035 <= tpot <= 0.1
+            assert h.value("slosched:generation_tokens_total", tenant="t1") == 24
+            assert h.value("slosched:prompt_tokens_total", tenant="t1") == 30  # (40 + 80) characters / 4
 
     asyncio.run(scenario())
 

@@ -20,7 +20,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from slosched.core.request import Outcome
-from slosched.gateway.calls.call import Call
+from slosched.gateway.calls.call import Call, per_sequence
 from slosched.gateway.ops.buckets import E2E_BUCKETS, JOB_BUCKETS, QUEUE_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
 from slosched.gateway.ops.metric_names import MODEL_LABEL, DeprecatedAliases
 from slosched.gateway.ops.status import RecentActivity
@@ -256,8 +256,9 @@ class GatewayMetrics:
         first_token_s = call.first_token_s
         if first_token_s is not None:
             self.labelled(self.ttft, *labels).observe(first_token_s - request.arrival_s)
-            if call.stream and call.output_tokens >= 2:
-                self.labelled(self.tpot, *labels).observe((now - first_token_s) / (call.output_tokens - 1))
+            tokens = per_sequence(call.output_tokens, call.sequences)  # n choices decode side by side
+            if call.stream and tokens >= 2:
+                self.labelled(self.tpot, *labels).observe((now - first_token_s) / (tokens - 1))
         self.count_slo(call, now)
 
     def count_slo(self, call: Call, now: float) -> None:
@@ -271,13 +272,9 @@ class GatewayMetrics:
         if request.ttft_slo_s is not None and call.first_token_s is not None:
             met = call.first_token_s - request.arrival_s <= request.ttft_slo_s
             self.slo_result(now, "ttft", met, tenant, priority)
-        if (
-            request.tpot_slo_s is not None
-            and call.stream
-            and call.first_token_s is not None
-            and call.output_tokens >= 2
-        ):
-            tpot = (now - call.first_token_s) / (call.output_tokens - 1)
+        tokens = per_sequence(call.output_tokens, call.sequences)  # a sequence's time per token, as vLLM's
+        if request.tpot_slo_s is not None and call.stream and call.first_token_s is not None and tokens >= 2:
+            tpot = (now - call.first_token_s) / (tokens - 1)
             self.slo_result(now, "tpot", tpot <= request.tpot_slo_s, tenant, priority)
 
     def observe_finish(self, call: Call, outcome: Outcome, model: str | None, now: float) -> None:
@@ -288,7 +285,7 @@ class GatewayMetrics:
         request = call.request
         if model is not None:
             labels = (model, self.tenant_label(request.tenant))
-            self.labelled(self.prompt_tokens, *labels).inc(request.prompt_tokens)
+            self.labelled(self.prompt_tokens, *labels).inc(call.prefill_tokens)
             if call.output_tokens:
                 self.labelled(self.generation_tokens, *labels).inc(call.output_tokens)
         if outcome is Outcome.REJECTED or outcome is Outcome.FAILED:
