@@ -3,15 +3,18 @@ stopped run keeps what it finished, and nothing stale or unreadable is ever take
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 import slosched.evaluation.task_cache as task_cache
 from slosched.core.errors import ConfigError, Interrupted
+from slosched.evaluation import run_environment
 from slosched.evaluation.runners import run_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,3 +141,29 @@ def test_the_tally_counts_tasks_taken_from_the_cache_and_run_and_a_page_says_so(
     note = task_cache.resumed_note(task_cache.TALLY.figures())
     assert "2 of 5 tasks came from `SLOSCHED_TASK_CACHE`" in note
     assert task_cache.resumed_note(None) == ""  # figures of a run from before the tally
+
+
+def test_a_cache_filled_in_another_environment_says_what_changed(
+    cache_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A package installed between two sittings misses every entry (the key sees every distribution): the
+    run says so once, naming the difference, instead of silently starting over."""
+    here = run_environment.current()
+    earlier = {**asdict(here), "digest": "earlier", "distributions": [*here.distributions[1:], "zzz-gone==1.0"]}
+    (cache_dir / run_environment.ENVIRONMENTS).mkdir(parents=True)
+    (cache_dir / run_environment.ENVIRONMENTS / "earlier.json").write_text(json.dumps(earlier))
+    run_tasks(record_and_square, [7], "first")
+    run_tasks(record_and_square, [8], "second")
+    warning = capsys.readouterr().err
+    assert warning.count("warning: the task cache") == 1, warning
+    assert f"installed since: {here.distributions[0]}" in warning and "removed since: zzz-gone==1.0" in warning
+    assert (cache_dir / run_environment.ENVIRONMENTS / f"{here.digest}.json").exists()
+
+
+def test_the_environment_that_filled_a_cache_is_recorded_and_no_warning_follows(
+    cache_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_tasks(record_and_square, [9], "first")
+    (recorded,) = (cache_dir / run_environment.ENVIRONMENTS).glob("*.json")
+    assert json.loads(recorded.read_text())["digest"] == task_cache.code_digest()
+    assert "warning" not in capsys.readouterr().err

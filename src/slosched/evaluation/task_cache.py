@@ -10,8 +10,9 @@ The key is a digest of the task function's name, the task itself (pickled: the w
 seed, rate and search a capacity task carries) and everything else its result depends on: every file of
 the ``slosched`` package as it is now (sources and data; compiled modules give the same records as the
 sources, so they are left out), the Python version and every installed distribution's version (the
-workloads read data shipped in some). Any change to the code therefore
-misses the cache, and a hit is what running the task again would return: every task is deterministic by
+workloads read data shipped in some; ``run_environment.py``). Any change to the code or the environment
+therefore misses the cache (a run says so, and what changed, when the folder holds only another
+environment's tasks), and a hit is what running the task again would return: every task is deterministic by
 its seed. What the key cannot see: module globals patched at run time (tests do this; ``tests/conftest.py``
 unsets the variable) and environment variables read inside a task rather than when it is built (the
 benches read theirs into their plans). A task that cannot be pickled is simply run. Files are written
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import io
 import os
 import pickle
@@ -34,24 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from slosched.core.errors import ConfigError
+from slosched.evaluation import run_environment
 
 CACHE_ENV = "SLOSCHED_TASK_CACHE"
-# Build products beside the sources that say nothing the sources do not.
-_SKIPPED_SUFFIXES = (".pyc", ".so", ".pyd", ".c", ".h", ".o")
 
 
-@functools.cache
 def code_digest() -> str:
-    """Digest of every file of the installed ``slosched`` package (relative path and bytes, sorted), the
-    Python version and the installed distributions' versions: what a task's result depends on besides the
-    task."""
-    root = Path(__file__).resolve().parent.parent
-    installed = sorted(f"{dist.metadata['Name']}=={dist.version}" for dist in importlib.metadata.distributions())
-    digest = hashlib.sha256("\n".join([sys.version, *installed]).encode())
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in _SKIPPED_SUFFIXES:
-            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    """What a task's result depends on besides the task (``run_environment.current``), as one digest."""
+    return run_environment.current().digest
 
 
 class _CanonicalPickler(pickle._Pickler):
@@ -148,4 +138,18 @@ def task_cache(fn: Callable[..., Any]) -> TaskCache | None:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ConfigError(CACHE_ENV, f"cannot use {text!r} as the task cache folder: {error.strerror}") from None
+    _check_environment(root)
     return TaskCache(root, fn)
+
+
+@functools.cache
+def _check_environment(root: Path) -> None:
+    """Record this environment in ``root`` and warn, once per folder and process, when the folder holds only
+    another environment's tasks (none will be reused, ``run_environment.note``)."""
+    if changed := run_environment.note(root):
+        print(
+            f"warning: the task cache {root} was filled in another environment; none of its tasks can be reused "
+            f"({'; '.join(changed)})",
+            file=sys.stderr,
+            flush=True,
+        )
