@@ -146,7 +146,11 @@ def task_cache(fn: Callable[..., Any]) -> TaskCache | None:
 def _check_environment(root: Path) -> None:
     """Record this environment in ``root`` and warn, once per folder and process, when the folder holds only
     another environment's tasks (none will be reused, ``run_environment.note``)."""
-    if changed := run_environment.note(root):
+    try:
+        changed = run_environment.note(root)
+    except OSError:  # a folder it cannot write to: the cache's own writes will say so, naming the entry
+        return
+    if changed:
         print(
             f"warning: the task cache {root} was filled in another environment; none of its tasks can be reused "
             f"({'; '.join(changed)})",
