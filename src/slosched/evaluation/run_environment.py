@@ -2,8 +2,9 @@
 
 A cached task is reused only in the environment that ran it (``task_cache``): the ``slosched`` package's
 files, the Python version and every installed distribution's version. A long bench resumed in another
-environment therefore reruns everything, silently: installing a test-only package into the environment
-between two sittings of a bench cost a 5-hour Text-to-SQL part its resume, and nothing said why. So each
+environment therefore reruns everything, silently: a test-only package installed into the environment between
+two sittings of a bench set a Text-to-SQL part 5 hours in back to its start, and nothing said why (it was
+caught by chance, 13 minutes on). So each
 environment that writes to a folder leaves its description there (``environments/<digest>.json``), and a run
 that finds only other environments' descriptions says, once, what differs from the newest of them.
 """
