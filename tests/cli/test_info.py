@@ -39,11 +39,12 @@ def test_policies_json_lists_every_section_with_parameters(capsys: pytest.Captur
     jobs = {entry["name"]: entry for entry in payload["job_policies"]}
     assert jobs["deadline"]["params"] == []
     assert jobs["critical-path"]["aliases"] == ["slosched"]
-    factor, backlog, stages, bands, pace = jobs["critical-path"]["params"]
+    factor, backlog, stages, bands, pace, target = jobs["critical-path"]["params"]
     assert backlog["name"] == "backlog" and backlog["default"] is True
     assert stages["name"] == "backlog_stages" and stages["default"] == "arrival"
     assert bands["name"] == "tenant_bands" and bands["default"] is False
     assert pace["name"] == "pace_factor" and pace["type"] == "float | None" and pace["default"] == 0.9
+    assert target["name"] == "admission_target" and target["type"] == "float | None" and target["default"] is None
     assert factor["name"] == "triage_factor" and factor["type"] == "float" and factor["default"] == 1.0
     assert factor["doc"]
     chunked = next(e for e in payload["batchings"] if e["name"] == "chunked")

@@ -23,7 +23,9 @@ due before it, including those jobs' stages not released yet, which the policy b
 each release it keeps feasible. With ``pace_factor`` (0.9 by default, none turns it off: ``pace.py``), a
 workflow must pass a third test at its arrival, the pace test: its least time alone, at the pace its
 template's admitted stages have moved at lately, must fit its time left; the first two model the queues,
-this one measures what a chain of dependent calls takes while it shares the batches. With ``tenant_bands``
+this one measures what a chain of dependent calls takes while it shares the batches. With
+``admission_target`` (off by default) the pace factor is scaled up while too many admitted workflows are
+demoted mid-way (``admission_feedback.py``). With ``tenant_bands``
 and fair sharing's bands (handed over by the shared policy builder: ``bands.py``) the first two count
 only the work a job's band really meets, so under overload a higher band is relegated before a lower one.
 
@@ -49,6 +51,7 @@ from slosched.core.request import Request
 from slosched.core.views import InstanceView, JobView, StageDecision
 from slosched.policies.cluster.routers.prism import PrismModel
 from slosched.policies.cost import t_comp_s
+from slosched.policies.job.admission_feedback import AdmissionFeedback
 from slosched.policies.job.backlog import least_latency_s, queues_ahead
 from slosched.policies.job.bands import BandOf, job_band
 from slosched.policies.job.base import JOB_POLICIES
@@ -84,12 +87,21 @@ class CriticalPathParams:
         "with backlog: relegate a workflow at arrival when its least time alone x this x the pace its template's "
         "admitted stages move at now exceeds its time left (docs/stack.md); none: no pace test",
     )
+    admission_target: float | None = setting(
+        None,
+        "with the pace test: the share of admitted workflows that may be demoted mid-way; above it the pace "
+        "factor is scaled up (admission_feedback.py; 0.2 measured in docs/stack.md); none: a fixed factor",
+    )
 
     def __post_init__(self) -> None:
         if not self.triage_factor >= 0:
             raise ConfigError("critical-path.triage_factor", f"must be >= 0, got {self.triage_factor}")
         if self.pace_factor is not None and not self.pace_factor > 0:
             raise ConfigError("critical-path.pace_factor", f"must be > 0 or none, got {self.pace_factor}")
+        if self.admission_target is not None and not 0.0 < self.admission_target < 1.0:
+            raise ConfigError(
+                "critical-path.admission_target", f"must be in (0, 1) or none, got {self.admission_target}"
+            )
         if self.backlog_stages not in BACKLOG_STAGES:
             raise ConfigError(
                 "critical-path.backlog_stages", f"got {self.backlog_stages!r}; allowed: {list(BACKLOG_STAGES)}"
@@ -108,6 +120,7 @@ class CriticalPathBudget(StageBudget):
         tenant_bands: bool = False,
         backlog_stages: str = "arrival",
         pace_factor: float | None = 0.9,
+        admission_target: float | None = None,
     ) -> None:
         super().__init__(predictors)
         self.triage_factor = triage_factor
@@ -120,6 +133,10 @@ class CriticalPathBudget(StageBudget):
         self.band_of: BandOf | None = None
         self.pace_factor = pace_factor
         self.pace = StagePace()
+        # Only the pace test reads the feedback's scale.
+        self.feedback = (
+            AdmissionFeedback(admission_target) if admission_target is not None and pace_factor is not None else None
+        )
 
     def use_bands(self, band_of: BandOf | None) -> None:
         """Judge each job against the work its tenant's band really meets (``bands.py``); None: one band.
@@ -180,6 +197,8 @@ class CriticalPathBudget(StageBudget):
                 decision = StageDecision(budget_s=decision.budget_s, best_effort=True)
         if decision.best_effort and not self.backlog_every_stage:
             self.relegated.add(job.id, job.deadline_s, now_s)  # read only by ``_admitted_stage``
+        elif self.feedback is not None and not self.backlog_every_stage and workflow_template(job.template) is not None:
+            self.feedback.admitted(job.id, job.deadline_s, job.slo_s, now_s)
         return self._paced(job, requests, now_s, self._booked(job, decision, later, band))
 
     def _out_paced(self, job: JobView, requests: Sequence[Request], now_s: float) -> bool:
@@ -190,7 +209,8 @@ class CriticalPathBudget(StageBudget):
         pace = self.pace.pace(job.template, now_s, job.slo_s)
         if pace is None:
             return False
-        return job.deadline_s - now_s < self.pace_factor * pace * self.remaining_min_s(job, requests, 0.0)
+        factor = self.pace_factor * (self.feedback.scale(now_s, job.slo_s) if self.feedback is not None else 1.0)
+        return job.deadline_s - now_s < factor * pace * self.remaining_min_s(job, requests, 0.0)
 
     def _paced(self, job: JobView, requests: Sequence[Request], now_s: float, decision: StageDecision) -> StageDecision:
         """``decision``, with the released stage's pace to be measured at the job's next release if it counts
@@ -198,6 +218,15 @@ class CriticalPathBudget(StageBudget):
         if self.pace_factor is not None and not decision.best_effort:
             self.pace.released(job.id, job.template, now_s, self.stage_alone_s(requests), job.deadline_s)
         return decision
+
+    def _note_outcome(self, job: JobView, demoted: bool, later: Work, now_s: float) -> None:
+        """Tell the admission feedback what became of an admitted workflow at a later release: demoted, or its
+        last expected stage released in time."""
+        assert self.feedback is not None
+        if demoted:
+            self.feedback.failed(job.id, now_s)
+        elif later.prompt_tokens + later.output_tokens <= 0.0:
+            self.feedback.succeeded(job.id, now_s)
 
     def _booked(self, job: JobView, decision: StageDecision, later: Work, band: float) -> StageDecision:
         """``decision``, with the job's unreleased stages booked while it is kept and dropped once relegated."""
@@ -214,6 +243,8 @@ class CriticalPathBudget(StageBudget):
         if job.id in self.relegated:
             return StageDecision(budget_s=super().decide(job, requests, now_s).budget_s, best_effort=True)
         decision = self._triaged(job, requests, now_s, 0.0)
+        if self.feedback is not None and workflow_template(job.template) is not None:
+            self._note_outcome(job, decision.best_effort, later, now_s)
         return self._booked(job, decision, later, job_band(requests, self.band_of))
 
     @staticmethod
@@ -256,4 +287,5 @@ def build(params: CriticalPathParams, context: PolicyContext) -> CriticalPathBud
         params.tenant_bands,
         params.backlog_stages,
         params.pace_factor,
+        params.admission_target,
     )

@@ -9,7 +9,8 @@ every batch with the other admitted jobs: on Text-to-SQL at 3x the strongest bas
 57 of 152 missed. The pace is that ratio measured rather than modelled: each admitted stage's time from its
 release to its job's next release (tool time included: the deadline counts it too) over the stage's least
 time alone, the median over the most recent stages of the same template. A new workflow is relegated when
-its least time alone at that pace, times ``pace_factor``, would not fit the time it has.
+its least time alone at that pace, times ``pace_factor``, would not fit the time it has. Under overload the
+factor is scaled up while too many of the workflows it admitted are demoted mid-way (``admission_feedback.py``).
 
 0.9 by default (``pace_factor: null`` turns it off). On Text-to-SQL (5 seeds x 400 workflows) it lifted the
 goodput at 2x and 3x the strongest baseline's capacity by 1-5%, and on mixed at 3x the jobs met from 0.49 to
