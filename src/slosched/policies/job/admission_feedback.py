@@ -48,6 +48,12 @@ RECENT_OUTCOMES = 64  # the most recent outcomes the share is taken over
 MIN_OUTCOMES = 16  # fewer within the horizon: the fixed factor
 
 
+def check_target(target: float | None) -> None:
+    """``critical-path``'s ``admission_target``: a share strictly between 0 and 1, or None (no feedback)."""
+    if target is not None and not 0.0 < target < 1.0:
+        raise ConfigError("critical-path.admission_target", f"must be in (0, 1) or none, got {target}")
+
+
 @dataclass(slots=True)
 class AdmissionFeedback:
     """The admitted workflows whose outcome is still open, and the recent outcomes (time, failed). Each admitted
@@ -62,8 +68,7 @@ class AdmissionFeedback:
     _pruned_size: int = 0
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.target < 1.0:
-            raise ConfigError("critical-path.admission_target", f"must be in (0, 1) or none, got {self.target}")
+        check_target(self.target)
 
     def scale(self, now_s: float, horizon_s: float) -> float:
         """The pace factor's scale now: from the share of failures among the recent outcomes measured within

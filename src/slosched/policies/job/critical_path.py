@@ -51,7 +51,7 @@ from slosched.core.request import Request
 from slosched.core.views import InstanceView, JobView, StageDecision
 from slosched.policies.cluster.routers.prism import PrismModel
 from slosched.policies.cost import t_comp_s
-from slosched.policies.job.admission_feedback import AdmissionFeedback
+from slosched.policies.job.admission_feedback import AdmissionFeedback, check_target
 from slosched.policies.job.backlog import least_latency_s, queues_ahead
 from slosched.policies.job.bands import BandOf, job_band
 from slosched.policies.job.base import JOB_POLICIES
@@ -98,10 +98,7 @@ class CriticalPathParams:
             raise ConfigError("critical-path.triage_factor", f"must be >= 0, got {self.triage_factor}")
         if self.pace_factor is not None and not self.pace_factor > 0:
             raise ConfigError("critical-path.pace_factor", f"must be > 0 or none, got {self.pace_factor}")
-        if self.admission_target is not None and not 0.0 < self.admission_target < 1.0:
-            raise ConfigError(
-                "critical-path.admission_target", f"must be in (0, 1) or none, got {self.admission_target}"
-            )
+        check_target(self.admission_target)
         if self.backlog_stages not in BACKLOG_STAGES:
             raise ConfigError(
                 "critical-path.backlog_stages", f"got {self.backlog_stages!r}; allowed: {list(BACKLOG_STAGES)}"
