@@ -11,7 +11,15 @@ from hypothesis import strategies as st
 from slosched.core.errors import ConfigError
 from slosched.core.views import JobView
 from slosched.perf.linear import LinearStepPredictor
-from slosched.policies.job.admission_feedback import GAIN, MAX_SCALE, MIN_OUTCOMES, RECENT_OUTCOMES, AdmissionFeedback
+from slosched.policies.job.admission_feedback import (
+    GAIN,
+    MAX_SCALE,
+    MIN_OUTCOMES,
+    OVERLOAD_SHARE,
+    RECENT_ARRIVALS,
+    RECENT_OUTCOMES,
+    AdmissionFeedback,
+)
 from slosched.policies.job.critical_path import CriticalPathBudget, CriticalPathParams
 from tests.conftest import make_instance
 from tests.policies.job.test_backlog import FakeView, call
@@ -34,6 +42,17 @@ def outcomes(feedback: AdmissionFeedback, failure_share: float, count: int, at_s
             feedback.succeeded(f"j{index}", at_s)
 
 
+def arrivals(
+    feedback: AdmissionFeedback, relegated_share: float, count: int = RECENT_ARRIVALS, at_s: float = 0.0
+) -> None:
+    """``count`` new workflows arriving at ``at_s``, ``relegated_share`` of them relegated by the fixed tests."""
+    owed = 0.0
+    for _ in range(count):
+        owed += relegated_share
+        feedback.arrived(at_s, owed >= 1.0 - 1e-9)
+        owed -= 1.0 if owed >= 1.0 - 1e-9 else 0.0
+
+
 @given(
     target=st.floats(min_value=0.05, max_value=0.5),
     share=st.floats(min_value=0.0, max_value=1.0),
@@ -43,6 +62,7 @@ def test_the_scale_is_one_up_to_the_target_and_grows_with_the_recent_share_above
     target: float, share: float, count: int
 ) -> None:
     feedback = AdmissionFeedback(target)
+    arrivals(feedback, 1.0)
     outcomes(feedback, share, count)
     scale = feedback.scale(0.0, horizon_s=100.0)
     assert 1.0 <= scale <= MAX_SCALE
@@ -54,14 +74,32 @@ def test_the_scale_is_one_up_to_the_target_and_grows_with_the_recent_share_above
     excess = failed / recent - target
     assert scale == (pytest.approx(min(math.exp(GAIN * excess), MAX_SCALE)) if excess > 0 else 1.0)
     more = AdmissionFeedback(target)
+    arrivals(more, 1.0)
     outcomes(more, min(share + 0.2, 1.0), count)
     assert more.scale(0.0, horizon_s=100.0) >= scale  # more failures never loosen it
+
+
+@given(relegated_share=st.floats(min_value=0.0, max_value=1.0), count=st.integers(min_value=0, max_value=150))
+def test_failures_scale_the_factor_only_while_the_fixed_tests_relegate_a_share_of_the_arrivals(
+    relegated_share: float, count: int
+) -> None:
+    """Near capacity the fixed tests relegate almost nothing, and the failure share over a few dozen outcomes is
+    too noisy to act on alone: the scale stays 1 there, whatever the failures."""
+    feedback = AdmissionFeedback(0.2)
+    outcomes(feedback, 1.0, RECENT_OUTCOMES)
+    arrivals(feedback, relegated_share, count)
+    recent = list(feedback._arrivals)
+    overloaded = len(recent) >= MIN_OUTCOMES and sum(r for _, r in recent) >= OVERLOAD_SHARE * len(recent)
+    assert feedback.overloaded(0.0, horizon_s=100.0) is overloaded
+    assert feedback.scale(0.0, horizon_s=100.0) == (MAX_SCALE if overloaded else 1.0)
 
 
 def test_a_burst_of_failures_stops_counting_once_it_is_older_than_the_horizon() -> None:
     feedback = AdmissionFeedback(0.2)
     outcomes(feedback, 1.0, RECENT_OUTCOMES, at_s=0.0)
+    arrivals(feedback, 1.0, at_s=0.0)
     assert feedback.scale(10.0, horizon_s=30.0) == MAX_SCALE
+    arrivals(feedback, 1.0, at_s=31.0)  # still overloaded, but the failures aged out
     assert feedback.scale(31.0, horizon_s=30.0) == 1.0  # the congestion passed: the fixed factor again
     outcomes(feedback, 0.0, RECENT_OUTCOMES, at_s=40.0)
     assert feedback.scale(41.0, horizon_s=100.0) == 1.0  # newer successes displace the burst
@@ -120,14 +158,19 @@ def test_a_workflow_demoted_mid_way_counts_one_failure_and_one_reaching_its_last
 def test_a_tightened_scale_relegates_what_the_fixed_factor_admits() -> None:
     idle = [FakeView(spec=make_instance("i"))]
     # The admitted stages took 1.5x their least time alone: at factor 1 a workflow with 3x its least time
-    # left is admitted; after a run of failures (the scale at its cap, 4: 6 > 3) it is relegated.
-    for failure_share, relegated in ((0.0, False), (1.0, True)):
-        policy, alone_s = slow_pace_policy(1.0, 1.5)
+    # left is admitted; after a run of failures (the scale at its cap, 4: 6 > 3) it is relegated, but only
+    # while the fixed tests relegate a share of the arrivals (overload).
+    for failure_share, overload_share, relegated in ((0.0, 1.0, False), (1.0, 1.0, True), (1.0, 0.0, False)):
+        policy, alone_s = slow_pace_policy(1.0, 1.5, template=CHESS)  # the feedback follows known templates
         policy.feedback = AdmissionFeedback(0.2)
         now_s = 1.5 * alone_s
         outcomes(policy.feedback, failure_share, RECENT_OUTCOMES, at_s=now_s)
-        new = workflow("new", now_s, 3.0 * alone_s)
+        arrivals(policy.feedback, overload_share, at_s=now_s)
+        new = workflow("new", now_s, 3.0 * alone_s, template=CHESS)
         assert policy.decide_with_backlog(new, rows(7), now_s, idle).best_effort is relegated  # type: ignore[arg-type]
+        # The feedback hears the fixed tests' verdict (admitted), not the scaled one: its own relegations must not
+        # hold the overload signal up.
+        assert policy.feedback._arrivals[-1] == (now_s, False)
 
 
 def test_no_feedback_by_default_without_a_target_or_without_the_pace_test() -> None:

@@ -62,9 +62,11 @@ def test_open_stages_of_jobs_past_their_deadline_are_forgotten() -> None:
     assert len(pace._open) < 100  # the ones far past their deadline went at the last pruning
 
 
-def workflow(job_id: str, arrival_s: float, slo_s: float, finished: tuple[str, ...] = ()) -> JobView:
+def workflow(
+    job_id: str, arrival_s: float, slo_s: float, finished: tuple[str, ...] = (), template: str = "t"
+) -> JobView:
     stage = "s2" if finished else "s1"
-    return JobView.at_release(job_id, "workflow", "t", arrival_s, slo_s, stage, finished)
+    return JobView.at_release(job_id, "workflow", template, arrival_s, slo_s, stage, finished)
 
 
 def rows(index: int) -> list[Request]:
@@ -72,22 +74,24 @@ def rows(index: int) -> list[Request]:
 
 
 def slow_pace_policy(
-    pace_factor: float | None, ratio: float, kept_slo: float = 0.0
+    pace_factor: float | None, ratio: float, kept_slo: float = 0.0, template: str = "t"
 ) -> tuple[CriticalPathBudget, float]:
     """A policy whose admitted workflows' first stages, all released at 0, took ``ratio`` x their least time
     alone, on an idle instance (neither the per-call nor the demand test binds); returns it and that least
     time. With ``kept_slo`` (x that time), one more workflow "kept" arrives at 0 with that SLO, its next stage
-    not released yet."""
+    not released yet; ``template``: the workflows' template."""
     policy = CriticalPathBudget([LinearStepPredictor()], backlog=True, pace_factor=pace_factor)
     idle = [FakeView(spec=make_instance("i"))]
-    alone_s = policy.remaining_min_s(workflow("x", 0.0, 1.0), rows(0))
+    alone_s = policy.remaining_min_s(workflow("x", 0.0, 1.0, template=template), rows(0))
     slo_s = 1000.0 * alone_s
     for index in range(MIN_SAMPLES):
-        assert not policy.decide_with_backlog(workflow(f"w{index}", 0.0, slo_s), rows(0), 0.0, idle).best_effort  # type: ignore[arg-type]
+        first = workflow(f"w{index}", 0.0, slo_s, template=template)
+        assert not policy.decide_with_backlog(first, rows(0), 0.0, idle).best_effort  # type: ignore[arg-type]
     if kept_slo:
-        assert not policy.decide_with_backlog(workflow("kept", 0.0, kept_slo * alone_s), rows(0), 0.0, idle).best_effort  # type: ignore[arg-type]
+        kept = workflow("kept", 0.0, kept_slo * alone_s, template=template)
+        assert not policy.decide_with_backlog(kept, rows(0), 0.0, idle).best_effort  # type: ignore[arg-type]
     for index in range(MIN_SAMPLES):
-        later = workflow(f"w{index}", 0.0, slo_s, ("s1",))
+        later = workflow(f"w{index}", 0.0, slo_s, ("s1",), template)
         assert not policy.decide_with_backlog(later, [call(1)], ratio * alone_s, idle).best_effort  # type: ignore[arg-type]
     return policy, alone_s
 

@@ -192,22 +192,37 @@ class CriticalPathBudget(StageBudget):
             needed_s = demand_s(before + released + later, views, [q.peak_tokens_per_s for q in ahead])
             if job.deadline_s - now_s < self.triage_factor * needed_s or self._out_paced(job, requests, now_s):
                 decision = StageDecision(budget_s=decision.budget_s, best_effort=True)
+        if self.feedback is not None and not self.backlog_every_stage and workflow_template(job.template) is not None:
+            decision = self._fed_back(job, requests, now_s, decision)
         if decision.best_effort and not self.backlog_every_stage:
             self.relegated.add(job.id, job.deadline_s, now_s)  # read only by ``_admitted_stage``
-        elif self.feedback is not None and not self.backlog_every_stage and workflow_template(job.template) is not None:
-            self.feedback.admitted(job.id, job.deadline_s, job.slo_s, now_s)
         return self._paced(job, requests, now_s, self._booked(job, decision, later, band))
 
-    def _out_paced(self, job: JobView, requests: Sequence[Request], now_s: float) -> bool:
+    def _out_paced(self, job: JobView, requests: Sequence[Request], now_s: float, scale: float = 1.0) -> bool:
         """The pace test (``pace.py``): a new workflow whose least time alone, at the pace its template's
-        admitted stages move at now, exceeds its time left. Never a later stage: admitted stays admitted."""
+        admitted stages move at now, times the factor (``scale`` x ``pace_factor``), exceeds its time left.
+        Never a later stage: admitted stays admitted."""
         if self.pace_factor is None or job.finished_stages:
             return False
         pace = self.pace.pace(job.template, now_s, job.slo_s)
         if pace is None:
             return False
-        factor = self.pace_factor * (self.feedback.scale(now_s, job.slo_s) if self.feedback is not None else 1.0)
-        return job.deadline_s - now_s < factor * pace * self.remaining_min_s(job, requests, 0.0)
+        return job.deadline_s - now_s < scale * self.pace_factor * pace * self.remaining_min_s(job, requests, 0.0)
+
+    def _fed_back(
+        self, job: JobView, requests: Sequence[Request], now_s: float, decision: StageDecision
+    ) -> StageDecision:
+        """A new workflow's ``decision`` by the fixed tests, told to the admission feedback and, while the
+        feedback scales the pace factor up, tightened by the pace test at the scaled factor; admitted ones are
+        followed to their outcome."""
+        assert self.feedback is not None
+        self.feedback.arrived(now_s, decision.best_effort)
+        if not decision.best_effort:
+            scale = self.feedback.scale(now_s, job.slo_s)
+            if scale > 1.0 and self._out_paced(job, requests, now_s, scale):
+                return StageDecision(budget_s=decision.budget_s, best_effort=True)
+            self.feedback.admitted(job.id, job.deadline_s, job.slo_s, now_s)
+        return decision
 
     def _paced(self, job: JobView, requests: Sequence[Request], now_s: float, decision: StageDecision) -> StageDecision:
         """``decision``, with the released stage's pace to be measured at the job's next release if it counts

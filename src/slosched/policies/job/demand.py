@@ -35,6 +35,7 @@ from slosched.core.request import Request
 from slosched.core.views import InstanceView
 from slosched.policies.cluster.routers.deadline_completion import DECODE_REF_CONTEXT
 from slosched.policies.job.bands import BandOf, served_before
+from slosched.policies.job.expiring import ExpiringEntries
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,24 +121,19 @@ class CommittedWork:
 class RelegatedJobs:
     """Jobs relegated when judged through the backlog, by deadline: their later stages stay relegated (an
     admission decided once per job, not re-opened by a quieter moment). A job is forgotten once its
-    deadline passed, when the time test alone finds it hopeless anyway; the forgetting runs when the set
-    has doubled since the last, so it costs O(1) per relegation."""
+    deadline passed, when the time test alone finds it hopeless anyway (``expiring.py``)."""
 
     def __init__(self) -> None:
-        self._deadlines: dict[str, float] = {}
-        self._pruned_size = 0
+        self._jobs: ExpiringEntries[None] = ExpiringEntries()
 
     def __len__(self) -> int:
-        return len(self._deadlines)
+        return len(self._jobs)
 
     def __contains__(self, job_id: object) -> bool:
-        return job_id in self._deadlines
+        return job_id in self._jobs
 
     def add(self, job_id: str, deadline_s: float, now_s: float) -> None:
-        self._deadlines[job_id] = deadline_s
-        if len(self._deadlines) > 2 * self._pruned_size + 64:
-            self._deadlines = {name: due for name, due in self._deadlines.items() if due >= now_s}
-            self._pruned_size = len(self._deadlines)
+        self._jobs.put(job_id, None, deadline_s, now_s)
 
 
 def decode_tokens_per_s(view: InstanceView) -> float:

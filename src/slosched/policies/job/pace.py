@@ -39,6 +39,8 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
+from slosched.policies.job.expiring import ExpiringEntries
+
 MIN_SAMPLES = 16  # fewer stages measured within the horizon: no pace (the test admits)
 RECENT_SAMPLES = 64  # per template: the most recent stages the median is taken over
 
@@ -48,26 +50,23 @@ class _OpenStage:
     template: str
     released_s: float
     alone_s: float
-    deadline_s: float
 
 
 @dataclass(slots=True)
 class StagePace:
     """Admitted stages open since their release, and per template the recent (time measured, ratio) samples."""
 
-    _open: dict[str, _OpenStage] = field(default_factory=dict)
+    _open: ExpiringEntries[_OpenStage] = field(default_factory=ExpiringEntries)  # until the job's deadline
     _samples: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
-    _pruned_size: int = 0
 
     def released(self, job_id: str, template: str, now_s: float, alone_s: float, deadline_s: float) -> None:
         """An admitted job's stage was released at ``now_s``; ``alone_s``: its least time alone."""
-        if alone_s > 0:
-            self._open[job_id] = _OpenStage(template, now_s, alone_s, deadline_s)
-            self._prune(now_s)
+        if alone_s > 0:  # a job that finished leaves its last stage open: forgotten past its deadline
+            self._open.put(job_id, _OpenStage(template, now_s, alone_s), deadline_s, now_s)
 
     def next_released(self, job_id: str, now_s: float) -> None:
         """``job_id``'s next stage is released: its open stage, if any, becomes a sample."""
-        stage = self._open.pop(job_id, None)
+        stage = self._open.pop(job_id)
         if stage is None:
             return
         samples = self._samples.setdefault(stage.template, deque(maxlen=RECENT_SAMPLES))
@@ -80,10 +79,3 @@ class StagePace:
         if len(recent) < MIN_SAMPLES:
             return None
         return statistics.median(recent)
-
-    def _prune(self, now_s: float) -> None:
-        """Forget open stages of jobs past their deadline (a job that finished leaves its last stage open),
-        when the set has doubled since the last pruning: O(1) per release."""
-        if len(self._open) > 2 * self._pruned_size + 64:
-            self._open = {job: stage for job, stage in self._open.items() if stage.deadline_s >= now_s}
-            self._pruned_size = len(self._open)
