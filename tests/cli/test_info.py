@@ -44,7 +44,7 @@ def test_policies_json_lists_every_section_with_parameters(capsys: pytest.Captur
     assert stages["name"] == "backlog_stages" and stages["default"] == "arrival"
     assert bands["name"] == "tenant_bands" and bands["default"] is False
     assert pace["name"] == "pace_factor" and pace["type"] == "float | None" and pace["default"] == 0.9
-    assert target["name"] == "admission_target" and target["type"] == "float | None" and target["default"] is None
+    assert target["name"] == "admission_target" and target["type"] == "float | None" and target["default"] == 0.2
     assert factor["name"] == "triage_factor" and factor["type"] == "float" and factor["default"] == 1.0
     assert factor["doc"]
     chunked = next(e for e in payload["batchings"] if e["name"] == "chunked")

@@ -173,7 +173,9 @@ def test_a_tightened_scale_relegates_what_the_fixed_factor_admits() -> None:
         assert policy.feedback._arrivals[-1] == (now_s, False)
 
 
-def test_no_feedback_by_default_without_a_target_or_without_the_pace_test() -> None:
-    assert CriticalPathParams().admission_target is None  # opt-in: docs/stack.md says what it costs and gives
-    assert CriticalPathBudget([LinearStepPredictor()]).feedback is None
+def test_feedback_by_default_and_none_turns_it_off() -> None:
+    assert CriticalPathParams().admission_target == 0.2  # docs/stack.md: what it costs and gives
+    default = CriticalPathBudget([LinearStepPredictor()]).feedback
+    assert default is not None and default.target == 0.2
+    assert CriticalPathBudget([LinearStepPredictor()], admission_target=None).feedback is None
     assert CriticalPathBudget([LinearStepPredictor()], pace_factor=None, admission_target=0.2).feedback is None

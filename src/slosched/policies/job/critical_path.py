@@ -24,8 +24,8 @@ each release it keeps feasible. With ``pace_factor`` (0.9 by default, none turns
 workflow must pass a third test at its arrival, the pace test: its least time alone, at the pace its
 template's admitted stages have moved at lately, must fit its time left; the first two model the queues,
 this one measures what a chain of dependent calls takes while it shares the batches. With
-``admission_target`` (off by default) the pace factor is scaled up while too many admitted workflows are
-demoted mid-way (``admission_feedback.py``). With ``tenant_bands``
+``admission_target`` (0.2 by default, none turns it off) the pace factor is scaled up under overload while
+too many admitted workflows are demoted mid-way (``admission_feedback.py``). With ``tenant_bands``
 and fair sharing's bands (handed over by the shared policy builder: ``bands.py``) the first two count
 only the work a job's band really meets, so under overload a higher band is relegated before a lower one.
 
@@ -88,9 +88,9 @@ class CriticalPathParams:
         "admitted stages move at now exceeds its time left (docs/stack.md); none: no pace test",
     )
     admission_target: float | None = setting(
-        None,
-        "with the pace test: the share of admitted workflows that may be demoted mid-way; above it the pace "
-        "factor is scaled up (admission_feedback.py; 0.2 measured in docs/stack.md); none: a fixed factor",
+        0.2,
+        "with the pace test, under overload: the share of admitted workflows that may be demoted mid-way; above "
+        "it the pace factor is scaled up (admission_feedback.py, docs/stack.md); none: a fixed factor",
     )
 
     def __post_init__(self) -> None:
@@ -117,7 +117,7 @@ class CriticalPathBudget(StageBudget):
         tenant_bands: bool = False,
         backlog_stages: str = "arrival",
         pace_factor: float | None = 0.9,
-        admission_target: float | None = None,
+        admission_target: float | None = 0.2,
     ) -> None:
         super().__init__(predictors)
         self.triage_factor = triage_factor
