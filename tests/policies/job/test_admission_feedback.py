@@ -14,6 +14,7 @@ from slosched.perf.linear import LinearStepPredictor
 from slosched.policies.job.admission_feedback import (
     GAIN,
     MAX_SCALE,
+    MIN_ARRIVALS,
     MIN_OUTCOMES,
     OVERLOAD_SHARE,
     RECENT_ARRIVALS,
@@ -89,7 +90,7 @@ def test_failures_scale_the_factor_only_while_the_fixed_tests_relegate_a_share_o
     outcomes(feedback, 1.0, RECENT_OUTCOMES)
     arrivals(feedback, relegated_share, count)
     recent = list(feedback._arrivals)
-    overloaded = len(recent) >= MIN_OUTCOMES and sum(r for _, r in recent) >= OVERLOAD_SHARE * len(recent)
+    overloaded = len(recent) >= MIN_ARRIVALS and sum(r for _, r in recent) >= OVERLOAD_SHARE * len(recent)
     assert feedback.overloaded(0.0, horizon_s=100.0) is overloaded
     assert feedback.scale(0.0, horizon_s=100.0) == (MAX_SCALE if overloaded else 1.0)
 

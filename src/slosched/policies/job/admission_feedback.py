@@ -61,6 +61,7 @@ RECENT_OUTCOMES = 64  # the most recent outcomes the share is taken over
 MIN_OUTCOMES = 16  # fewer within the horizon: the fixed factor
 OVERLOAD_SHARE = 0.1  # of recent arrivals relegated by the fixed tests: below it, no scaling (module doc)
 RECENT_ARRIVALS = 64  # the most recent workflow arrivals that share is taken over
+MIN_ARRIVALS = 16  # fewer within the horizon: not overloaded
 
 
 def check_target(target: float | None) -> None:
@@ -103,9 +104,9 @@ class AdmissionFeedback:
 
     def overloaded(self, now_s: float, horizon_s: float) -> bool:
         """At least ``OVERLOAD_SHARE`` of the recent arrivals within ``horizon_s`` relegated by the fixed tests
-        (at least ``MIN_OUTCOMES`` arrivals)."""
+        (at least ``MIN_ARRIVALS`` arrivals)."""
         recent = [relegated for arrived_s, relegated in self._arrivals if now_s - arrived_s <= horizon_s]
-        return len(recent) >= MIN_OUTCOMES and sum(recent) >= OVERLOAD_SHARE * len(recent)
+        return len(recent) >= MIN_ARRIVALS and sum(recent) >= OVERLOAD_SHARE * len(recent)
 
     def admitted(self, job_id: str, deadline_s: float, slo_s: float, now_s: float) -> None:
         """``job_id`` was admitted at its arrival; its outcome is forgotten if none came by a further SLO past
