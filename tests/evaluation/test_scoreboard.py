@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import math
 from copy import deepcopy
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+import slosched.evaluation.scoreboard as scoreboard
 from slosched.core.job import JobSpec
 from slosched.evaluation import sizing
 from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.judgement import JUDGEMENT_NAME
 from slosched.evaluation.rows import keeping_rows
-from slosched.evaluation.scoreboard import Scoreboard, evaluate, unscreen
+from slosched.evaluation.scoreboard import Scoreboard, evaluate, others_overload, unscreen
 from slosched.evaluation.scoreboard_report import (
     capacity_table,
     overload_table,
@@ -216,3 +218,65 @@ def test_unscreen_searches_a_screened_out_baseline_on_every_seed(
     before = copy.baselines[copy.strongest]
     unscreen(BENCH, copy, copy.strongest)  # not screened out: nothing to do
     assert copy.baselines[copy.strongest] is before
+
+
+def _counting_overload_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Each call's labels (the strongest first), the runs made as ``overload_runs`` makes them."""
+    calls: list[list[str]] = []
+    real = scoreboard.overload_runs
+
+    def counted(workbench, board, labels, *args, **kwargs):  # type: ignore[no-untyped-def]
+        runs = real(workbench, board, labels, *args, **kwargs)
+        calls.append(list(runs))
+        return runs
+
+    monkeypatch.setattr(scoreboard, "overload_runs", counted)
+    return calls
+
+
+def test_a_remeasure_keeps_the_baselines_overload_runs_and_reruns_only_the_strongest_as_the_check(
+    board: Scoreboard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
+    monkeypatch.setattr(sizing, "WINDOW_FACTOR", FAST_WINDOW)
+    calls = _counting_overload_runs(monkeypatch)
+    loads, others = list(board.overload[board.strongest]), list(board.others)
+    copy = deepcopy(board)
+    copy.overload_baselines.setdefault("stale row", {})  # a label no longer among the baselines is dropped
+    others_overload(BENCH, copy, others, loads, workers=1, keep=True)
+    # The check (every baseline once, on the first seed at the highest load), then the strongest and the others.
+    assert len(calls) == 2 and set(calls[0]) == set(board.baselines) and calls[1] == [board.strongest, *others]
+    assert copy.overload == board.overload and copy.overload_baselines == board.overload_baselines
+    assert copy.overload_serving == board.overload_serving  # the same figures a full run gave
+
+
+def test_kept_baseline_runs_that_a_fresh_run_of_the_strongest_contradicts_are_all_run_again(
+    board: Scoreboard, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
+    monkeypatch.setattr(sizing, "WINDOW_FACTOR", FAST_WINDOW)
+    calls = _counting_overload_runs(monkeypatch)
+    loads, others = list(board.overload[board.strongest]), list(board.others)
+    copy = deepcopy(board)
+    first = loads[0]
+    attainment, goodput = copy.overload_baselines[copy.strongest][first]
+    copy.overload_baselines[copy.strongest][first] = (attainment, replace(goodput, median=goodput.median + 1.0))
+    others_overload(BENCH, copy, others, loads, workers=1, keep=True)
+    assert len(calls) == 3 and set(calls[2]) == {*others, *board.baselines}
+    assert f"kept baseline runs differ from fresh ones ({board.strongest} at {first}x)" in capsys.readouterr().err
+    assert copy.overload_baselines == board.overload_baselines  # the contradicted figures replaced
+
+    calls.clear()  # a baseline's first-seed run at the highest load contradicted: nothing else runs before all do
+    copy = deepcopy(board)
+    other = next(label for label in copy.baselines if label != copy.strongest)
+    copy.overload_baselines.pop(other, None)  # as if it ran on the first seed only: its serving figures are held
+    copy.overload_serving[other][max(loads)] = {"request_throughput": -1.0}
+    others_overload(BENCH, copy, others, loads, workers=1, keep=True)
+    assert len(calls) == 2 and set(calls[1]) == {*others, *board.baselines}
+    assert f"({other})" in capsys.readouterr().err and copy.overload_serving == board.overload_serving
+
+    calls.clear()  # a board lacking a baseline's runs at a load cannot keep them either
+    copy = deepcopy(board)
+    del copy.overload_serving[other]
+    others_overload(BENCH, copy, others, loads, workers=1, keep=True)
+    assert len(calls) == 1 and set(calls[0]) == {*others, *board.baselines}

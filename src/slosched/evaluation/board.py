@@ -9,6 +9,7 @@ over seeds, as the attainment and goodput figures are.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -113,6 +114,34 @@ class Scoreboard:
         for label, per_load in runs.items():
             serving = {load: serving_median([run.serving for run in seeds]) for load, seeds in per_load.items()}
             self.overload_serving.setdefault(label, {}).update(serving)
+
+    def baselines_run_at(self, loads: Sequence[float]) -> bool:
+        """Every baseline has its runs at every one of ``loads`` (at least on the first seed): a remeasure of the
+        other rows may keep them (``scoreboard.measure_others``)."""
+        return bool(self.baselines) and all(
+            load in self.overload_serving.get(label, {}) for label in self.baselines for load in loads
+        )
+
+    def runs_differ(self, label: str, runs: Mapping[float, Sequence[RunFigures]]) -> list[float]:
+        """The loads where ``runs`` of ``label`` (one per seed) give other spreads than the board holds for it."""
+        held = self.overload_baselines.get(label, {})
+        return [load for load, seeds in runs.items() if held.get(load) != _load_spreads(seeds)]
+
+    def kept_run_differs(self, label: str, load: float, run: RunFigures) -> bool:
+        """Whether ``run`` (``label``'s on the first seed at ``load``) contradicts the figures the board holds of
+        that run: its attainment and goodput where it ran on every seed, its serving figures where only there."""
+        spreads = self.overload_baselines.get(label, {}).get(load)
+        if spreads is not None:
+            return (spreads[0].values[:1], spreads[1].values[:1]) != ((run.attainment,), (run.goodput_jobs_per_s,))
+        held = self.overload_serving.get(label, {}).get(load, {})
+        # JSON text compares NaN (a figure no request had) as equal to itself.
+        return json.dumps(held, sort_keys=True) != json.dumps(serving_median([run.serving]), sort_keys=True)
+
+    def forget_overload(self, keep: Sequence[str] = ()) -> None:
+        """Drop the overload figures of every label but ``keep``'s (runs about to be measured again)."""
+        self.overload = {label: per for label, per in self.overload.items() if label in keep}
+        self.overload_baselines = {label: per for label, per in self.overload_baselines.items() if label in keep}
+        self.overload_serving = {label: per for label, per in self.overload_serving.items() if label in keep}
 
     def strongest_at(self, load: float) -> tuple[str, float]:
         """(label, median goodput) of the baseline with the highest median goodput at ``load`` (the

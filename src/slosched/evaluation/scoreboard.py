@@ -25,6 +25,7 @@ load) is ``board.py``'s; each finished scoreboard is a finished row of the bench
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -189,10 +190,12 @@ def measure_others(
     workers: int = 2,
     converge_labels: Sequence[str] | None = None,
     presized: bool = False,
+    keep_baseline_runs: bool = False,
 ) -> None:
     """Steps 4-6 on a board whose baselines are measured: ``others``' capacities (searched from the pilot's
     ``guess``), the convergence runs of those lacking them, and every overload run, replacing what the board
-    held of them (``evaluate``; a saved board whose own policies changed is measured again this way)."""
+    held of them (``evaluate``; a saved board whose own policies changed is measured again this way).
+    ``keep_baseline_runs``: the baselines' overload runs the board holds are kept (``others_overload``)."""
     seeds = board.seeds
     board.others = capacities(workbench, others, seeds, guess, workers, presized) if others else {}
     labels = [others[0].label] if converge_labels is None and others else list(converge_labels or ())
@@ -200,11 +203,40 @@ def measure_others(
     unconverged = [every_result[label] for label in dict.fromkeys([*labels, board.strongest])]
     convergence(workbench, [result for result in unconverged if not result.capacity_4x], seeds, workers)
     chosen = list(overload_labels) if overload_labels else [candidate.label for candidate in others]
-    runs = overload_runs(workbench, board, [*chosen, *board.baselines], seeds, loads, workers, screened=True)
-    board.overload, board.overload_baselines, board.overload_serving = {}, {}, {}
-    board.record_overload(runs, [board.strongest, *chosen])
+    others_overload(workbench, board, chosen, loads, workers, keep_baseline_runs)
     # A finished row: what an interrupted bench still shows (``evaluation/rows.py``).
     row_finished(board.workbench, board.as_json(others[0].label if others else None))
+
+
+def others_overload(
+    workbench: Workbench, board: Scoreboard, chosen: Sequence[str], loads: Sequence[float], workers: int, keep: bool
+) -> None:
+    """Step 5 for ``chosen`` (the non-baseline rows), recorded on the board. With ``keep``, the baselines' runs
+    the board holds at ``loads`` stay and only ``chosen``'s and the strongest's are made: a baseline's run
+    depends on its code, the seed and the strongest's capacity (which sizes every run), not on the other rows.
+    The check that the kept runs are still what the code gives: every baseline is run again on the first seed
+    at the highest load, and the strongest at every load; where one run differs, every baseline runs again."""
+    seeds = board.seeds
+    if keep and board.baselines_run_at(loads):
+        top = max(loads)  # the same job counts as the full set of loads (``overload_runs``)
+        check = overload_runs(workbench, board, list(board.baselines), seeds[:1], [top], workers)
+        stale = [label for label in board.baselines if board.kept_run_differs(label, top, check[label][top][0])]
+        runs = {} if stale else overload_runs(workbench, board, chosen, seeds, loads, workers)
+        strongest_runs = runs.get(board.strongest, {})
+        stale += [f"{board.strongest} at {load}x" for load in board.runs_differ(board.strongest, strongest_runs)]
+        if not stale:
+            board.forget_overload(keep=list(board.baselines))
+            board.record_overload(runs, [board.strongest, *chosen])
+            return
+        print(
+            f"warning: {workbench.name}: kept baseline runs differ from fresh ones ({', '.join(stale[:4])}"
+            f"{', ...' if len(stale) > 4 else ''}); every baseline runs again",
+            file=sys.stderr,
+            flush=True,
+        )
+    runs = overload_runs(workbench, board, [*chosen, *board.baselines], seeds, loads, workers, screened=True)
+    board.forget_overload()
+    board.record_overload(runs, [board.strongest, *chosen])
 
 
 @dataclass(slots=True)
