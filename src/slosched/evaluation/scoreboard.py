@@ -26,7 +26,7 @@ load) is ``board.py``'s; each finished scoreboard is a finished row of the bench
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from slosched.evaluation.baseline_plan import BASELINE_ROUNDS, BaselinePlan, baseline_candidates
@@ -39,6 +39,9 @@ from slosched.evaluation.steady import SteadyCapacity, SteadySearch, long_search
 from slosched.evaluation.workbench import Candidate, RunFigures, Workbench
 
 SCOREBOARD_API_READY = True
+
+Checkpoint = Callable[[Scoreboard], None]
+"""Handed the board after each step of ``evaluate`` (a long bench saves it, to resume from it)."""
 
 LOADS = (0.5, 1.0, 1.5, 2.0)
 PRESIZED_GROWTH = 1.25  # first bracket step of a presized search (the step regrown rounds take too)
@@ -127,19 +130,37 @@ def evaluate(
     workers: int = 2,
     converge_labels: Sequence[str] | None = None,
     presized: bool = False,
+    resume: Scoreboard | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> Scoreboard:
     """The whole scoreboard of one workbench. ``others``: paper policies, their ablations, oracles and the
     paper's baselines (never chosen as the strongest baseline). ``overload_labels``: which of ``others``
     get the overload figures beside the strongest baseline (default: all of them). ``converge_labels``:
     which of ``others`` get the capacity at 4x the run length beside the strongest baseline (default: the
     first of ``others``, the paper policy). ``presized`` (quick forms): every search after the pilot starts
-    at the job count the pilot's capacity needs, not at the floor (``steady.py``)."""
+    at the job count the pilot's capacity needs, not at the floor (``steady.py``). ``checkpoint`` is handed the
+    board after each step (each baseline round's searches, the others' capacities, their 4x runs), and a board
+    it was handed is a ``resume``: the measurement goes on from the step after it, to the board an
+    uninterrupted one gives (the screen's bar is the best first-seed capacity of the baselines it holds)."""
     plan = plan or BaselinePlan()
-    board = Scoreboard(workbench.name, workbench.num_jobs, tuple(seeds), workbench.truth)
+    board = resume or Scoreboard(workbench.name, workbench.num_jobs, tuple(seeds), workbench.truth)
     guess, known = pilot(workbench, plan, seeds, guess, workers, presized)
-    screen = Screen(workbench, seeds, guess, workers, presized)
-    measure_baselines(screen, board, plan, known)
-    measure_others(workbench, board, others, guess, loads, overload_labels, workers, converge_labels, presized)
+    bar = max((result.searches[0].capacity[TARGETS[0]] for result in board.baselines.values()), default=0.0)
+    screen = Screen(workbench, seeds, guess, workers, presized, bar, list(board.screened_out))
+    measure_baselines(screen, board, plan, known, checkpoint)
+    measure_others(
+        workbench,
+        board,
+        others,
+        guess,
+        loads,
+        overload_labels,
+        workers,
+        converge_labels,
+        presized,
+        checkpoint=checkpoint,
+        keep_measured=resume is not None,
+    )
     return board
 
 
@@ -148,17 +169,20 @@ def measure_baselines(
     board: Scoreboard,
     plan: BaselinePlan,
     known: Mapping[tuple[str, int], SteadyCapacity] | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> list[str]:
     """Each round of the baseline search (``baseline_plan.BASELINE_ROUNDS``) on what the board lacks, screened
     by ``screen``; then the strongest baseline. Returns the labels measured (on a board saved before a round
-    existed: that round's)."""
+    existed: that round's). ``checkpoint``: handed the board after each round's searches."""
     added: list[str] = []
     for run in BASELINE_ROUNDS:
         # Each round until it asks for nothing new: a step past a grid's edge that is the best asks for the next.
         while new := [candidate for candidate in run(board, plan) if candidate.label not in board.baselines]:
             board.baselines.update(screen.capacities(new, known))
             added += [candidate.label for candidate in new]
-    board.screened_out += [label for label in screen.screened_out if label not in board.screened_out]
+            board.screened_out += [label for label in screen.screened_out if label not in board.screened_out]
+            if checkpoint:
+                checkpoint(board)
     full = [label for label in board.baselines if label not in board.screened_out]
     board.strongest = max(full, key=lambda label: board.baselines[label].median_90)
     return added
@@ -191,17 +215,27 @@ def measure_others(
     converge_labels: Sequence[str] | None = None,
     presized: bool = False,
     keep_baseline_runs: bool = False,
+    checkpoint: Checkpoint | None = None,
+    keep_measured: bool = False,
 ) -> None:
     """Steps 4-6 on a board whose baselines are measured: ``others``' capacities (searched from the pilot's
     ``guess``), the convergence runs of those lacking them, and every overload run, replacing what the board
     held of them (``evaluate``; a saved board whose own policies changed is measured again this way).
-    ``keep_baseline_runs``: the baselines' overload runs the board holds are kept (``others_overload``)."""
+    ``keep_baseline_runs``: the baselines' overload runs the board holds are kept (``others_overload``);
+    ``keep_measured``: so are ``others``' capacities where it holds them all (a resumed ``evaluate``);
+    ``checkpoint``: handed the board after the capacities and after the 4x runs."""
     seeds = board.seeds
-    board.others = capacities(workbench, others, seeds, guess, workers, presized) if others else {}
+    if not (keep_measured and all(candidate.label in board.others for candidate in others)):
+        board.others = capacities(workbench, others, seeds, guess, workers, presized) if others else {}
+        if checkpoint:
+            checkpoint(board)
     labels = [others[0].label] if converge_labels is None and others else list(converge_labels or ())
     every_result = {**board.baselines, **board.others}
     unconverged = [every_result[label] for label in dict.fromkeys([*labels, board.strongest])]
-    convergence(workbench, [result for result in unconverged if not result.capacity_4x], seeds, workers)
+    lacking = [result for result in unconverged if not result.capacity_4x]
+    convergence(workbench, lacking, seeds, workers)
+    if checkpoint and lacking:
+        checkpoint(board)
     chosen = list(overload_labels) if overload_labels else [candidate.label for candidate in others]
     others_overload(workbench, board, chosen, loads, workers, keep_baseline_runs)
     # A finished row: what an interrupted bench still shows (``evaluation/rows.py``).

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from typing import Any
 import slosched.bench.stack.parts as parts
 import slosched.bench.stack.refresh as refresh
 import slosched.bench.stack.setup as setup
+import slosched.bench.stack.unfinished as unfinished
 from slosched.bench.stack.figures import WorkloadRun, cpu_seconds
 from slosched.bench.stack.setup import Sizes, StackWorkload
 from slosched.evaluation.baseline_plan import lacks_a_round
@@ -74,14 +75,36 @@ def capacity_target(name: str) -> float:
     return MIXED_CAPACITY_TARGET if name == setup.MIXED.name else CAPACITY_TARGET
 
 
-def score(workload: StackWorkload, quick: bool, seeds: Sequence[int], sizes: Sizes | None = None) -> WorkloadRun:
+def score(
+    workload: StackWorkload,
+    quick: bool,
+    seeds: Sequence[int],
+    sizes: Sizes | None = None,
+    resume: WorkloadRun | None = None,
+    checkpoint: Callable[[WorkloadRun], None] | None = None,
+) -> WorkloadRun:
+    """The workload's scoreboard, measured (from ``resume``'s board, an unfinished part, where given; its time
+    counts); ``checkpoint``: handed the run so far after each step (``unfinished.py``)."""
     start, cpu_start = time.perf_counter(), cpu_seconds()
     chosen = sizes or (workload.quick if quick else workload.full)
-    bench = workload.workbench(quick, chosen)
+    spent = (resume.wall_s, resume.cpu_s) if resume else (0.0, 0.0)
+
+    def so_far(board: Scoreboard) -> WorkloadRun:
+        elapsed = (spent[0] + time.perf_counter() - start, spent[1] + cpu_seconds() - cpu_start)
+        return WorkloadRun(workload, chosen, board, *elapsed)
+
     board = evaluate(
-        bench, seeds, setup.stack_candidates(), setup.baseline_plan(quick), workload.guess, LOADS, presized=quick
+        workload.workbench(quick, chosen),
+        seeds,
+        setup.stack_candidates(),
+        setup.baseline_plan(quick),
+        workload.guess,
+        LOADS,
+        presized=quick,
+        resume=resume.board if resume else None,
+        checkpoint=(lambda board: checkpoint(so_far(board))) if checkpoint else None,
     )
-    return WorkloadRun(workload, chosen, board, time.perf_counter() - start, cpu_seconds() - cpu_start)
+    return so_far(board)
 
 
 def _per_load_goodput(board: Scoreboard, label: str) -> dict[float, float]:
@@ -240,8 +263,11 @@ def measured_or_saved(
         if stale:
             where = parts.part_path(directory, workload.name, quick)
             print(f"{workload.name}: the saved part {where} is not reused ({stale}): measured whole", flush=True)
-        measured = score(workload, quick, seeds)
+        resume = unfinished.load_unfinished(directory, workload, quick, seeds)
+        save = partial(unfinished.save_unfinished, directory, quick=quick)
+        measured = score(workload, quick, seeds, resume=resume, checkpoint=save)
         print(f"{workload.name}: saved to {parts.save_part(directory, measured, quick)}", flush=True)
+        unfinished.discard_unfinished(directory, workload.name, quick)
         return measured
     print(f"{workload.name}: loaded from {parts.part_path(directory, workload.name, quick)}", flush=True)
     baselines: list[str] = []

@@ -1,0 +1,87 @@
+"""A ``bench stack`` part measured over several sittings, on machines that need not survive between them.
+
+A whole part takes longer than a working session on two cores (mixed: about 4 h, code: about 5 h), and the
+task cache (``evaluation/task_cache.py``) that lets a stopped run resume lives on the machine's disk: a
+machine that does not come back loses it all. With ``SLOSCHED_STACK_PARTS=DIR``, the part being measured is
+saved as ``DIR/{quick|full}-NAME.unfinished.pkl`` after each step of the scoreboard (``scoreboard.evaluate``:
+each baseline round's searches, the stack's capacities, their 4x runs); a run that finds it goes on from the
+step after it, to the figures an uninterrupted run gives. The file is small (the board, no runs), so it can be
+kept with the finished parts wherever they are kept.
+
+A resumed part must come from the same code and environment: the file carries the digest the task cache keys
+on (every package file, the Python and distribution versions), and one saved under another digest is ignored
+(the run says so and measures the part whole). Resume a part from a worktree at the commit that began it.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from slosched.bench.stack.figures import WorkloadRun
+from slosched.bench.stack.parts import PARTS_ENV, why_not_reused
+from slosched.bench.stack.setup import StackWorkload
+from slosched.core.errors import ConfigError
+from slosched.evaluation import run_environment
+from slosched.evaluation.board import Scoreboard
+
+
+@dataclass(slots=True)
+class Unfinished:
+    """A part's board part-way through its measurement, the time spent on it so far, and the digest of the code
+    and environment it was measured in."""
+
+    run: WorkloadRun
+    digest: str
+
+
+def unfinished_path(directory: Path, name: str, quick: bool) -> Path:
+    return directory / f"{'quick' if quick else 'full'}-{name}.unfinished.pkl"
+
+
+def save_unfinished(directory: Path, run: WorkloadRun, *, quick: bool) -> None:
+    """Write ``run`` (its board part-way) atomically, under this code's digest."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = unfinished_path(directory, run.workload.name, quick)
+    partial = path.with_suffix(".pkl.tmp")
+    with partial.open("wb") as handle:
+        pickle.dump(Unfinished(run, run_environment.current().digest), handle, protocol=pickle.HIGHEST_PROTOCOL)
+    partial.replace(path)
+
+
+def load_unfinished(directory: Path, workload: StackWorkload, quick: bool, seeds: Sequence[int]) -> WorkloadRun | None:
+    """The unfinished part of ``workload`` to resume (same digest, mode, seeds, sizes and judgement), or None;
+    one that cannot be resumed is announced (why) and left to be overwritten."""
+    path = unfinished_path(directory, workload.name, quick)
+    if not path.exists():
+        return None
+    try:
+        with path.open("rb") as handle:
+            saved = pickle.load(handle)
+    except (OSError, pickle.UnpicklingError, AttributeError, ImportError, EOFError, TypeError) as error:
+        raise ConfigError(PARTS_ENV, f"cannot read {path} ({error}); delete it to rerun") from None
+    if not isinstance(saved, Unfinished):
+        raise ConfigError(PARTS_ENV, f"{path} holds no unfinished bench stack part; delete it")
+    why = why_not_reused(saved.run, workload, quick, seeds)
+    if why is None and saved.digest != run_environment.current().digest:
+        why = "measured by other code or in another environment (resume it from the commit that began it)"
+    if why:
+        print(f"{workload.name}: the unfinished part {path} is not resumed ({why}): measured whole", flush=True)
+        return None
+    print(f"{workload.name}: resumed from {path} ({_progress(saved.run.board)})", flush=True)
+    return replace(saved.run, workload=workload)
+
+
+def discard_unfinished(directory: Path, name: str, quick: bool) -> None:
+    unfinished_path(directory, name, quick).unlink(missing_ok=True)
+
+
+def _progress(board: Scoreboard) -> str:
+    steps = [f"{len(board.baselines)} baselines"]
+    if board.others:
+        steps.append(", ".join(board.others))
+    if set(board.converged()) - set(board.baselines):
+        steps.append("their 4x runs")
+    return ", ".join(steps) + " measured"
