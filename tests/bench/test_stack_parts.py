@@ -112,7 +112,7 @@ def test_a_stale_part_is_announced_and_a_top_up_run_refuses_it(
     with pytest.raises(ConfigError, match=r"SLOSCHED_STACK_REMEASURE.*quick-code\.pkl cannot be topped up.*judged"):
         stack.run(quick=True)  # refused before anything is measured
     monkeypatch.delenv(refresh.REMEASURE_ENV)
-    monkeypatch.setattr(stack, "score", lambda workload, quick, seeds: run)
+    monkeypatch.setattr(stack, "score", lambda workload, quick, seeds, **resumable: run)
     assert stack.measured_or_saved(run.workload, True, (1, 2)) is run  # measured whole (and saved), ...
     assert "is not reused (judged 'before judgement.py'" in capsys.readouterr().out  # ... saying why
     assert parts.stale_part(tmp_path, run.workload, True, (1, 2)) is None

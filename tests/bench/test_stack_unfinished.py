@@ -11,6 +11,7 @@ import pytest
 
 import slosched.bench.stack.runs as stack
 import slosched.bench.stack.unfinished as unfinished
+import slosched.evaluation.overload as overload
 from slosched.bench.stack.figures import WorkloadRun
 from slosched.core.errors import ConfigError
 from slosched.metrics.summary import json_safe
@@ -44,12 +45,14 @@ def test_a_part_stopped_after_a_step_resumes_there_and_gives_the_uninterrupted_f
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _tiny_quick_bench(monkeypatch, tmp_path, STAND_IN)
+    monkeypatch.setattr(overload, "CHECKPOINT_RUNS", 4)
     monkeypatch.setenv("SLOSCHED_STACK_PARTS", str(tmp_path / "whole"))
     whole = stack.run(quick=True)["workloads"]["code"]
     assert not list((tmp_path / "whole").glob("*.unfinished.pkl"))  # a finished part leaves none behind
 
-    # Steps 1-3: the baseline rounds; 4: the stack's and its oracle's capacities; 5: their 4x runs.
-    for steps in (1, 4, 5):
+    # Steps 1-3: the baseline rounds; 4: the stack's and its oracle's capacities; 5: their 4x runs; 6-15: the
+    # overload runs, 4 at a time (40 in all), so 9 stops in the middle of them.
+    for steps in (1, 4, 5, 9):
         directory = tmp_path / f"stopped-{steps}"
         monkeypatch.setenv("SLOSCHED_STACK_PARTS", str(directory))
         saved = _stopping_after(monkeypatch, steps)
@@ -58,13 +61,16 @@ def test_a_part_stopped_after_a_step_resumes_there_and_gives_the_uninterrupted_f
         assert (directory / "quick-code.unfinished.pkl").exists() and not (directory / "quick-code.pkl").exists()
         monkeypatch.undo()
         _tiny_quick_bench(monkeypatch, tmp_path, STAND_IN)
+        monkeypatch.setattr(overload, "CHECKPOINT_RUNS", 4)
         monkeypatch.setenv("SLOSCHED_STACK_PARTS", str(directory))
         capsys.readouterr()
         resumed = stack.run(quick=True)["workloads"]["code"]
         assert f"resumed from {directory / 'quick-code.unfinished.pkl'}" in capsys.readouterr().out
         assert _figures(resumed) == _figures(whole)
         assert resumed["wall_s"] >= saved[-1].wall_s  # the time before the stop counts
-        assert not (directory / "quick-code.unfinished.pkl").exists() and (directory / "quick-code.pkl").exists()
+        assert not (directory / "quick-code.unfinished.pkl").exists()
+        assert pickle.loads((directory / "quick-code.pkl").read_bytes()).board.overload_done == {}
+    assert len(saved) == 9 and len(saved[-1].board.overload_done) == 16  # the last stop: inside the overload runs
 
 
 def test_an_unfinished_part_of_other_code_or_another_mode_is_measured_whole(

@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-import slosched.evaluation.scoreboard as scoreboard
+import slosched.evaluation.overload as overload
 from slosched.core.job import JobSpec
 from slosched.evaluation import sizing
 from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.judgement import JUDGEMENT_NAME
+from slosched.evaluation.overload import others_overload
 from slosched.evaluation.rows import keeping_rows
-from slosched.evaluation.scoreboard import Scoreboard, evaluate, others_overload, unscreen
+from slosched.evaluation.scoreboard import Scoreboard, evaluate, unscreen
 from slosched.evaluation.scoreboard_report import (
     capacity_table,
     overload_table,
@@ -223,14 +224,14 @@ def test_unscreen_searches_a_screened_out_baseline_on_every_seed(
 def _counting_overload_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """Each call's labels (the strongest first), the runs made as ``overload_runs`` makes them."""
     calls: list[list[str]] = []
-    real = scoreboard.overload_runs
+    real = overload.overload_runs
 
     def counted(workbench, board, labels, *args, **kwargs):  # type: ignore[no-untyped-def]
         runs = real(workbench, board, labels, *args, **kwargs)
         calls.append(list(runs))
         return runs
 
-    monkeypatch.setattr(scoreboard, "overload_runs", counted)
+    monkeypatch.setattr(overload, "overload_runs", counted)
     return calls
 
 

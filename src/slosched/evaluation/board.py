@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +94,16 @@ class Scoreboard:
     overload_serving: dict[str, dict[float, dict[str, float]]] = field(default_factory=dict)
     # Baselines searched on the first seed only (``screening.py``): never the strongest.
     screened_out: list[str] = field(default_factory=list)
+    # The runs an unfinished overload step has made, by (label, load, seed): a bench saved part-way resumes
+    # without making them again (``overload.overload_runs``); emptied once the step is recorded.
+    overload_done: dict[tuple[str, float, int], RunFigures] = field(default_factory=dict)
+
+    def __setstate__(self, state: tuple[Any, dict[str, Any]]) -> None:
+        # Pickled as (None, {slot: value}); a board saved before ``overload_done`` existed (a saved ``bench
+        # stack`` part) lacks that slot: it had no step unfinished.
+        _, slots = state
+        for name, value in {"overload_done": {}, **slots}.items():
+            object.__setattr__(self, name, value)
 
     def record_overload(self, runs: LoadRuns, shown: Sequence[str] | None = None) -> None:
         """Add the runs at loads: (attainment, goodput) spreads of the ``shown`` labels (default: all) to
@@ -117,7 +127,7 @@ class Scoreboard:
 
     def baselines_run_at(self, loads: Sequence[float]) -> bool:
         """Every baseline has its runs at every one of ``loads`` (at least on the first seed): a remeasure of the
-        other rows may keep them (``scoreboard.measure_others``)."""
+        other rows may keep them (``overload.others_overload``)."""
         return bool(self.baselines) and all(
             load in self.overload_serving.get(label, {}) for label in self.baselines for load in loads
         )
@@ -235,3 +245,7 @@ def _load_spreads(runs: Sequence[RunFigures]) -> tuple[Spread, Spread]:
 
 def _finite_or_minus(value: float) -> float:
     return value if math.isfinite(value) else -math.inf
+
+
+Checkpoint = Callable[[Scoreboard], None]
+"""Handed the board after each step of ``scoreboard.evaluate`` (a long bench saves it, to resume from it)."""

@@ -25,23 +25,20 @@ load) is ``board.py``'s; each finished scoreboard is a finished row of the bench
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from slosched.evaluation.baseline_plan import BASELINE_ROUNDS, BaselinePlan, baseline_candidates
-from slosched.evaluation.board import TARGETS, CapacityResult, LoadRuns, Scoreboard
+from slosched.evaluation.board import TARGETS, CapacityResult, Checkpoint, Scoreboard
 from slosched.evaluation.capacity import Spread
+from slosched.evaluation.overload import others_overload
 from slosched.evaluation.rows import row_finished
 from slosched.evaluation.runners import run_tasks
 from slosched.evaluation.screening import contenders
-from slosched.evaluation.steady import SteadyCapacity, SteadySearch, long_search, steady_capacity, steady_jobs
-from slosched.evaluation.workbench import Candidate, RunFigures, Workbench
+from slosched.evaluation.steady import SteadyCapacity, SteadySearch, long_search, steady_capacity
+from slosched.evaluation.workbench import Candidate, Workbench
 
 SCOREBOARD_API_READY = True
-
-Checkpoint = Callable[[Scoreboard], None]
-"""Handed the board after each step of ``evaluate`` (a long bench saves it, to resume from it)."""
 
 LOADS = (0.5, 1.0, 1.5, 2.0)
 PRESIZED_GROWTH = 1.25  # first bracket step of a presized search (the step regrown rounds take too)
@@ -58,18 +55,6 @@ class _CapacityTask:
 def _capacity_task(task: _CapacityTask) -> SteadyCapacity:
     # The 95% search starts from the points of the 90% one: its capacity is at most the 90% capacity.
     return steady_capacity(task.workbench, task.candidate, task.seed, task.search)
-
-
-@dataclass(slots=True, frozen=True)
-class _RunTask:
-    workbench: Workbench
-    candidate: Candidate
-    rate: float
-    seed: int
-
-
-def _run_task(task: _RunTask) -> RunFigures:
-    return task.workbench.run(task.candidate, task.rate, task.seed)
 
 
 def capacities(
@@ -223,7 +208,7 @@ def measure_others(
     held of them (``evaluate``; a saved board whose own policies changed is measured again this way).
     ``keep_baseline_runs``: the baselines' overload runs the board holds are kept (``others_overload``);
     ``keep_measured``: so are ``others``' capacities where it holds them all (a resumed ``evaluate``);
-    ``checkpoint``: handed the board after the capacities and after the 4x runs."""
+    ``checkpoint``: handed the board after the capacities, after the 4x runs and during the overload runs."""
     seeds = board.seeds
     if not (keep_measured and all(candidate.label in board.others for candidate in others)):
         board.others = capacities(workbench, others, seeds, guess, workers, presized) if others else {}
@@ -237,40 +222,9 @@ def measure_others(
     if checkpoint and lacking:
         checkpoint(board)
     chosen = list(overload_labels) if overload_labels else [candidate.label for candidate in others]
-    others_overload(workbench, board, chosen, loads, workers, keep_baseline_runs)
+    others_overload(workbench, board, chosen, loads, workers, keep_baseline_runs, checkpoint)
     # A finished row: what an interrupted bench still shows (``evaluation/rows.py``).
     row_finished(board.workbench, board.as_json(others[0].label if others else None))
-
-
-def others_overload(
-    workbench: Workbench, board: Scoreboard, chosen: Sequence[str], loads: Sequence[float], workers: int, keep: bool
-) -> None:
-    """Step 5 for ``chosen`` (the non-baseline rows), recorded on the board. With ``keep``, the baselines' runs
-    the board holds at ``loads`` stay and only ``chosen``'s and the strongest's are made: a baseline's run
-    depends on its code, the seed and the strongest's capacity (which sizes every run), not on the other rows.
-    The check that the kept runs are still what the code gives: every baseline is run again on the first seed
-    at the highest load, and the strongest at every load; where one run differs, every baseline runs again."""
-    seeds = board.seeds
-    if keep and board.baselines_run_at(loads):
-        top = max(loads)  # the same job counts as the full set of loads (``overload_runs``)
-        check = overload_runs(workbench, board, list(board.baselines), seeds[:1], [top], workers)
-        stale = [label for label in board.baselines if board.kept_run_differs(label, top, check[label][top][0])]
-        runs = {} if stale else overload_runs(workbench, board, chosen, seeds, loads, workers)
-        strongest_runs = runs.get(board.strongest, {})
-        stale += [f"{board.strongest} at {load}x" for load in board.runs_differ(board.strongest, strongest_runs)]
-        if not stale:
-            board.forget_overload(keep=list(board.baselines))
-            board.record_overload(runs, [board.strongest, *chosen])
-            return
-        print(
-            f"warning: {workbench.name}: kept baseline runs differ from fresh ones ({', '.join(stale[:4])}"
-            f"{', ...' if len(stale) > 4 else ''}); every baseline runs again",
-            file=sys.stderr,
-            flush=True,
-        )
-    runs = overload_runs(workbench, board, [*chosen, *board.baselines], seeds, loads, workers, screened=True)
-    board.forget_overload()
-    board.record_overload(runs, [board.strongest, *chosen])
 
 
 @dataclass(slots=True)
@@ -314,50 +268,6 @@ def unscreen(workbench: Workbench, board: Scoreboard, label: str, workers: int =
     guess = max(result.median_90, 1e-3)
     board.baselines.update(capacities(workbench, [result.candidate], board.seeds, guess, workers, False, known))
     board.screened_out.remove(label)
-
-
-def overload_runs(
-    workbench: Workbench,
-    board: Scoreboard,
-    labels: Sequence[str],
-    seeds: Sequence[int],
-    loads: Sequence[float],
-    workers: int = 2,
-    screened: bool = False,
-) -> LoadRuns:
-    """The runs of the strongest baseline and ``labels`` at ``loads`` x the strongest baseline's capacity, one
-    per seed (``Scoreboard.record_overload`` turns them into the overload figures); none when that
-    capacity is 0. ``screened``: the baselines other than the strongest run on the first seed, and go on to
-    the others only where their goodput at some load could make them the strongest at that load
-    (``screening.py``); the rest keep one run per load."""
-    every = {**board.baselines, **board.others}
-    chosen = [board.strongest, *dict.fromkeys(label for label in labels if label != board.strongest)]
-    base_rate = board.capacity_of(board.strongest)
-    if not base_rate > 0:
-        return {}
-    # Each seed's runs at every load replay one job count: what the highest load needs (common random numbers).
-    sized = {seed: workbench.sized(steady_jobs(workbench, seed, max(loads) * base_rate)) for seed in seeds}
-
-    def run(keys: Sequence[tuple[str, float, int]]) -> dict[tuple[str, float, int], RunFigures]:
-        tasks = [_RunTask(sized[seed], every[label].candidate, load * base_rate, seed) for label, load, seed in keys]
-        return dict(zip(keys, run_tasks(_run_task, tasks, f"{workbench.name}: overload runs", workers), strict=True))
-
-    screened = screened and len(seeds) > 1
-    screen = [label for label in chosen if screened and label in board.baselines and label != board.strongest]
-    every_seed = [label for label in chosen if label not in screen]
-    done = run([(label, load, seed) for label in every_seed for load in loads for seed in seeds])
-    done.update(run([(label, load, seeds[0]) for label in screen for load in loads]))
-    promoted: set[str] = set()
-    for load in loads:  # a contender at any load runs on every seed at every load
-        goodput = {label: done[(label, load, seeds[0])].goodput_jobs_per_s for label in screen}
-        promoted.update(contenders(goodput, done[(board.strongest, load, seeds[0])].goodput_jobs_per_s))
-    done.update(
-        run([(label, load, seed) for label in screen if label in promoted for load in loads for seed in seeds[1:]])
-    )
-    return {
-        label: {load: [done[(label, load, seed)] for seed in seeds if (label, load, seed) in done] for load in loads}
-        for label in chosen
-    }
 
 
 def cold_start(workbench: Workbench, candidates: Sequence[Candidate], seeds: Sequence[int], guess: float) -> Scoreboard:

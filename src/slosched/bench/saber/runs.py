@@ -34,8 +34,9 @@ from slosched.bench.saber.figures import MixResult
 from slosched.core.errors import ConfigError
 from slosched.evaluation.board import serving_median
 from slosched.evaluation.formatting import print_figures
+from slosched.evaluation.overload import overload_runs
 from slosched.evaluation.runners import run_tasks
-from slosched.evaluation.scoreboard import Scoreboard, evaluate, overload_runs, unscreen
+from slosched.evaluation.scoreboard import Scoreboard, evaluate, unscreen
 from slosched.evaluation.scoreboard_report import print_serving
 from slosched.evaluation.sizing import work_rule_name, work_tolerance
 from slosched.evaluation.workbench import Candidate, Workbench

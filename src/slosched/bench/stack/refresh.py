@@ -12,7 +12,7 @@ A part holds hours of searches, most of them the baselines'. Three changes leave
   their 4x runs and their overload runs. A baseline's overload run depends on its code, the seed and the
   strongest baseline's capacity (which sizes every load's runs), none of which changed; as the check, every
   baseline runs again on the first seed at the highest load and the strongest at every load, and where one
-  run differs from the kept ones every baseline runs again (``scoreboard.others_overload``). The figures are
+  run differs from the kept ones every baseline runs again (``overload.others_overload``). The figures are
   the ones a full run of the part would give (``scoreboard.measure_others``, the same steps). Keeping the
   baselines' runs saves most of the time: they took 2 h 20 min of the Text-to-SQL part's 4 h re-measure on two
   workers (2026-12-07), the stack's side 97 min.
@@ -43,7 +43,8 @@ from slosched.bench.stack.setup import StackWorkload
 from slosched.core.errors import ConfigError
 from slosched.evaluation.baseline_plan import lacks_a_round
 from slosched.evaluation.board import TARGETS
-from slosched.evaluation.scoreboard import Screen, convergence, measure_baselines, measure_others, overload_runs, pilot
+from slosched.evaluation.overload import overload_runs
+from slosched.evaluation.scoreboard import Screen, convergence, measure_baselines, measure_others, pilot
 
 REMEASURE_ENV = "SLOSCHED_STACK_REMEASURE"
 REMEASURE_CHOICES = ("stack", "baselines")

@@ -4,9 +4,9 @@ A whole part takes longer than a working session on two cores (mixed: about 4 h,
 task cache (``evaluation/task_cache.py``) that lets a stopped run resume lives on the machine's disk: a
 machine that does not come back loses it all. With ``SLOSCHED_STACK_PARTS=DIR``, the part being measured is
 saved as ``DIR/{quick|full}-NAME.unfinished.pkl`` after each step of the scoreboard (``scoreboard.evaluate``:
-each baseline round's searches, the stack's capacities, their 4x runs); a run that finds it goes on from the
-step after it, to the figures an uninterrupted run gives. The file is small (the board, no runs), so it can be
-kept with the finished parts wherever they are kept.
+each baseline round's searches, the stack's capacities, their 4x runs, and each batch of overload runs); a run
+that finds it goes on from the step after it, to the figures an uninterrupted run gives. The file is small (the
+board and the overload runs' figures, not their records), so it can be kept with the finished parts.
 
 A resumed part must come from the same code and environment: the file carries the digest the task cache keys
 on (every package file, the Python and distribution versions), and one saved under another digest is ignored
@@ -84,4 +84,6 @@ def _progress(board: Scoreboard) -> str:
         steps.append(", ".join(board.others))
     if set(board.converged()) - set(board.baselines):
         steps.append("their 4x runs")
+    if board.overload_done:
+        steps.append(f"{len(board.overload_done)} overload runs")
     return ", ".join(steps) + " measured"
