@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -84,10 +85,14 @@ def test_an_unfinished_part_of_other_code_or_another_mode_is_measured_whole(
         stack.run(quick=True)
     path = directory / "quick-code.unfinished.pkl"
     held = pickle.loads(path.read_bytes())
-    path.write_bytes(pickle.dumps(unfinished.Unfinished(held.run, "another digest")))
+    here = held.environment
+    elsewhere = replace(here, digest="another", distributions=(*here.distributions, "numpy-ng==0.1"), files="x")
+    path.write_bytes(pickle.dumps(unfinished.Unfinished(held.run, elsewhere)))
     workload = held.run.workload
     assert unfinished.load_unfinished(directory, workload, True, held.run.board.seeds) is None
-    assert "not resumed (measured by other code or in another environment" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "not resumed (measured in another environment: distributions removed since: numpy-ng==0.1" in said
+    assert "the slosched package's files differ; resume it from the commit that began it" in said
     assert unfinished.load_unfinished(directory, workload, True, (7, 8)) is None  # other seeds
     assert "not resumed (measured on seeds" in capsys.readouterr().out
 

@@ -8,9 +8,10 @@ each baseline round's searches, the stack's capacities, their 4x runs, and each 
 that finds it goes on from the step after it, to the figures an uninterrupted run gives. The file is small (the
 board and the overload runs' figures, not their records), so it can be kept with the finished parts.
 
-A resumed part must come from the same code and environment: the file carries the digest the task cache keys
-on (every package file, the Python and distribution versions), and one saved under another digest is ignored
-(the run says so and measures the part whole). Resume a part from a worktree at the commit that began it.
+A resumed part must come from the same code and environment: the file carries the environment the task cache
+keys on (every package file, the Python and distribution versions), and one saved in another is ignored, the
+run saying what differs (a distribution's version, the package's files) and measuring the part whole. Resume a
+part from a worktree at the commit that began it, with the distributions it names.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ from slosched.evaluation.board import Scoreboard
 
 @dataclass(slots=True)
 class Unfinished:
-    """A part's board part-way through its measurement, the time spent on it so far, and the digest of the code
-    and environment it was measured in."""
+    """A part's board part-way through its measurement, the time spent on it so far, and the code and
+    environment it was measured in."""
 
     run: WorkloadRun
-    digest: str
+    environment: run_environment.Environment
 
 
 def unfinished_path(directory: Path, name: str, quick: bool) -> Path:
@@ -42,12 +43,12 @@ def unfinished_path(directory: Path, name: str, quick: bool) -> Path:
 
 
 def save_unfinished(directory: Path, run: WorkloadRun, *, quick: bool) -> None:
-    """Write ``run`` (its board part-way) atomically, under this code's digest."""
+    """Write ``run`` (its board part-way) atomically, with this code's environment."""
     directory.mkdir(parents=True, exist_ok=True)
     path = unfinished_path(directory, run.workload.name, quick)
     partial = path.with_suffix(".pkl.tmp")
     with partial.open("wb") as handle:
-        pickle.dump(Unfinished(run, run_environment.current().digest), handle, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(Unfinished(run, run_environment.current()), handle, protocol=pickle.HIGHEST_PROTOCOL)
     partial.replace(path)
 
 
@@ -65,8 +66,10 @@ def load_unfinished(directory: Path, workload: StackWorkload, quick: bool, seeds
     if not isinstance(saved, Unfinished):
         raise ConfigError(PARTS_ENV, f"{path} holds no unfinished bench stack part; delete it")
     why = why_not_reused(saved.run, workload, quick, seeds)
-    if why is None and saved.digest != run_environment.current().digest:
-        why = "measured by other code or in another environment (resume it from the commit that began it)"
+    here = run_environment.current()
+    if why is None and saved.environment.digest != here.digest:
+        changes = "; ".join(run_environment.differences(saved.environment, here)) or "another environment"
+        why = f"measured in another environment: {changes}; resume it from the commit that began it"
     if why:
         print(f"{workload.name}: the unfinished part {path} is not resumed ({why}): measured whole", flush=True)
         return None
