@@ -96,14 +96,14 @@ def overload_runs(
     def run(keys: Sequence[tuple[str, float, int]]) -> dict[tuple[str, float, int], RunFigures]:
         if checkpoint is None:
             return _overload_batch(workbench, keys, every, sized, base_rate, workers)
-        done = board.overload_done
-        missing = [key for key in keys if key not in done]
+        made = board.overload_done  # this step's runs so far, kept on the board that the checkpoint saves
+        missing = [key for key in keys if key not in made]
         for start in range(0, len(missing), CHECKPOINT_RUNS):
-            done.update(
+            made.update(
                 _overload_batch(workbench, missing[start : start + CHECKPOINT_RUNS], every, sized, base_rate, workers)
             )
             checkpoint(board)
-        return {key: done[key] for key in keys}
+        return {key: made[key] for key in keys}
 
     screened = screened and len(seeds) > 1
     screen = [label for label in chosen if screened and label in board.baselines and label != board.strongest]

@@ -53,8 +53,8 @@ def save_unfinished(directory: Path, run: WorkloadRun, *, quick: bool) -> None:
 
 
 def load_unfinished(directory: Path, workload: StackWorkload, quick: bool, seeds: Sequence[int]) -> WorkloadRun | None:
-    """The unfinished part of ``workload`` to resume (same digest, mode, seeds, sizes and judgement), or None;
-    one that cannot be resumed is announced (why) and left to be overwritten."""
+    """The unfinished part of ``workload`` to resume (same code and environment, mode, seeds, sizes and
+    judgement), or None; one that cannot be resumed is announced (why) and left to be overwritten."""
     path = unfinished_path(directory, workload.name, quick)
     if not path.exists():
         return None
