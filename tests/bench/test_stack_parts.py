@@ -120,9 +120,10 @@ def test_a_stale_part_is_announced_and_a_top_up_run_refuses_it(
 
 def test_an_unreadable_part_fails_naming_the_file(tmp_path: Path) -> None:
     run = _empty_run()
-    parts.part_path(tmp_path, "code", quick=True).write_bytes(b"not a pickle")
-    with pytest.raises(ConfigError, match=r"SLOSCHED_STACK_PARTS.*quick-code\.pkl.*delete it to rerun"):
-        parts.load_part(tmp_path, run.workload, quick=True, seeds=(1, 2))
+    for damaged in (b"not a pickle", b"garbage\n"):  # the second fails unpickling with a ValueError
+        parts.part_path(tmp_path, "code", quick=True).write_bytes(damaged)
+        with pytest.raises(ConfigError, match=r"SLOSCHED_STACK_PARTS.*quick-code\.pkl.*delete it to rerun"):
+            parts.load_part(tmp_path, run.workload, quick=True, seeds=(1, 2))
 
 
 def test_a_run_assembled_from_parts_gives_the_figures_of_the_one_run(

@@ -203,12 +203,17 @@ def test_the_serving_table_shows_each_policy_at_each_load(board: Scoreboard) -> 
     assert f"{strongest['p99_ttft_ms']:.1f}" in text and f"{strongest['output_throughput']:.1f}" in text
 
 
+def _in_process_fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs in this process (so they see the patched window), on the fixture's short window."""
+    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
+    monkeypatch.setattr(sizing, "WINDOW_FACTOR", FAST_WINDOW)
+
+
 def test_unscreen_searches_a_screened_out_baseline_on_every_seed(
     board: Scoreboard, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A bench that reports a screened-out baseline (SABER's paper baseline) completes its seeds first."""
-    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
-    monkeypatch.setattr(sizing, "WINDOW_FACTOR", FAST_WINDOW)
+    _in_process_fast(monkeypatch)
     copy = deepcopy(board)
     label = copy.screened_out[0]
     first = copy.baselines[label].searches[0]
@@ -238,8 +243,7 @@ def _counting_overload_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 def test_a_remeasure_keeps_the_baselines_overload_runs_and_reruns_only_the_strongest_as_the_check(
     board: Scoreboard, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
-    monkeypatch.setattr(sizing, "WINDOW_FACTOR", FAST_WINDOW)
+    _in_process_fast(monkeypatch)
     calls = _counting_overload_runs(monkeypatch)
     loads, others = list(board.overload[board.strongest]), list(board.others)
     copy = deepcopy(board)
@@ -254,8 +258,7 @@ def test_a_remeasure_keeps_the_baselines_overload_runs_and_reruns_only_the_stron
 def test_kept_baseline_runs_that_a_fresh_run_of_the_strongest_contradicts_are_all_run_again(
     board: Scoreboard, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("SLOSCHED_BENCH_WORKERS", "1")
-    monkeypatch.setattr(sizing, "WINDOW_FACTOR", FAST_WINDOW)
+    _in_process_fast(monkeypatch)
     calls = _counting_overload_runs(monkeypatch)
     loads, others = list(board.overload[board.strongest]), list(board.others)
     copy = deepcopy(board)

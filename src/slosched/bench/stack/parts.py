@@ -23,6 +23,7 @@ import pickle
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 from slosched.bench.stack.figures import WorkloadRun
 from slosched.bench.stack.setup import StackWorkload
@@ -31,6 +32,7 @@ from slosched.evaluation.judgement import JUDGEMENT_NAME
 
 WORKLOADS_ENV = "SLOSCHED_STACK_WORKLOADS"
 PARTS_ENV = "SLOSCHED_STACK_PARTS"
+Saved = TypeVar("Saved")
 
 
 def chosen_workloads(every: Sequence[StackWorkload]) -> tuple[StackWorkload, ...]:
@@ -89,24 +91,46 @@ def why_not_reused(saved: WorkloadRun, workload: StackWorkload, quick: bool, see
 
 def _read(path: Path) -> WorkloadRun | None:
     """The part saved at ``path`` (None when there is none); a file that does not load fails naming it."""
+    return read_saved(path, WorkloadRun, "bench stack part")
+
+
+def read_saved(path: Path, kind: type[Saved], what: str) -> Saved | None:
+    """The ``kind`` pickled at ``path`` (None when there is no file); one that does not load, or holds something
+    else, fails naming the file (``what`` says what it should hold)."""
     if not path.exists():
         return None
     try:
         with path.open("rb") as handle:
             saved = pickle.load(handle)
-    except (OSError, pickle.UnpicklingError, AttributeError, ImportError, EOFError, TypeError) as error:
-        raise ConfigError(PARTS_ENV, f"cannot read the saved part {path} ({error}); delete it to rerun") from None
-    if not isinstance(saved, WorkloadRun):
-        raise ConfigError(PARTS_ENV, f"{path} holds no bench stack part; delete it to rerun")
+    # Unpickling damaged bytes can raise almost anything (a bad opcode argument is a ValueError or KeyError).
+    except (
+        OSError,
+        pickle.UnpicklingError,
+        ValueError,
+        KeyError,
+        IndexError,
+        AttributeError,
+        ImportError,
+        EOFError,
+        TypeError,
+    ) as error:
+        raise ConfigError(PARTS_ENV, f"cannot read the saved {what} {path} ({error}); delete it to rerun") from None
+    if not isinstance(saved, kind):
+        raise ConfigError(PARTS_ENV, f"{path} holds no {what}; delete it to rerun")
     return saved
+
+
+def write_atomically(path: Path, value: object) -> None:
+    """Pickle ``value`` to ``path`` whole or not at all (a crash mid-write leaves the previous file or none)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".pkl.tmp")
+    with partial.open("wb") as handle:
+        pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)
+    partial.replace(path)
 
 
 def save_part(directory: Path, run: WorkloadRun, quick: bool) -> Path:
     """Write ``run`` atomically (a crash mid-write leaves the previous part or none, never half of one)."""
-    directory.mkdir(parents=True, exist_ok=True)
     path = part_path(directory, run.workload.name, quick)
-    partial = path.with_suffix(".pkl.tmp")
-    with partial.open("wb") as handle:
-        pickle.dump(replace(run, loaded=False, topped_up=(0.0, 0.0)), handle, protocol=pickle.HIGHEST_PROTOCOL)
-    partial.replace(path)
+    write_atomically(path, replace(run, loaded=False, topped_up=(0.0, 0.0)))
     return path

@@ -16,15 +16,13 @@ part from a worktree at the commit that began it, with the distributions it name
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from slosched.bench.stack.figures import WorkloadRun
-from slosched.bench.stack.parts import PARTS_ENV, why_not_reused
+from slosched.bench.stack.parts import read_saved, why_not_reused, write_atomically
 from slosched.bench.stack.setup import StackWorkload
-from slosched.core.errors import ConfigError
 from slosched.evaluation import run_environment
 from slosched.evaluation.board import Scoreboard
 
@@ -44,27 +42,16 @@ def unfinished_path(directory: Path, name: str, quick: bool) -> Path:
 
 def save_unfinished(directory: Path, run: WorkloadRun, *, quick: bool) -> None:
     """Write ``run`` (its board part-way) atomically, with this code's environment."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = unfinished_path(directory, run.workload.name, quick)
-    partial = path.with_suffix(".pkl.tmp")
-    with partial.open("wb") as handle:
-        pickle.dump(Unfinished(run, run_environment.current()), handle, protocol=pickle.HIGHEST_PROTOCOL)
-    partial.replace(path)
+    write_atomically(unfinished_path(directory, run.workload.name, quick), Unfinished(run, run_environment.current()))
 
 
 def load_unfinished(directory: Path, workload: StackWorkload, quick: bool, seeds: Sequence[int]) -> WorkloadRun | None:
     """The unfinished part of ``workload`` to resume (same code and environment, mode, seeds, sizes and
     judgement), or None; one that cannot be resumed is announced (why) and left to be overwritten."""
     path = unfinished_path(directory, workload.name, quick)
-    if not path.exists():
+    saved = read_saved(path, Unfinished, "unfinished bench stack part")
+    if saved is None:
         return None
-    try:
-        with path.open("rb") as handle:
-            saved = pickle.load(handle)
-    except (OSError, pickle.UnpicklingError, AttributeError, ImportError, EOFError, TypeError) as error:
-        raise ConfigError(PARTS_ENV, f"cannot read {path} ({error}); delete it to rerun") from None
-    if not isinstance(saved, Unfinished):
-        raise ConfigError(PARTS_ENV, f"{path} holds no unfinished bench stack part; delete it")
     why = why_not_reused(saved.run, workload, quick, seeds)
     here = run_environment.current()
     if why is None and saved.environment.digest != here.digest:
