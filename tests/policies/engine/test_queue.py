@@ -152,6 +152,31 @@ def test_admission_pass_stop_rule_slots_room_and_capacity() -> None:
     assert ids(queue.waiting) == ["b", "d", "e"]
 
 
+class DeferAndClose(Defer):
+    """Defers the named requests; after deferring ``closer`` it says no later request of the pass can join."""
+
+    def __init__(self, deferred: set[str], closer: str) -> None:
+        super().__init__(deferred)
+        self.closer = closer
+        self.asked: list[str] = []
+
+    def admit(self, seq: SeqView, engine: EngineView) -> bool:
+        self.asked.append(seq.request.id)
+        return super().admit(seq, engine)
+
+    def pass_closed(self, engine: EngineView) -> bool:
+        return self.asked[-1] == self.closer
+
+
+def test_admission_pass_ends_where_the_admission_closes_it() -> None:
+    admission = DeferAndClose({"b", "c"}, closer="c")
+    queue, engine = make_queue(admission=admission), Engine()
+    for index, name in enumerate("abcde"):
+        queue.push(make_seq(name, arrival=float(index)), engine)
+    assert ids(queue.admission_pass(engine, 9, UNLIMITED_TOKENS)) == ["a"]  # b deferred, pass open; c closes it
+    assert admission.asked == ["a", "b", "c"]  # d and e never asked
+
+
 def test_sync_keys_new_arrivals_only_and_rekeys_a_request_that_comes_back() -> None:
     ordering = CountingOrdering(static=True)
     queue, engine = make_queue(ordering), Engine()

@@ -1,6 +1,8 @@
 """Admission ``triage``'s concurrency cap: no call joins once ``max_concurrency`` run (counting this pass's
 admissions), feasible or not; none leaves the instance's own limit; the preset checks the key. Its TPOT guard:
-the decode step stays within the share of the batch's tightest TPOT SLO, except a call alone."""
+the decode step stays within the share of the batch's tightest TPOT SLO, except a call alone. Its ``pass_closed``:
+a pass that stops where it says so admits exactly what a pass asking every call admits, and stops early when only
+calls of relegated jobs are left behind the strict tier."""
 
 from __future__ import annotations
 
@@ -146,3 +148,63 @@ def test_a_bad_guard_fails_naming_the_key() -> None:
     with pytest.raises(ConfigError, match=r"deadline-triage\.tpot_guard.*> 0"):
         DeadlineTriageParams(tpot_guard=-1.0)
     assert DeadlineTriageParams().tpot_guard == 0.8  # the stack's engine guards TPOT by default
+
+
+# ---- pass_closed (``queue.ClosesPass``) -----------------------------------------------------------------------
+
+
+def _walk(admission: TriageAdmission, engine: FakeEngine, stop: bool) -> tuple[list[str], int]:
+    """One pass over the queue (as ``PolicyQueue.admission_pass`` walks it): the admitted calls and how many
+    calls were asked; with ``stop`` it ends at the admission's first ``pass_closed``."""
+    admitted, asked = [], 0
+    for seq in engine.waiting:
+        asked += 1
+        if admission.admit(seq, engine):
+            admitted.append(seq.request.id)
+        elif stop and admission.pass_closed(engine):  # type: ignore[arg-type]
+            break
+    return admitted, asked
+
+
+def _triage(share: float, cap: int | None, guard: float | None) -> TriageAdmission:
+    return TriageAdmission(best_effort_share=share, max_concurrency=cap, tpot_guard=guard)
+
+
+@given(
+    waiting=st.lists(st.tuples(st.booleans(), st.booleans(), st.sampled_from([None, 0.004, 0.02])), max_size=16),
+    running=st.lists(st.tuples(st.booleans(), st.sampled_from([None, 0.004, 0.02])), max_size=8),
+    share=st.sampled_from([0.0, 0.25, 1.0]),
+    cap=st.sampled_from([None, 2, 6]),
+    guard=st.sampled_from([None, 0.8]),
+)
+def test_a_pass_that_stops_where_triage_closes_it_admits_the_same_calls(
+    waiting: list[tuple[bool, bool, float | None]],
+    running: list[tuple[bool, float | None]],
+    share: float,
+    cap: int | None,
+    guard: float | None,
+) -> None:
+    # Each waiting call: relegated or not, past its deadline (best effort) or not, its TPOT SLO.
+    seqs = [
+        Seq(replace(call(f"w{i}", deadline_s=0.5 if late else 100.0, tpot=tpot), best_effort=relegated))
+        for i, (relegated, late, tpot) in enumerate(waiting)
+    ]
+    residents = [
+        Seq(replace(call(f"r{i}", tpot=tpot), best_effort=relegated)) for i, (relegated, tpot) in enumerate(running)
+    ]
+    engine = FakeEngine(now_s=1.0, waiting=seqs, running=residents)
+    engine.step_predictor = StepCost()  # type: ignore[assignment]
+    every = _walk(_triage(share, cap, guard), engine, stop=False)
+    stopped = _walk(_triage(share, cap, guard), engine, stop=True)
+    assert stopped[0] == every[0]
+    assert stopped[1] <= every[1]
+
+
+def test_a_pass_stops_once_only_calls_of_relegated_jobs_are_left_behind_the_strict_tier() -> None:
+    feasible = Seq(call("f", deadline_s=100.0))
+    relegated = [Seq(replace(call(f"x{i}", deadline_s=100.0), best_effort=True)) for i in range(30)]
+    engine = FakeEngine(now_s=1.0, waiting=[feasible, *relegated], running=[Seq(call("r", deadline_s=100.0))])
+    assert _walk(_triage(1.0, None, None), engine, stop=True) == (["f"], 2)  # f joins; x0 is held: the rest too
+    assert _walk(_triage(1.0, None, None), engine, stop=False) == (["f"], 31)
+    behind = FakeEngine(now_s=1.0, waiting=[relegated[0], feasible, *relegated[1:]], running=engine.running)
+    assert _walk(_triage(1.0, None, None), behind, stop=True) == (["f"], 3)  # not before f was asked

@@ -105,14 +105,21 @@ class TriageAdmission:
         # Whether this pass holds calls of relegated jobs to the strict tier; None: not yet asked (counting the
         # queue costs a walk of it, so only a pass that meets such a call pays it).
         self._strict: bool | None = None
+        # For ``pass_closed``: calls of jobs not relegated that this pass asked about, and (None: not counted yet)
+        # how many the queue holds.
+        self._unrelegated_asked = 0
+        self._unrelegated_waiting: int | None = None
 
     def admit(self, seq: SeqView, engine: EngineView) -> bool:
         state = self._pass
         if state.begin_if_new(seq, engine):
             self._feasible_running = any(not running.request.best_effort for running in engine.running_seqs)
             self._strict = None
+            self._unrelegated_asked, self._unrelegated_waiting = 0, None
             if self.tpot_guard is not None:
                 self.tpot_guard.begin(engine)
+        if not seq.request.best_effort:
+            self._unrelegated_asked += 1
         if self.prefix_wait is not None and self.prefix_wait.holds(seq, engine):
             return False
         if self.max_concurrency is not None and engine.num_running + state.admitted >= self.max_concurrency:
@@ -131,6 +138,21 @@ class TriageAdmission:
             self.tpot_guard.joined(seq)
         state.admitted += 1
         return True
+
+    def pass_closed(self, engine: EngineView) -> bool:
+        """No later call of this pass can join (``queue.ClosesPass``): ``max_concurrency`` calls run or joined; the
+        TPOT guard found the batch full for every call (until a call joins, which a full batch stops); or the
+        strict tier holds calls of relegated jobs back and every call left in the queue is one (under overload
+        the job layer relegates most jobs, and a pass walked hundreds of their calls to admit none)."""
+        if self.max_concurrency is not None and engine.num_running + self._pass.admitted >= self.max_concurrency:
+            return True
+        if self.tpot_guard is not None and self.tpot_guard.full is True:
+            return True
+        if not (self._strict and self._feasible_running):
+            return False  # (both only turn on within a pass, so the strict tier holds for the rest of it)
+        if self._unrelegated_waiting is None:
+            self._unrelegated_waiting = sum(1 for seq in engine.waiting if not seq.request.best_effort)
+        return self._unrelegated_asked >= self._unrelegated_waiting
 
     def _strict_now(self, engine: EngineView) -> bool:
         if self._strict is None:
