@@ -18,7 +18,7 @@ import yaml
 
 from slosched.cli.main import run
 from tests.planning.test_sweep import SMALL
-from tests.procs import GROUP, live_pids
+from tests.procs import GROUP, group_cpu_s, live_pids
 from tests.scenario.test_config import BASE
 
 _ENV = {**os.environ, "SLOSCHED_NATIVE": "0", "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
@@ -30,9 +30,11 @@ def _scenario(tmp_path: Path, data: dict[str, Any], num_jobs: int) -> Path:
     return path
 
 
-def _interrupted(argv: list[str], tmp_path: Path, after_s: float = 6.0) -> tuple[float, str, str, int]:
-    """Run the CLI, SIGINT it after ``after_s`` (past the imports: the work has begun), and return (seconds
-    from the signal to its exit, stdout, stderr, return code); fails if any process of its group remains."""
+def _interrupted(argv: list[str], tmp_path: Path, after_cpu_s: float = 6.0) -> tuple[float, str, str, int]:
+    """Run the CLI, SIGINT it once its processes have used ``after_cpu_s`` of CPU (past the imports, about 2.5 s
+    of it: the work has begun), and return (seconds from the signal to its exit, stdout, stderr, return code);
+    fails if any process of its group remains. CPU time rather than wall time: while other work held both
+    cores, 6 s of wall time once ended before the interpreter had set up (no output, killed by the signal)."""
     command = [sys.executable, "-m", "slosched.cli", *argv]
     process = subprocess.Popen(
         command,
@@ -43,7 +45,9 @@ def _interrupted(argv: list[str], tmp_path: Path, after_s: float = 6.0) -> tuple
         env=_ENV,
         start_new_session=True,
     )
-    time.sleep(after_s)
+    deadline = time.monotonic() + 300.0
+    while group_cpu_s(process.pid) < after_cpu_s and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert process.poll() is None, "finished before the signal: make the workload larger"
     sent = time.monotonic()
     process.send_signal(signal.SIGINT)
