@@ -79,9 +79,11 @@ def tightest_step_s(
         if request.tpot_slo_s is not None:
             bound = min(bound, request.tpot_slo_s)
             continue
+        if request.best_effort:  # (asked first: under overload most running calls are relegated ones)
+            continue
         deadline = call_deadline_s(request)
         slack = deadline - now_s
-        if request.best_effort or not 0.0 < slack < math.inf:
+        if not 0.0 < slack < math.inf:
             continue
         needed = slack / remaining_steps(request, seq.num_output_tokens)
         floor = floor_s
@@ -106,8 +108,10 @@ def queue_keeps_up(engine: EngineView, ceiling: int, limit: int = QUEUE_SCAN) ->
     counted = 0
     for seq in itertools.islice(engine.waiting, limit):  # (a runtime's queue may be a deque)
         request = seq.request
+        if request.best_effort:
+            continue
         deadline = call_deadline_s(request)
-        if request.best_effort or not engine.now_s < deadline < math.inf:
+        if not engine.now_s < deadline < math.inf:
             continue
         counted += 1
         queued_tokens += max(seq.num_prompt_tokens - seq.num_computed_tokens, 1)
