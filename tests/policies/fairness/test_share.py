@@ -119,3 +119,38 @@ def test_a_lower_bands_share_flows_up_a_higher_band_is_not_capped_by_it() -> Non
 
     assert taken(FairShare(FairShareSpec(weights))) == {"high": 8, "low": 1}
     assert taken(FairShare(FairShareSpec(weights, bands=(("low", 1.0),)))) == {"high": 10, "low": 1}
+
+
+@dataclass(slots=True, eq=False)
+class _WideSeq(_Seq):
+    """A gateway call: its prompts times ``n`` decode side by side (``LiveSeq.sequences``)."""
+
+    sequences: int = 1
+
+
+def _wide(tenant: str, sequences: int, index: int) -> _WideSeq:
+    request = Request(f"{tenant}-{index}", "j", "s", "t", 10, 1, 0.0, 0.0, tenant=tenant)
+    return _WideSeq(request, 10, 0.0, sequences=sequences)
+
+
+def test_a_share_counts_sequences_and_a_tenant_holding_none_starts_one_wide_call() -> None:
+    """Ten slots, two tenants of equal weight (five each). A tenant's 4-sequence calls take its five slots one
+    call at a time (4, then 4 more would be 8); one running 4-sequence call of "b" leaves it one slot; a tenant
+    that holds nothing may start a call wider than its share (else it would never run)."""
+    fair = FairShare(FairShareSpec((("a", 1.0), ("b", 1.0))))
+    running = [_wide("b", 4, 99)]
+    waiting = [_wide("a", 4, i) for i in range(3)] + [_wide("b", 1, 10 + i) for i in range(3)]
+    picks = list(fair.picks(waiting, 0.0, running, 10))
+    assert sorted(seq.request.id for seq in picks) == ["a-0", "b-10"]
+    wider = [_wide("a", 8, 0), _wide("a", 1, 1)]
+    assert [seq.request.id for seq in fair.picks(wider, 0.0, running, 10)] == ["a-0"]
+
+
+def test_a_calls_cost_counts_each_sequences_output() -> None:
+    one, four = _wide("a", 1, 0), _wide("a", 4, 1)
+    one.request.predicted_output_tokens = four.request.predicted_output_tokens = 100.0
+    fair = FairShare(FairShareSpec((("a", 1.0),)))
+    fair.charge(one)
+    after_one = fair.counters["a"]
+    fair.charge(four)
+    assert (after_one, fair.counters["a"] - after_one) == (110.0, 410.0)  # 10 prompt tokens + 1 or 4 x 100

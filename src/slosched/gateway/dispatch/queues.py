@@ -2,18 +2,25 @@
 
 Each backend gets an ``InstanceQueue``: requests routed to it wait here until the engine policy's
 ordering puts them first and its admission lets them in, and a concurrency *window* (``max_running`` of
-the backend spec) bounds how many are forwarded and unfinished at once. The queue implements
+the backend spec, vLLM's ``max_num_seqs``) bounds how many sequences are forwarded and unfinished at once. A
+call takes one window slot per sequence it makes vLLM run (``LiveSeq.sequences``: its prompts times ``n``, as
+vLLM fans them out): counted as one, a list of 16 prompts with ``n=16`` took one slot and sent 256 sequences,
+past the engine's own limit, where vLLM's queue, not the policy's order, decided who ran first. A call wider
+than the free slots waits for them (strict order: no call behind it overtakes, as in vLLM's own queue), unless
+nothing runs: a call wider than the whole window is then sent alone. The queue implements
 ``core.views.EngineView`` so the registry's ordering/admission objects run unchanged:
 ``now_s`` is the gateway's event-loop clock, ``running_seqs`` the forwarded requests with generated-token
 counts taken from their streams, KV figures come from the backend's scraped ``kv_cache_usage_perc``.
 
 Ordering, key caching and the admission pass are the shared ``PolicyQueue`` (``policies/engine/queue.py``),
 the one the simulator and the vLLM plugin use: the window's free slots are the pass's ``free_slots``; the
-gateway has no token budget of its own (vLLM budgets tokens). When requests wait and the policy depends on
+gateway has no token budget of its own (vLLM budgets tokens), so the pass's room is the window's free
+sequence slots. When requests wait and the policy depends on
 time, the queue pumps itself again at the policy's ``next_wake_s``, but at most every ``min_wake_s``.
 
-Invariants: a sequence is in exactly one of waiting / running / neither (finished); ``len(running) <=
-window`` except when the window shrinks below the current running count; admission runs only inside
+Invariants: a sequence is in exactly one of waiting / running / neither (finished); ``running_sequences``
+is the sum of the running calls' ``sequences`` and ``<= window`` except when the window shrinks below it or
+a call wider than the window runs alone; admission runs only inside
 ``pump`` (one pass in ordering order, admitted ones leave ``waiting`` after the pass, as in vLLM and the
 simulator, so ``num_running`` excludes the pass's own admissions).
 """
@@ -30,7 +37,7 @@ from slosched.core.instance import InstanceSpec
 from slosched.core.request import Request
 from slosched.gateway.dispatch.prefix_index import PrefixIndex
 from slosched.policies.engine.base import EnginePolicy
-from slosched.policies.engine.queue import UNLIMITED_TOKENS, PolicyQueue
+from slosched.policies.engine.queue import PolicyQueue
 from slosched.policies.fairness.places import FairPlaces
 from slosched.policies.fairness.spec import FairShareSpec
 
@@ -105,6 +112,8 @@ class InstanceQueue:
         self.min_wake_s = min_wake_s
         self._wake: asyncio.TimerHandle | None = None
         self._running: list[LiveSeq] = []
+        self._running_sequences = 0
+        self._held_for_slots = False  # the last pass stopped at a call wider than the free slots
         self._kv = _Kv(spec.num_kv_blocks or 1)
         self.waiting_prefill_tokens = 0
         self.num_admitted_total = 0
@@ -129,6 +138,16 @@ class InstanceQueue:
     @property
     def running_seqs(self) -> Sequence[LiveSeq]:
         return tuple(self._running)
+
+    @property
+    def running_sequences(self) -> int:
+        """Sequences the running calls make the backend run (what the window bounds)."""
+        return self._running_sequences
+
+    @property
+    def free_window(self) -> int:
+        """Window slots (sequences) free now."""
+        return max(self.window - self._running_sequences, 0)
 
     @property
     def waiting(self) -> Sequence[LiveSeq]:
@@ -157,7 +176,7 @@ class InstanceQueue:
         """Add a request (``prompt_tokens``: every prompt of the call; ``sequences``: ``Call.sequences``);
         raises QueueFullError when the bounded queue is full. Pumps once."""
         places = self.places
-        if len(self._waiting) >= self.max_queue and self.num_running >= self.window:
+        if len(self._waiting) >= self.max_queue and not self._starts_now(sequences):
             victim = None if places is None else places.victim(request.tenant, self.max_queue)
             if victim is None:
                 raise QueueFullError(self._spec.name)
@@ -205,6 +224,7 @@ class InstanceQueue:
         places = self.places
         if seq.running:
             self._running.remove(seq)
+            self._running_sequences -= seq.sequences
             seq.running = False
             if places is not None:
                 places.left_running(seq.request.tenant)
@@ -222,11 +242,13 @@ class InstanceQueue:
 
     def pump(self) -> int:
         """One admission pass in ordering order while the window has room; returns how many were admitted."""
-        if not self._waiting or len(self._running) >= self.window:
+        free = self.window - self._running_sequences
+        if not self._waiting or free <= 0:
             return 0
+        self._held_for_slots = False
         queue = self._queue
         queue.order(self)
-        admitted = queue.admission_pass(self, self.window - len(self._running), UNLIMITED_TOKENS)
+        admitted = queue.admission_pass(self, free, free, self._take_slots)
         queue.remove(admitted)
         places = self.places
         for seq in admitted:
@@ -234,6 +256,7 @@ class InstanceQueue:
                 places.started(seq.request.tenant)
             self.waiting_prefill_tokens -= seq.num_prompt_tokens
             self._running.append(seq)
+            self._running_sequences += seq.sequences
             seq.running = True
             self.num_admitted_total += 1
             if not seq.admitted.done():
@@ -241,6 +264,21 @@ class InstanceQueue:
         if self._waiting:
             self._schedule_wake()
         return len(admitted)
+
+    def _starts_now(self, sequences: int) -> bool:
+        """Whether a call of ``sequences`` would find its window slots free (or the window idle) and no call
+        already waits for slots (it would go behind that one)."""
+        if self._held_for_slots and self._waiting:
+            return False
+        return sequences <= self.free_window or self._running_sequences == 0
+
+    def _take_slots(self, seq: LiveSeq, room: int) -> int | None:
+        """The pass's charge: a call takes one slot per sequence; one wider than the room stops the pass (it
+        waits for slots, nobody behind it overtakes) unless the window is idle (``room`` is all of it)."""
+        if seq.sequences <= room or room >= self.window:
+            return seq.sequences
+        self._held_for_slots = True
+        return None
 
     def _schedule_wake(self) -> None:
         """Pump again when the policy's decision can change with time alone (never if it cannot)."""

@@ -133,11 +133,12 @@ class SlotSet:
         return any(isinstance(slot.backend, RetiredBackend) and is_idle(slot.queue) for slot in self.slots)
 
     def free_room(self) -> int:
-        """Calls the routable backends take now without refusing one: free window slots plus free queue places."""
+        """Calls the routable backends take now without refusing one: free window slots plus free queue places
+        (a call takes at least one slot, so free slots bound the calls that start)."""
         room = 0
         for backend, queue in zip(self.backends, self.queues, strict=True):
             if backend.routable():
-                room += max(queue.window - queue.num_running, 0) + max(queue.max_queue - len(queue.waiting), 0)
+                room += queue.free_window + max(queue.max_queue - len(queue.waiting), 0)
         return room
 
     def capacity(self) -> int:
@@ -202,7 +203,7 @@ class SlotSet:
                 decode_s = (now - seq.first_token_s) / (output_tokens - 1)
             else:  # one body at the end: the per-token time includes prefill, so it errs slow
                 decode_s = (now - sent_s) / output_tokens
-            batch = max(queue.num_running, 1)
+            batch = max(queue.running_sequences, 1)  # the decode batch: every running call's sequences
             context = batch * (request.prompt_tokens + output_tokens // 2)
             self.predictors[index].observe(StepObservation(0, 0, batch, context, (decode_s,)))
 
@@ -228,7 +229,7 @@ class SlotSet:
         while feasible:
             position = self.router.route(request, feasible, now)
             queue = self.queues[feasible[position].index]
-            if len(queue.waiting) < queue.max_queue or queue.num_running < queue.window:
+            if len(queue.waiting) < queue.max_queue or queue.free_window > 0:
                 return queue
             if queue.places is not None and queue.places.victim(request.tenant, queue.max_queue) is not None:
                 return queue  # full, but this tenant is under its fair share: it displaces (queues.py)
@@ -385,6 +386,7 @@ def instance_rows(slots: Iterable[Slot], routed: Callable[[str], float], mono_s:
                 "queue_length": len(queue.waiting),
                 "max_queue": queue.max_queue,
                 "running": queue.num_running,
+                "running_sequences": queue.running_sequences,  # what the window bounds (prompts times n)
                 "window": queue.window,
                 "kv_usage": engine.kv_usage,
                 "engine_running": engine.num_running,

@@ -29,8 +29,9 @@ _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 
 class BackendConfig(BaseModel):
-    """One vLLM server. ``max_concurrency`` is the gateway's concurrency window for it (requests forwarded
-    and not finished); ``max_queue`` bounds the requests waiting at the gateway for a slot on it."""
+    """One vLLM server. ``max_concurrency`` is the gateway's concurrency window for it (sequences forwarded
+    and not finished: a call is its prompts times ``n``); ``max_queue`` bounds the requests waiting at the
+    gateway for a slot on it."""
 
     model_config = _STRICT
     name: str = Field(min_length=1)

@@ -30,9 +30,16 @@ from slosched.policies.fairness.spec import FairShareSpec
 S = TypeVar("S", bound=SeqView)
 
 
+def sequences_of(seq: SeqView) -> int:
+    """Sequences a call makes the engine run: the gateway's calls carry their prompts times ``n``
+    (``LiveSeq.sequences``); a request of the other runtimes is one."""
+    return getattr(seq, "sequences", 1)
+
+
 def call_cost(seq: SeqView) -> float:
-    """The service one call takes, in tokens: prompt plus predicted output (at least 1)."""
-    return max(seq.num_prompt_tokens + seq.request.predicted_output_tokens, 1.0)
+    """The service one call takes, in tokens: prompt (every prompt of it) plus predicted output, one per
+    sequence (at least 1)."""
+    return max(seq.num_prompt_tokens + sequences_of(seq) * seq.request.predicted_output_tokens, 1.0)
 
 
 def _enqueued(seq: SeqView) -> float:
@@ -93,11 +100,12 @@ class FairShare:
         redistributed: weights are normalised over the active tenants). A share is taken against the active
         tenants of the tenant's own band and the higher ones only: a lower band's share flows up, so a higher
         band is never capped by a lower one (it may need more than its weight's share at a peak), while a
-        lower band keeps at most its weighted share beside a busy higher band."""
+        lower band keeps at most its weighted share beside a busy higher band. Slots are sequences (a call of
+        the gateway's holds its prompts times ``n``); a tenant holding none may start one call however wide."""
         held: dict[str, int] = dict.fromkeys(by_tenant, 0)
         for seq in running:
             tenant = seq.request.tenant
-            held[tenant] = held.get(tenant, 0) + 1
+            held[tenant] = held.get(tenant, 0) + sequences_of(seq)
         if len(held) < 2:
             return
         weight_of, band_of = self.spec.weight_of, self.spec.band_of
@@ -105,8 +113,7 @@ class FairShare:
             band = band_of(tenant)
             total = sum(weight_of(other) for other in held if band_of(other) <= band)
             room = max(int(slots * weight_of(tenant) / total), 1) - held[tenant]
-            if room < len(calls):
-                del calls[max(room, 0) :]
+            del calls[_within(calls, room, first_free=held[tenant] == 0) :]
 
     def _lift(self, backlogged: Collection[str]) -> None:
         """Tenants that start waiting join at the lowest counter of those already waiting (no banked credit)."""
@@ -135,3 +142,13 @@ class FairShare:
                 heapq.heapreplace(heap, (counter + call_cost(seq) / weight_of(tenant), rank, position + 1))
             else:
                 heapq.heappop(heap)
+
+
+def _within(calls: Sequence[SeqView], room: int, first_free: bool) -> int:
+    """How many of ``calls`` (in order) fit ``room`` sequence slots; with ``first_free`` the first one always does."""
+    taken = 0
+    for count, seq in enumerate(calls):
+        taken += sequences_of(seq)
+        if taken > room and not (first_free and count == 0):
+            return count
+    return len(calls)
