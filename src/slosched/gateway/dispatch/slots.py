@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -368,31 +368,3 @@ def _new_queue(
         backend.config.max_queue,
         min_wake_s=config.tick_s,  # time-dependent policies re-pump at most this often
     )
-
-
-def instance_rows(slots: Iterable[Slot], routed: Callable[[str], float], mono_s: float) -> list[dict[str, Any]]:
-    """The status page's instance table: one row per slot."""
-    rows = []
-    for slot in slots:
-        backend, queue = slot.backend, slot.queue
-        outlier, engine = backend.outlier, backend.metrics
-        rows.append(
-            {
-                "name": backend.name,
-                "model": backend.config.model,
-                "healthy": backend.healthy,
-                "ejected": outlier.ejected,
-                "ejected_for_s": max(outlier.ejected_until_s - mono_s, 0.0) if outlier.ejected else 0.0,
-                "queue_length": len(queue.waiting),
-                "max_queue": queue.max_queue,
-                "running": queue.num_running,
-                "running_sequences": queue.running_sequences,  # what the window bounds (prompts times n)
-                "window": queue.window,
-                "kv_usage": engine.kv_usage,
-                "engine_running": engine.num_running,
-                "engine_waiting": engine.num_waiting,
-                "routed": routed(backend.name),
-                "last_error": backend.last_error[:120],
-            }
-        )
-    return rows
