@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slosched.core.views import StepObservation
 from slosched.perf.linear import (
@@ -133,3 +135,22 @@ def test_observe_steps_leaves_what_observing_one_by_one_leaves() -> None:
     assert one.num_observations == 30
     batched.observe_steps([])
     assert batched.num_observations == 30
+
+
+@settings(max_examples=40, deadline=None)
+@given(batches=st.lists(st.integers(1, 12), min_size=1, max_size=12), window=st.integers(1, 9), seed=st.integers(0, 99))
+def test_the_kept_matrix_is_the_windows_rows_and_fits_as_a_fresh_fit(
+    batches: list[int], window: int, seed: int
+) -> None:
+    """However observations arrive between refits (fewer or more than the window), the matrix a refit keeps is
+    the rows of the observations in the window, oldest first, and its fit is bit for bit the one of those rows
+    built anew (what a refit did before it kept the matrix)."""
+    rng = np.random.default_rng(seed)
+    predictor = LinearStepPredictor(window=window)
+    for size in batches:
+        predictor.observe_steps([step_shape(observation) for observation in synthetic(rng, size)])
+        predictor.refit()
+        rows = [row for step in predictor._window for row in _observation_rows(step, predictor.max_run_weight)]
+        assert np.array_equal(predictor._matrix, np.asarray(rows, dtype=np.float64).reshape(-1, 5))
+        assert predictor.coefficients == fit_coefficients(rows, predictor.prior, predictor.prior_weight)
+        assert len(predictor._row_counts) == len(predictor._window)
