@@ -15,6 +15,7 @@ from slosched.policies.engine.admission.always import AlwaysAdmit
 from slosched.policies.engine.base import EnginePolicy
 from slosched.policies.engine.ordering.fcfs import FcfsOrdering
 from slosched.policies.engine.queue import DEFAULT_WAKE_S, UNLIMITED_TOKENS, PolicyQueue, fits_model_len
+from slosched.policies.fairness.spec import FairShareSpec
 
 SPEC = InstanceSpec(name="i", gpu="H100", model="Llama-3-8B")
 
@@ -175,6 +176,11 @@ def test_admission_pass_ends_where_the_admission_closes_it() -> None:
         queue.push(make_seq(name, arrival=float(index)), engine)
     assert ids(queue.admission_pass(engine, 9, UNLIMITED_TOKENS)) == ["a"]  # b deferred, pass open; c closes it
     assert admission.asked == ["a", "b", "c"]  # d and e never asked
+    # In the fair order the head may come after other calls and start the part's pass anew: no early end.
+    admission.asked.clear()
+    queue.share_fairly(FairShareSpec((("default", 1.0),)))
+    assert ids(queue.admission_pass(engine, 9, UNLIMITED_TOKENS)) == ["a", "d", "e"]
+    assert admission.asked == ["a", "b", "c", "d", "e"]
 
 
 def test_sync_keys_new_arrivals_only_and_rekeys_a_request_that_comes_back() -> None:
