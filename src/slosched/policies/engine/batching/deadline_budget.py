@@ -73,24 +73,34 @@ def tightest_step_s(
     shorter than ``floor_s`` (the decode-only step of the running batch, over the margin): no budget can save
     it, and sizing steps down to the floor for it only starves the prefills of calls that can still count
     (on the KV-limited code workload near capacity such calls held every step at the floor budget)."""
+    # The hottest loop of the stack's runs (every step reads every running call): ``call_deadline_s`` and
+    # ``remaining_steps`` are inlined and ``min`` is a comparison, the same arithmetic (a property test holds it
+    # to the helpers' rule; the stack's records are unchanged). Measured interleaved on the stack bench's code
+    # workbench, 3,000 jobs at 45 jobs/s, seed 1: the stack's whole run 3.42 / 3.54 s -> 2.64 / 2.47 s.
     bound = math.inf
     for seq in running:
         request = seq.request
-        if request.tpot_slo_s is not None:
-            bound = min(bound, request.tpot_slo_s)
+        tpot_slo_s = request.tpot_slo_s
+        if tpot_slo_s is not None:
+            if tpot_slo_s < bound:
+                bound = tpot_slo_s
             continue
         if request.best_effort:  # (asked first: under overload most running calls are relegated ones)
             continue
-        deadline = call_deadline_s(request)
+        deadline = job_deadline = request.deadline_s
+        budget_s = request.budget_s
+        if budget_s is not None and request.arrival_s + budget_s < deadline:
+            deadline = request.arrival_s + budget_s
         slack = deadline - now_s
         if not 0.0 < slack < math.inf:
             continue
-        needed = slack / remaining_steps(request, seq.num_output_tokens)
+        steps_left = request.predicted_output_tokens - seq.num_output_tokens
+        needed = slack / (steps_left if steps_left > 1.0 else 1.0)
         floor = floor_s
-        if final_floor_s is not None and deadline >= request.deadline_s - STAGE_SHARE_TOLERANCE_S:
+        if final_floor_s is not None and deadline >= job_deadline - STAGE_SHARE_TOLERANCE_S:
             floor = final_floor_s  # on its job's own deadline: no later stage pays for its lateness
-        if needed >= floor:
-            bound = min(bound, needed)
+        if needed >= floor and needed < bound:
+            bound = needed
     return bound
 
 
