@@ -42,7 +42,7 @@ def _figures(row: dict[str, object]) -> str:
     return json.dumps(json_safe(kept), sort_keys=True)
 
 
-def test_a_part_stopped_after_a_step_resumes_there_and_gives_the_uninterrupted_figures(
+def test_a_part_measured_over_sittings_resumes_after_each_stop_and_gives_the_uninterrupted_figures(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _tiny_quick_bench(monkeypatch, tmp_path, STAND_IN)
@@ -52,26 +52,36 @@ def test_a_part_stopped_after_a_step_resumes_there_and_gives_the_uninterrupted_f
     assert not list((tmp_path / "whole").glob("*.unfinished.pkl"))  # a finished part leaves none behind
 
     # Steps 1-3: the baseline rounds; 4: the stack's and its oracle's capacities; 5: their 4x runs; 6-15: the
-    # overload runs, 4 at a time (40 in all), so 9 stops in the middle of them.
-    for steps in (1, 4, 5, 9):
-        directory = tmp_path / f"stopped-{steps}"
-        monkeypatch.setenv("SLOSCHED_STACK_PARTS", str(directory))
-        saved = _stopping_after(monkeypatch, steps)
-        with pytest.raises(Stopped):
-            stack.run(quick=True)
-        assert (directory / "quick-code.unfinished.pkl").exists() and not (directory / "quick-code.pkl").exists()
+    # overload runs, 4 at a time (40 in all). The sittings stop after steps 1, 4 (inside the baseline search, then
+    # at its end), 5 and 9 (in the middle of the overload runs), each resumed from the one before, as a part
+    # measured over several sessions is (one sitting a stop, not one whole run a stop: the test ran 9 runs long).
+    directory = tmp_path / "sittings"
+    path = directory / "quick-code.unfinished.pkl"
+    last: WorkloadRun | None = None
+    for steps in (1, 3, 1, 4):
         monkeypatch.undo()
         _tiny_quick_bench(monkeypatch, tmp_path, STAND_IN)
         monkeypatch.setattr(overload, "CHECKPOINT_RUNS", 4)
         monkeypatch.setenv("SLOSCHED_STACK_PARTS", str(directory))
+        saved = _stopping_after(monkeypatch, steps)
         capsys.readouterr()
-        resumed = stack.run(quick=True)["workloads"]["code"]
-        assert f"resumed from {directory / 'quick-code.unfinished.pkl'}" in capsys.readouterr().out
-        assert _figures(resumed) == _figures(whole)
-        assert resumed["wall_s"] >= saved[-1].wall_s  # the time before the stop counts
-        assert not (directory / "quick-code.unfinished.pkl").exists()
-        assert pickle.loads((directory / "quick-code.pkl").read_bytes()).board.overload_done == {}
-    assert len(saved) == 9 and len(saved[-1].board.overload_done) == 16  # the last stop: inside the overload runs
+        with pytest.raises(Stopped):
+            stack.run(quick=True)
+        assert (f"resumed from {path}" in capsys.readouterr().out) == (last is not None)
+        assert path.exists() and not (directory / "quick-code.pkl").exists()
+        assert last is None or saved[-1].wall_s >= last.wall_s  # the time before each stop counts
+        last = saved[-1]
+    assert last is not None and len(last.board.overload_done) == 16  # the last stop: inside the overload runs
+    monkeypatch.undo()
+    _tiny_quick_bench(monkeypatch, tmp_path, STAND_IN)
+    monkeypatch.setattr(overload, "CHECKPOINT_RUNS", 4)
+    monkeypatch.setenv("SLOSCHED_STACK_PARTS", str(directory))
+    resumed = stack.run(quick=True)["workloads"]["code"]
+    assert f"resumed from {path}" in capsys.readouterr().out
+    assert _figures(resumed) == _figures(whole)
+    assert resumed["wall_s"] >= last.wall_s
+    assert not path.exists()
+    assert pickle.loads((directory / "quick-code.pkl").read_bytes()).board.overload_done == {}
 
 
 def test_an_unfinished_part_of_other_code_or_another_mode_is_measured_whole(
