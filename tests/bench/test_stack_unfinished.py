@@ -54,7 +54,8 @@ def test_a_part_measured_over_sittings_resumes_after_each_stop_and_gives_the_uni
     # Steps 1-3: the baseline rounds; 4: the stack's and its oracle's capacities; 5: their 4x runs; 6-15: the
     # overload runs, 4 at a time (40 in all). The sittings stop after steps 1, 4 (inside the baseline search, then
     # at its end), 5 and 9 (in the middle of the overload runs), each resumed from the one before, as a part
-    # measured over several sessions is (one sitting a stop, not one whole run a stop: the test ran 9 runs long).
+    # measured over several sessions is (one chain of sittings, about two runs' work, where four separate
+    # stopped-and-resumed parts cost about five).
     directory = tmp_path / "sittings"
     path = directory / "quick-code.unfinished.pkl"
     last: WorkloadRun | None = None
