@@ -11,6 +11,7 @@ from slosched.core.errors import ConfigError
 from slosched.core.views import StepObservation
 from slosched.devtools.stub import StubBackend, StubBehaviour, serve_app
 from slosched.perf.profile_fit import MeasuredProfile, fit_profile
+from slosched.tuning import frontend_probe
 from slosched.tuning.engine_profile import (
     ADMISSION_WIDTHS,
     SweepDesign,
@@ -20,7 +21,6 @@ from slosched.tuning.engine_profile import (
     run_sweep,
 )
 from slosched.tuning.frontend_probe import (
-    BACKGROUND_CALL,
     BACKGROUND_STREAMS,
     PROBE_WIDTH,
     token_cost_s,
@@ -31,7 +31,11 @@ from slosched.tuning.openai_client import OpenAIClient
 DELAY_S = 0.02
 
 
-def test_sweep_against_the_stub_measures_its_token_delay(tmp_path: Path) -> None:
+def test_sweep_against_the_stub_measures_its_token_delay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The background streams need only outlast the loaded bursts: 100 tokens (2 s at the stub's pace) rather than
+    # the 400 a real engine gets (their 12,800 events through one event loop took most of this test's 98 s).
+    background_call = (frontend_probe.BACKGROUND_CALL[0], 100)
+    monkeypatch.setattr(frontend_probe, "BACKGROUND_CALL", background_call)
     stub = StubBackend(behaviour=StubBehaviour(token_delay_s=DELAY_S))
     design = SweepDesign(prompt_lengths=(8, 32, 96), concurrencies=(1, 2), output_lengths=(5,))
     seen: list[tuple[int, int, int]] = []
@@ -50,7 +54,7 @@ def test_sweep_against_the_stub_measures_its_token_delay(tmp_path: Path) -> None
     waves = [body for _, body in stub.received if body["max_tokens"] == 5]
     # (and three bursts of PROBE_WIDTH while BACKGROUND_STREAMS long streams decode: the per-token cost)
     assert len(bursts) == 3 * sum(ADMISSION_WIDTHS) + 3 * PROBE_WIDTH
-    background = [body for _, body in stub.received if body["max_tokens"] == BACKGROUND_CALL[1]]
+    background = [body for _, body in stub.received if body["max_tokens"] == background_call[1]]
     assert len(background) == BACKGROUND_STREAMS and len(waves) == sum(k for _, k, _ in design.points())
     assert all(body["ignore_eos"] and body["stream"] for body in waves)
     assert sorted(len(body["prompt"]) for body in waves) == sorted(p for p, k, _ in design.points() for _ in range(k))
