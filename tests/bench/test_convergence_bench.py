@@ -131,7 +131,7 @@ def test_the_page_shows_each_rung_and_the_verdict(tmp_path: Path) -> None:
 
 
 def test_a_tiny_ladder_runs_end_to_end(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(stack_setup, "STACK_POLICY", "prism+urgency")
+    monkeypatch.setattr(stack_setup, "STACK_POLICY", "prism+static-priority")  # a cheap stand-in
     monkeypatch.setattr(stack_setup, "STACK_JOB_POLICY", "stage-budget")
     monkeypatch.setattr(stack_setup, "STACK_SELF_TUNE", False)
     tiny = replace(stack_setup.CODE, quick=Sizes(16, 4))

@@ -24,7 +24,7 @@ from slosched.evaluation.board import Scoreboard
 from slosched.evaluation.judgement import JUDGEMENT_NAME
 from slosched.metrics.summary import json_safe
 
-STAND_IN = ("prism+urgency", "stage-budget")
+STAND_IN = ("prism+static-priority", "stage-budget")  # as test_stack.py's: a cheap stack-shaped stand-in
 
 
 def _empty_run(name: str = "code", seeds: tuple[int, ...] = (1, 2)) -> WorkloadRun:
@@ -195,7 +195,7 @@ def _tiny_quick_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stand_in:
 def test_the_stack_measured_again_on_saved_baselines_gives_the_figures_of_a_fresh_run(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    other = ("least-tokens+urgency", "stage-budget")
+    other = ("least-tokens+static-priority", "stage-budget")
     _tiny_quick_bench(monkeypatch, tmp_path, other)
     monkeypatch.setenv(parts.PARTS_ENV, str(tmp_path / "fresh"))
     fresh = stack.run(quick=True)["workloads"]["code"]
