@@ -23,8 +23,7 @@ from slosched.evaluation.baseline_plan import BaselinePlan
 from slosched.evaluation.board import Scoreboard
 from slosched.evaluation.judgement import JUDGEMENT_NAME
 from slosched.metrics.summary import json_safe
-
-STAND_IN = ("prism+static-priority", "stage-budget")  # as test_stack.py's: a cheap stack-shaped stand-in
+from tests.bench.test_stack import STAND_IN
 
 
 def _empty_run(name: str = "code", seeds: tuple[int, ...] = (1, 2)) -> WorkloadRun:
