@@ -154,3 +154,26 @@ def test_the_kept_matrix_is_the_windows_rows_and_fits_as_a_fresh_fit(
         assert np.array_equal(predictor._matrix, np.asarray(rows, dtype=np.float64).reshape(-1, 5))
         assert predictor.coefficients == fit_coefficients(rows, predictor.prior, predictor.prior_weight)
         assert len(predictor._row_counts) == len(predictor._window)
+
+
+def test_belief_state_names_the_next_answers_and_never_refits() -> None:
+    predictor = LinearStepPredictor(refit_every=4)
+    prior = predictor.belief_state()
+    assert prior is not None and predictor.predict_s(0, 0, 1, 0) == prior[0] + prior[2]
+    predictor.observe(StepObservation(0, 0, 8, 3200, (0.02,)))
+    assert predictor.belief_state() is None  # the next prediction refits first
+    assert predictor.belief_state() is None and predictor._num_fitted == 0  # asking did not refit
+    predictor.predict_s(0, 0, 1, 0)
+    fitted = predictor.belief_state()
+    assert fitted is not None and fitted != prior
+    predictor.observe(StepObservation(0, 0, 8, 3200, (0.02,)))
+    twin = LinearStepPredictor(refit_every=4)
+    twin.observe(StepObservation(0, 0, 8, 3200, (0.02,)))
+    twin.predict_s(0, 0, 1, 0)
+    twin.observe(StepObservation(0, 0, 8, 3200, (0.02,)))
+    for _ in range(3):  # asking between observations leaves the refit schedule as it was
+        predictor.belief_state()
+        predictor.observe(StepObservation(0, 0, 16, 6400, (0.03,)))
+        twin.observe(StepObservation(0, 0, 16, 6400, (0.03,)))
+    assert predictor.predict_s(0, 0, 4, 100) == twin.predict_s(0, 0, 4, 100)
+    assert predictor.belief_state() == twin.belief_state()

@@ -20,6 +20,7 @@ _BENCH_MODULES = {
     "relserve": "slosched.bench.relserve",
     "relquery-order": "slosched.bench.relquery_order",
     "sim-speed": "slosched.bench.sim_speed",
+    "ordering-keys": "slosched.bench.ordering_keys",
     "gateway": "slosched.bench.gateway",
     "live": "slosched.bench.live",
     "hexgen": "slosched.bench.hexgen",

@@ -214,9 +214,22 @@ class LinearStepPredictor:
         self._pending += count
         self.num_observations += count
 
+    def _refit_due(self) -> bool:
+        return self._pending > 0 and self._pending >= min(self.refit_every, max(1, self._num_fitted))
+
     def _maybe_refit(self) -> None:
-        if self._pending and self._pending >= min(self.refit_every, max(1, self._num_fitted)):
+        if self._refit_due():
             self.refit()
+
+    def belief_state(self) -> tuple[float, float, float, float] | None:
+        """The coefficients the next ``predict_s`` answers with, or None when that call refits first.
+
+        Free of side effects (it never refits): an ordering compares it between passes to keep the keys it
+        computed (``ExpiringKeys`` in ``policies/engine/queue.py``); refitting here instead would move the
+        refit to another instant and change every later fit."""
+        if self._refit_due():
+            return None
+        return (self._c0, self._cp, self._cd, self._cc)
 
     def refit(self) -> None:
         """Fit now on the current window (no-op without observations)."""

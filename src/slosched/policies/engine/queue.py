@@ -12,7 +12,9 @@ Invariants:
   (``push``, or the first ``sync`` that sees it waiting). A request that leaves and comes back (preempted by
   recompute) gets a fresh key: its prompt to prefill changed. Such a queue stays sorted on insertion
   (``bisect``, ties after equal keys), so ``order`` costs nothing. Other orderings get every key
-  recomputed on ``order`` and a stable sort: ties keep their previous relative order.
+  recomputed on ``order`` and a stable sort: ties keep their previous relative order; except that an
+  ordering whose keys can say how long they hold (``ExpiringKeys``) has them kept between passes while they
+  do, and only the requests pushed since the last pass keyed and put in their places (the same order).
 - Admission pass (``admission_pass``): one pass in ordering order. **Stop rule**, the same in every
   runtime: the pass stops when ``free_slots`` requests are admitted, when the token room is spent
   (``<= 0``), or when the runtime's ``charge`` says its capacity is exhausted for the request at hand
@@ -35,6 +37,7 @@ Feasibility (``fits_model_len``): vLLM's own rule, shared by the simulator's clu
 from __future__ import annotations
 
 import bisect
+import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -79,6 +82,23 @@ class ClosesPass(Protocol):
     def pass_closed(self, engine: EngineView) -> bool: ...
 
 
+@runtime_checkable
+class ExpiringKeys(Protocol):
+    """Optional for orderings without static keys whose keys change only with a belief and at instants they
+    can name (``least-slack``: a call turns best effort at its ``flip_s``). ``key_until`` gives the key and the
+    last instant it holds; ``keys_state`` what else the keys read (the belief), equal at two passes only if
+    every key computed at the first would be the same at the second, None where that cannot be said.
+
+    Why: the stack's ordering re-keyed and re-sorted the whole queue at every pass; under overload the queue
+    holds thousands of calls and that was 81% of a run's time (py-spy, the stack's oracle on the code
+    workload at 3x capacity, 2026-12-07). Keys kept from the last pass are the keys the pass would compute, so
+    the order and every record stay the same (``bench ordering-passes`` measures it)."""
+
+    def key_until(self, seq: SeqView, engine: EngineView) -> tuple[Any, float]: ...
+
+    def keys_state(self, engine: EngineView) -> Any: ...
+
+
 S = TypeVar("S", bound=QueuedSeq)
 Charge = Callable[[S, int], "int | None"]
 """``charge(seq, token_room)``: the tokens admitting ``seq`` costs the room, or None when the runtime's
@@ -107,7 +127,20 @@ class PolicyQueue(Generic[S]):
     first); an ``fcfs`` ordering then keeps it as it is, at no cost, as stock vLLM would.
     """
 
-    __slots__ = ("_pass_closed", "_sorted", "admission", "engine_fcfs", "fair", "ordering", "policy", "waiting")
+    __slots__ = (
+        "_expiring",
+        "_keys_state",
+        "_keys_until",
+        "_pass_closed",
+        "_sorted",
+        "_unkeyed",
+        "admission",
+        "engine_fcfs",
+        "fair",
+        "ordering",
+        "policy",
+        "waiting",
+    )
 
     def __init__(self, policy: EnginePolicy, engine_fcfs: bool = False) -> None:
         self.policy = policy
@@ -122,6 +155,15 @@ class PolicyQueue(Generic[S]):
         self.waiting: list[S] = []
         # Static keys: push keeps the list sorted; a sync (the runtime's own order) unsorts it.
         self._sorted = policy.ordering.static_keys
+        # Expiring keys: the waiting calls but the last ``_unkeyed`` are in the order of keys that hold while the
+        # ordering's ``keys_state`` equals ``_keys_state`` (None: no such promise) and the clock is at most
+        # ``_keys_until``.
+        self._expiring: ExpiringKeys | None = None
+        if not policy.ordering.static_keys and isinstance(policy.ordering, ExpiringKeys):
+            self._expiring = policy.ordering
+        self._keys_state: Any = None
+        self._keys_until = 0.0
+        self._unkeyed = 0  # calls pushed since the last pass, at the end of ``waiting``, without a key yet
 
     def __len__(self) -> int:
         return len(self.waiting)
@@ -156,7 +198,16 @@ class PolicyQueue(Generic[S]):
             else:
                 self.waiting.append(seq)  # a synced list: the next order() sorts it
         else:
+            # At the end, as before the next pass: parts that read the list between passes (a batching plan)
+            # see the order they always saw; the pass gives it a key (``_unkeyed``).
             self.waiting.append(seq)
+            self._unkeyed += 1
+
+    def _keys_hold(self, expiring: ExpiringKeys, engine: EngineView) -> bool:
+        """Whether the keys of the last pass still hold (``ExpiringKeys``): no belief change, no key expired."""
+        if self._keys_state is None or engine.now_s > self._keys_until:
+            return False
+        return bool(expiring.keys_state(engine) == self._keys_state)
 
     def remove(self, seqs: Sequence[S]) -> None:
         """Drop ``seqs`` (admitted after a pass, or withdrawn), keeping everyone else's order."""
@@ -181,6 +232,7 @@ class PolicyQueue(Generic[S]):
                     seq.sort_key = key(seq, engine)
         self.waiting[:] = seqs
         self._sorted = False
+        self._keys_state = None
 
     def order(self, engine: EngineView) -> list[S]:
         """Put ``waiting`` in the ordering's order (lowest key first, stable) and return it."""
@@ -193,11 +245,52 @@ class PolicyQueue(Generic[S]):
                 waiting.sort(key=_sort_key)
             self._sorted = True
             return waiting
+        expiring = self._expiring
+        if expiring is not None:
+            if self._keys_hold(expiring, engine):
+                self._key_newcomers(expiring, engine)
+            else:
+                self._rekey(expiring, engine)
+            return waiting
         key = ordering.key
         for seq in waiting:
             seq.sort_key = key(seq, engine)
         waiting.sort(key=_sort_key)
         return waiting
+
+    def _rekey(self, expiring: ExpiringKeys, engine: EngineView) -> None:
+        """Every key afresh and the list sorted by them, noting how long they hold."""
+        waiting = self.waiting
+        key_until = expiring.key_until
+        until = math.inf
+        for seq in waiting:
+            seq.sort_key, seq_until = key_until(seq, engine)
+            if seq_until < until:
+                until = seq_until
+        waiting.sort(key=_sort_key)
+        # Read after the keys: a refit their first prediction made is the belief they were computed with.
+        self._keys_state = expiring.keys_state(engine)
+        self._keys_until = until
+        self._unkeyed = 0
+
+    def _key_newcomers(self, expiring: ExpiringKeys, engine: EngineView) -> None:
+        """The calls pushed since the last pass get their keys and their places among the others', whose keys
+        hold: the order a full pass gives, since every key is distinct (each ends in the request id)."""
+        waiting = self.waiting
+        fresh = min(self._unkeyed, len(waiting))  # a withdrawal may have taken some: re-keying more is harmless
+        self._unkeyed = 0
+        if not fresh:
+            return
+        newcomers = waiting[-fresh:]
+        del waiting[-fresh:]
+        key_until = expiring.key_until
+        until = self._keys_until
+        for seq in newcomers:
+            seq.sort_key, seq_until = key_until(seq, engine)
+            if seq_until < until:
+                until = seq_until
+            bisect.insort(waiting, seq, key=_sort_key)
+        self._keys_until = until
 
     # ---- the admission pass ---------------------------------------------------------------------------
     def admission_pass(

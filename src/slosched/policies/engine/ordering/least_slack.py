@@ -17,13 +17,15 @@ Two tiers, as SABER's demotion generalised from a request's speed to a job's dea
 Ties: arrival, then id. A call without any deadline or TTFT SLO is feasible with an infinite target (after
 every call with one). The target is fixed while a call waits, and the tier only flips from feasible to best
 effort, at ``flip_s``; so the order changes with time only at those instants, which ``next_change_s``
-reports (the runtime needs no polling). ``t_comp`` moves with the refitted belief, so keys are recomputed
-at every ordering pass (``static_keys = False``).
+reports (the runtime needs no polling). ``t_comp`` moves with the refitted belief, so keys are not static
+(``static_keys = False``); the queue keeps them between passes while the belief and those instants allow
+(``key_until`` and ``keys_state``: ``ExpiringKeys`` in ``policies/engine/queue.py``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,7 +83,7 @@ def is_best_effort(seq: SeqView, engine: EngineView) -> bool:
 
 
 class LeastSlackOrdering:
-    """Implements ``OrderingPolicy`` and ``WakeHint`` (module doc)."""
+    """Implements ``OrderingPolicy``, ``WakeHint`` and ``ExpiringKeys`` (module doc)."""
 
     static_keys = False
     time_invariant = False
@@ -91,13 +93,34 @@ class LeastSlackOrdering:
         self.triage = triage
 
     def key(self, seq: SeqView, engine: EngineView) -> Any:
+        return self.key_until(seq, engine)[0]
+
+    def key_until(self, seq: SeqView, engine: EngineView) -> tuple[Any, float]:
+        """The key, and the last instant it holds while the belief stays (``ExpiringKeys``): a feasible call's
+        until it turns best effort (``flip_s``), or only this instant when ordered by slack; a best-effort
+        call's for good."""
         request = seq.request
         now = engine.now_s
-        if self.triage and is_best_effort(seq, engine):
-            return (BEST_EFFORT, request.arrival_s, request.arrival_s, request.id)
+        until = math.inf
+        if self.triage:
+            if request.best_effort:
+                return (BEST_EFFORT, request.arrival_s, request.arrival_s, request.id), until
+            until = flip_s(seq, engine)
+            if now > until:
+                return (BEST_EFFORT, request.arrival_s, request.arrival_s, request.id), math.inf
         target = min(call_target_s(request), first_token_due_s(seq))
-        first = target - now - request_t_comp_s(request, engine.step_predictor) if self.by_slack else target
-        return (FEASIBLE, first, request.arrival_s, request.id)
+        if not self.by_slack:
+            return (FEASIBLE, target, request.arrival_s, request.id), until
+        slack = target - now - request_t_comp_s(request, engine.step_predictor)
+        return (FEASIBLE, slack, request.arrival_s, request.id), now
+
+    def keys_state(self, engine: EngineView) -> Hashable | None:
+        """What the keys read besides the call and the time: the belief's step-time model (None: unknown, or
+        it is about to be refitted)."""
+        predictor = engine.step_predictor
+        state = getattr(predictor, "belief_state", None)
+        coefficients = state() if state is not None else None
+        return None if coefficients is None else (predictor, coefficients)
 
     def next_change_s(self, engine: EngineView) -> float | None:
         """The earliest instant a waiting call turns best effort (None: no flip ahead)."""
