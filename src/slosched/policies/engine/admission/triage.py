@@ -46,7 +46,7 @@ from slosched.policies.engine.admission.admission_pass import AdmissionPass
 from slosched.policies.engine.admission.prefix_wait import PrefixWait
 from slosched.policies.engine.admission.tpot_guard import TpotGuard
 from slosched.policies.engine.base import ADMISSIONS
-from slosched.policies.engine.ordering.least_slack import is_best_effort
+from slosched.policies.engine.ordering.least_slack import FlipMemo
 from slosched.policies.registry import PolicyContext, setting
 
 
@@ -101,6 +101,7 @@ class TriageAdmission:
         self.tpot_guard = None if tpot_guard is None else TpotGuard(tpot_guard, deadline_guard)
         self.prefix_wait = PrefixWait() if prefix_wait else None
         self._pass = AdmissionPass()
+        self._flips = FlipMemo()  # the least-slack rule's flips, asked again at every pass (``FlipMemo``)
         self._feasible_running = False  # a call that can still count runs, or joined in this pass
         # Whether this pass holds calls of relegated jobs to the strict tier; None: not yet asked (counting the
         # queue costs a walk of it, so only a pass that meets such a call pays it).
@@ -126,7 +127,7 @@ class TriageAdmission:
             return False
         if self.tpot_guard is not None and not self.tpot_guard.admits(seq, engine):
             return False
-        if is_best_effort(seq, engine):
+        if self._flips.is_best_effort(seq, engine):
             if seq.request.best_effort and self._feasible_running and self._strict_now(engine):
                 return False
             limit = self.best_effort_share * engine.spec.max_running

@@ -82,6 +82,53 @@ def is_best_effort(seq: SeqView, engine: EngineView) -> bool:
     return seq.request.best_effort or engine.now_s > flip_s(seq, engine)
 
 
+def belief_state(engine: EngineView) -> Hashable | None:
+    """What ``flip_s`` reads besides the call: the engine's belief step-time model, as its ``belief_state``
+    names it (None: the predictor cannot say, or it is about to be refitted)."""
+    predictor = engine.step_predictor
+    state = getattr(predictor, "belief_state", None)
+    coefficients = state() if state is not None else None
+    return None if coefficients is None else (predictor, coefficients)
+
+
+class FlipMemo:
+    """``flip_s`` of the calls a part asks about pass after pass, kept while the belief holds.
+
+    Why: under overload the admission pass walks thousands of best-effort calls to admit none, and asked
+    ``flip_s`` (three step-time predictions) of each at every pass: half of the stack's run at 3x capacity on
+    the code workload went there (py-spy, 2026-12-07). A call's flip moves only with the belief (its request
+    does not change while it waits; its first token is kept with the entry), so an entry holds until the
+    belief's ``belief_state`` changes; with no state to compare the memo computes every time. The answers,
+    and so every record, are the ones ``flip_s`` gives (``bench ordering-keys`` checks the records)."""
+
+    __slots__ = ("_flips", "_state")
+
+    def __init__(self) -> None:
+        self._flips: dict[int, tuple[SeqView, float | None, float]] = {}
+        self._state: Hashable | None = None
+
+    def flip_s(self, seq: SeqView, engine: EngineView) -> float:
+        state = belief_state(engine)
+        if state is None:
+            return flip_s(seq, engine)
+        if state != self._state:
+            self._flips.clear()
+            self._state = state
+        entry = self._flips.get(id(seq))
+        # The entry holds the call itself, so its id cannot be another's while the entry lives.
+        if entry is not None and entry[0] is seq and entry[1] == seq.first_token_s:
+            return entry[2]
+        flip = flip_s(seq, engine)
+        if len(self._flips) > 2 * len(engine.waiting) + 1024:  # calls long gone (a belief that never refits)
+            self._flips.clear()
+        self._flips[id(seq)] = (seq, seq.first_token_s, flip)
+        return flip
+
+    def is_best_effort(self, seq: SeqView, engine: EngineView) -> bool:
+        """``is_best_effort``, from the memo."""
+        return seq.request.best_effort or engine.now_s > self.flip_s(seq, engine)
+
+
 class LeastSlackOrdering:
     """Implements ``OrderingPolicy``, ``WakeHint`` and ``ExpiringKeys`` (module doc)."""
 
@@ -91,6 +138,7 @@ class LeastSlackOrdering:
     def __init__(self, order: str = "deadline", triage: bool = True) -> None:
         self.by_slack = order == "slack"
         self.triage = triage
+        self._flips = FlipMemo()
 
     def key(self, seq: SeqView, engine: EngineView) -> Any:
         return self.key_until(seq, engine)[0]
@@ -105,7 +153,7 @@ class LeastSlackOrdering:
         if self.triage:
             if request.best_effort:
                 return (BEST_EFFORT, request.arrival_s, request.arrival_s, request.id), until
-            until = flip_s(seq, engine)
+            until = self._flips.flip_s(seq, engine)
             if now > until:
                 return (BEST_EFFORT, request.arrival_s, request.arrival_s, request.id), math.inf
         target = min(call_target_s(request), first_token_due_s(seq))
@@ -115,12 +163,8 @@ class LeastSlackOrdering:
         return (FEASIBLE, slack, request.arrival_s, request.id), now
 
     def keys_state(self, engine: EngineView) -> Hashable | None:
-        """What the keys read besides the call and the time: the belief's step-time model (None: unknown, or
-        it is about to be refitted)."""
-        predictor = engine.step_predictor
-        state = getattr(predictor, "belief_state", None)
-        coefficients = state() if state is not None else None
-        return None if coefficients is None else (predictor, coefficients)
+        """What the keys read besides the call and the time: the belief's step-time model."""
+        return belief_state(engine)
 
     def next_change_s(self, engine: EngineView) -> float | None:
         """The earliest instant a waiting call turns best effort (None: no flip ahead)."""
@@ -129,7 +173,7 @@ class LeastSlackOrdering:
         now = engine.now_s
         earliest = math.inf
         for seq in engine.waiting:
-            flip = flip_s(seq, engine)
+            flip = self._flips.flip_s(seq, engine)
             if now < flip < earliest:
                 earliest = flip
         return earliest if math.isfinite(earliest) else None
