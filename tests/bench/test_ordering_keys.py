@@ -7,6 +7,7 @@ import pytest
 import slosched.bench.ordering_keys as bench
 from slosched.bench.base import BenchmarkFailed
 from slosched.policies.engine.admission.always import AlwaysAdmit
+from slosched.policies.engine.admission.triage import TriageAdmission
 from slosched.policies.engine.base import EnginePolicy
 from slosched.policies.engine.ordering.least_slack import FlipMemo, LeastSlackOrdering, flip_s
 from slosched.policies.engine.queue import PolicyQueue
@@ -37,6 +38,8 @@ def test_the_twin_rekeys_every_pass_and_computes_every_flip() -> None:
     with bench.as_before():
         assert PolicyQueue(policy)._expiring is None
         assert memo.flip_s(seq, engine) == flip_s(seq, engine) and not memo._flips
+        assert TriageAdmission(0.25)._only_best_effort_left(engine) is False
+    assert TriageAdmission(0.25)._only_best_effort_left(engine) is True  # nothing waits that can still count
     memo.flip_s(seq, engine)
     assert memo._flips
 

@@ -2,7 +2,7 @@
 admissions), feasible or not; none leaves the instance's own limit; the preset checks the key. Its TPOT guard:
 the decode step stays within the share of the batch's tightest TPOT SLO, except a call alone. Its ``pass_closed``:
 a pass that stops where it says so admits exactly what a pass asking every call admits, and stops early when only
-calls of relegated jobs are left behind the strict tier."""
+calls of relegated jobs are left behind the strict tier, or only best-effort calls once their share is full."""
 
 from __future__ import annotations
 
@@ -53,6 +53,16 @@ class StepCost:
 
     def predict_s(self, prefill: int, prefill_context: int, decoding: int, context: int) -> float:
         return self.fixed_s + self.per_seq_s * decoding
+
+    def belief_state(self) -> tuple[float, float]:  # never refits: the best-effort count may read it at any time
+        return (self.fixed_s, self.per_seq_s)
+
+
+class Stateless:
+    """A belief without ``belief_state``."""
+
+    def predict_s(self, prefill: int, prefill_context: int, decoding: int, context: int) -> float:
+        return 0.001 + 0.001 * decoding
 
 
 @dataclass
@@ -208,3 +218,19 @@ def test_a_pass_stops_once_only_calls_of_relegated_jobs_are_left_behind_the_stri
     assert _walk(_triage(1.0, None, None), engine, stop=False) == (["f"], 31)
     behind = FakeEngine(now_s=1.0, waiting=[relegated[0], feasible, *relegated[1:]], running=engine.running)
     assert _walk(_triage(1.0, None, None), behind, stop=True) == (["f"], 3)  # not before f was asked
+
+
+def test_a_pass_stops_once_the_share_is_full_and_only_best_effort_calls_are_left() -> None:
+    feasible = [Seq(call(f"f{i}", deadline_s=100.0)) for i in range(2)]
+    late = [Seq(call(f"late{i}", deadline_s=0.5)) for i in range(40)]  # past saving at 1.0: best effort
+    running = [Seq(call(f"r{i}", deadline_s=100.0)) for i in range(2)]  # the share (2 of 8 slots) is full
+    engine = FakeEngine(now_s=1.0, waiting=[*feasible, *late], running=running)
+    engine.step_predictor = StepCost()  # type: ignore[assignment]
+    assert _walk(_triage(0.25, None, None), engine, stop=True) == (["f0", "f1"], 3)  # late0 held: the rest too
+    assert _walk(_triage(0.25, None, None), engine, stop=False) == (["f0", "f1"], 42)
+    behind = FakeEngine(now_s=1.0, waiting=[*late[:5], feasible[0], *late[5:]], running=running)
+    behind.step_predictor = engine.step_predictor
+    assert _walk(_triage(0.25, None, None), behind, stop=True) == (["f0"], 7)  # at the first deferral after f0
+    # A belief that cannot say whether it is about to refit is never read early: the pass asks every call.
+    engine.step_predictor = Stateless()  # type: ignore[assignment]
+    assert _walk(_triage(0.25, None, None), engine, stop=True) == (["f0", "f1"], 42)

@@ -110,6 +110,12 @@ class TriageAdmission:
         # how many the queue holds.
         self._unrelegated_asked = 0
         self._unrelegated_waiting: int | None = None
+        # And once this pass found the best-effort share full: calls that can still count it asked about, those
+        # it asked about before their tier was read, and how many the queue holds (None: not counted yet).
+        self._share_full = False
+        self._feasible_asked = 0
+        self._untiered: list[SeqView] = []
+        self._feasible_waiting: int | None = None
 
     def admit(self, seq: SeqView, engine: EngineView) -> bool:
         state = self._pass
@@ -117,43 +123,71 @@ class TriageAdmission:
             self._feasible_running = any(not running.request.best_effort for running in engine.running_seqs)
             self._strict = None
             self._unrelegated_asked, self._unrelegated_waiting = 0, None
+            self._share_full, self._feasible_asked, self._feasible_waiting = False, 0, None
+            self._untiered.clear()
             if self.tpot_guard is not None:
                 self.tpot_guard.begin(engine)
         if not seq.request.best_effort:
             self._unrelegated_asked += 1
-        if self.prefix_wait is not None and self.prefix_wait.holds(seq, engine):
-            return False
-        if self.max_concurrency is not None and engine.num_running + state.admitted >= self.max_concurrency:
-            return False
-        if self.tpot_guard is not None and not self.tpot_guard.admits(seq, engine):
+        if not self._ready(seq, engine):
+            self._untiered.append(seq)
             return False
         if self._flips.is_best_effort(seq, engine):
             if seq.request.best_effort and self._feasible_running and self._strict_now(engine):
                 return False
             limit = self.best_effort_share * engine.spec.max_running
             if engine.num_running + state.admitted >= limit:
+                self._share_full = True
                 return False
         else:
+            self._feasible_asked += 1
             self._feasible_running = True
         if self.tpot_guard is not None:
             self.tpot_guard.joined(seq)
         state.admitted += 1
         return True
 
+    def _ready(self, seq: SeqView, engine: EngineView) -> bool:
+        """The checks before the tier: the prefix it lacks, the concurrency cap, the TPOT guard."""
+        if self.prefix_wait is not None and self.prefix_wait.holds(seq, engine):
+            return False
+        if self.max_concurrency is not None and engine.num_running + self._pass.admitted >= self.max_concurrency:
+            return False
+        return self.tpot_guard is None or self.tpot_guard.admits(seq, engine)
+
     def pass_closed(self, engine: EngineView) -> bool:
         """No later call of this pass can join (``queue.ClosesPass``): ``max_concurrency`` calls run or joined; the
-        TPOT guard found the batch full for every call (until a call joins, which a full batch stops); or the
-        strict tier holds calls of relegated jobs back and every call left in the queue is one (under overload
-        the job layer relegates most jobs, and a pass walked hundreds of their calls to admit none)."""
+        TPOT guard found the batch full for every call (until a call joins, which a full batch stops); the
+        best-effort share is full and every call not yet asked about is best effort; or the strict tier holds
+        calls of relegated jobs back and every call left in the queue is one (under overload the job layer
+        relegates most jobs, and a pass walked hundreds of their calls to admit none)."""
         if self.max_concurrency is not None and engine.num_running + self._pass.admitted >= self.max_concurrency:
             return True
         if self.tpot_guard is not None and self.tpot_guard.full is True:
+            return True
+        if self._share_full and self._only_best_effort_left(engine):
             return True
         if not (self._strict and self._feasible_running):
             return False  # (both only turn on within a pass, so the strict tier holds for the rest of it)
         if self._unrelegated_waiting is None:
             self._unrelegated_waiting = sum(1 for seq in engine.waiting if not seq.request.best_effort)
         return self._unrelegated_asked >= self._unrelegated_waiting
+
+    def _only_best_effort_left(self, engine: EngineView) -> bool:
+        """Whether every call this pass has not asked about is best effort: with the share full (which only
+        fills within a pass) each would be held back. The ``least-slack`` ordering puts them all behind the calls
+        that can still count, so under overload a pass walked thousands of them to admit none (half of the
+        stack's run at 3x capacity on the code workload, 2026-12-07)."""
+        if self._feasible_waiting is None:
+            counted = self._flips.count_feasible(engine.waiting, engine)
+            if counted is None:
+                return False  # the belief is due a refit: asked again at the next deferral
+            self._feasible_waiting = counted
+        if self._untiered:
+            # Their tiers read now, without side effects (the count found no refit due).
+            self._feasible_asked += sum(1 for seq in self._untiered if not self._flips.is_best_effort(seq, engine))
+            self._untiered.clear()
+        return self._feasible_asked >= self._feasible_waiting
 
     def _strict_now(self, engine: EngineView) -> bool:
         if self._strict is None:

@@ -25,7 +25,7 @@ reports (the runtime needs no polling). ``t_comp`` moves with the refitted belie
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,6 +127,13 @@ class FlipMemo:
     def is_best_effort(self, seq: SeqView, engine: EngineView) -> bool:
         """``is_best_effort``, from the memo."""
         return seq.request.best_effort or engine.now_s > self.flip_s(seq, engine)
+
+    def count_feasible(self, seqs: Iterable[SeqView], engine: EngineView) -> int | None:
+        """How many of ``seqs`` can still count (not ``is_best_effort``); None while the belief is due a refit:
+        the count would make it then, and a refit moved to another instant changes every later fit."""
+        if belief_state(engine) is None:
+            return None
+        return sum(1 for seq in seqs if not self.is_best_effort(seq, engine))
 
 
 class LeastSlackOrdering:
