@@ -92,7 +92,7 @@ class ExpiringKeys(Protocol):
     Why: the stack's ordering re-keyed and re-sorted the whole queue at every pass; under overload the queue
     holds thousands of calls and that was 81% of a run's time (py-spy, the stack's oracle on the code
     workload at 3x capacity, 2026-12-07). Keys kept from the last pass are the keys the pass would compute, so
-    the order and every record stay the same (``bench ordering-passes`` measures it)."""
+    the order and every record stay the same (``bench ordering-keys`` measures it)."""
 
     def key_until(self, seq: SeqView, engine: EngineView) -> tuple[Any, float]: ...
 
@@ -275,7 +275,8 @@ class PolicyQueue(Generic[S]):
 
     def _key_newcomers(self, expiring: ExpiringKeys, engine: EngineView) -> None:
         """The calls pushed since the last pass get their keys and their places among the others', whose keys
-        hold: the order a full pass gives, since every key is distinct (each ends in the request id)."""
+        hold: the order a full pass gives (its stable sort puts a newcomer after the calls of an equal key, and
+        newcomers in the order they came, as ``insort`` does)."""
         waiting = self.waiting
         fresh = min(self._unkeyed, len(waiting))  # a withdrawal may have taken some: re-keying more is harmless
         self._unkeyed = 0
