@@ -20,7 +20,7 @@ _BENCH_MODULES = {
     "relserve": "slosched.bench.relserve",
     "relquery-order": "slosched.bench.relquery_order",
     "sim-speed": "slosched.bench.sim_speed",
-    "ordering-keys": "slosched.bench.ordering_keys",
+    "queue-passes": "slosched.bench.queue_passes",
     "gateway": "slosched.bench.gateway",
     "live": "slosched.bench.live",
     "hexgen": "slosched.bench.hexgen",

@@ -92,7 +92,7 @@ class ExpiringKeys(Protocol):
     Why: the stack's ordering re-keyed and re-sorted the whole queue at every pass; under overload the queue
     holds thousands of calls and that was 81% of a run's time (py-spy, the stack's oracle on the code
     workload at 3x capacity, 2026-12-07). Keys kept from the last pass are the keys the pass would compute, so
-    the order and every record stay the same (``bench ordering-keys`` measures it)."""
+    the order and every record stay the same (``bench queue-passes`` measures it)."""
 
     def key_until(self, seq: SeqView, engine: EngineView) -> tuple[Any, float]: ...
 

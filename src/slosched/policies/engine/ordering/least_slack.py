@@ -99,7 +99,7 @@ class FlipMemo:
     the code workload went there (py-spy, 2026-12-07). A call's flip moves only with the belief (its request
     does not change while it waits; its first token is kept with the entry), so an entry holds until the
     belief's ``belief_state`` changes; with no state to compare the memo computes every time. The answers,
-    and so every record, are the ones ``flip_s`` gives (``bench ordering-keys`` checks the records)."""
+    and so every record, are the ones ``flip_s`` gives (``bench queue-passes`` checks the records)."""
 
     __slots__ = ("_flips", "_state")
 
