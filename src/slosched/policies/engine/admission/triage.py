@@ -174,10 +174,10 @@ class TriageAdmission:
         return self._unrelegated_asked >= self._unrelegated_waiting
 
     def _only_best_effort_left(self, engine: EngineView) -> bool:
-        """Whether every call this pass has not asked about is best effort: with the share full (which only
-        fills within a pass) each would be held back. The ``least-slack`` ordering puts them all behind the calls
-        that can still count, so under overload a pass walked thousands of them to admit none (half of the
-        stack's run at 3x capacity on the code workload, 2026-12-07)."""
+        """Whether every call this pass has not asked about is best effort: with the share full (it stays full
+        for the rest of the pass: admissions only add) each would be held back. The ``least-slack`` ordering puts
+        them all behind the calls that can still count, so under overload a pass walked thousands of them to admit
+        none (half of the stack's run at 3x capacity on the code workload, 2026-12-07)."""
         if self._feasible_waiting is None:
             counted = self._flips.count_feasible(engine.waiting, engine)
             if counted is None:
