@@ -120,6 +120,16 @@ def _sort_key(seq: QueuedSeq) -> Any:
     return seq.sort_key
 
 
+def _key_all(seqs: Iterable[QueuedSeq], expiring: ExpiringKeys, engine: EngineView, until: float) -> float:
+    """Give each of ``seqs`` its key (``ExpiringKeys``); the earliest instant one of them, or ``until``, expires."""
+    key_until = expiring.key_until
+    for seq in seqs:
+        seq.sort_key, seq_until = key_until(seq, engine)
+        if seq_until < until:
+            until = seq_until
+    return until
+
+
 class PolicyQueue(Generic[S]):
     """Waiting requests of one instance, ordered and admitted by an ``EnginePolicy`` (see module invariants).
 
@@ -260,14 +270,8 @@ class PolicyQueue(Generic[S]):
 
     def _rekey(self, expiring: ExpiringKeys, engine: EngineView) -> None:
         """Every key afresh and the list sorted by them, noting how long they hold."""
-        waiting = self.waiting
-        key_until = expiring.key_until
-        until = math.inf
-        for seq in waiting:
-            seq.sort_key, seq_until = key_until(seq, engine)
-            if seq_until < until:
-                until = seq_until
-        waiting.sort(key=_sort_key)
+        until = _key_all(self.waiting, expiring, engine, math.inf)
+        self.waiting.sort(key=_sort_key)
         # Read after the keys: a refit their first prediction made is the belief they were computed with.
         self._keys_state = expiring.keys_state(engine)
         self._keys_until = until
@@ -284,14 +288,9 @@ class PolicyQueue(Generic[S]):
             return
         newcomers = waiting[-fresh:]
         del waiting[-fresh:]
-        key_until = expiring.key_until
-        until = self._keys_until
+        self._keys_until = _key_all(newcomers, expiring, engine, self._keys_until)
         for seq in newcomers:
-            seq.sort_key, seq_until = key_until(seq, engine)
-            if seq_until < until:
-                until = seq_until
             bisect.insort(waiting, seq, key=_sort_key)
-        self._keys_until = until
 
     # ---- the admission pass ---------------------------------------------------------------------------
     def admission_pass(
