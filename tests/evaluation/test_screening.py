@@ -26,6 +26,14 @@ def test_the_best_two_and_those_within_the_margin_go_on_in_their_order() -> None
     assert contenders({}) == []
 
 
+def test_a_load_where_every_baseline_met_nothing_sends_on_only_the_first_two() -> None:
+    collapsed = {label: 0.0 for label in "abcdef"}
+    assert contenders(collapsed) == ["a", "b"]  # zeros tell nothing apart: the first ``keep`` in order
+    assert contenders(collapsed, bar=5.0) == ["a", "b"]
+    assert contenders({**collapsed, "e": 0.4}) == ["a", "e"]  # the one that met something, then the first zero
+    assert contenders({**collapsed, "e": 0.4, "f": 0.35}) == ["e", "f"]  # a positive second best: no zeros
+
+
 @given(st.dictionaries(st.text(min_size=1, max_size=4), st.floats(0.0, 100.0), max_size=30), st.floats(0.0, 100.0))
 def test_the_best_is_always_kept_and_nothing_far_below_is(figures: dict[str, float], bar: float) -> None:
     kept = contenders(figures, bar)
@@ -34,8 +42,13 @@ def test_the_best_is_always_kept_and_nothing_far_below_is(figures: dict[str, flo
         assert max(figures, key=lambda label: figures[label]) in kept
     ranked = sorted(figures.values(), reverse=True)
     floor = (1 - SCREEN_MARGIN) * max([bar, *figures.values()])
+    kth = ranked[min(SCREEN_KEEP, len(ranked)) - 1] if ranked else 0.0
     for label in set(figures) - set(kept):
-        assert figures[label] < floor and figures[label] < ranked[min(SCREEN_KEEP, len(ranked)) - 1]
+        # Left behind: below the margin and below the ``keep``-th figure, or a 0 where that figure is 0 too.
+        assert figures[label] < floor or figures[label] == 0
+        assert figures[label] < kth or kth == 0
+    if kth == 0:
+        assert len([label for label in kept if figures[label] == 0]) <= SCREEN_KEEP
 
 
 @pytest.mark.parametrize("workload", sorted(DATA["workloads"]))

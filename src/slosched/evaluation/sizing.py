@@ -17,9 +17,9 @@ the big jobs decides the capacity. On ``bench stack``'s relQueries (1-100 rows b
 about 4) it rose by 21% from 634 jobs to 2,536 (``slosched bench convergence``, 2026-12-05; both held from
 4x on the ladder before). The rule asks about 540 and 2,000 jobs there. On Text-to-SQL and code it asks
 fewer than the time rule at the capacities of the stack and its strongest baseline (463 against 814, 766
-against 4,489), on chat fewer than the bench's own 800: those searches run as they did (only weak
-candidates, whose low capacities the time rule sizes short, get longer runs). Quick forms and tests leave
-it off (``None``): they are not steady-state figures.
+against 4,489), on chat fewer than the bench's own floor (800 then, 3,200 since 2026-12-07): those
+searches run as they did (only weak candidates, whose low capacities the time rule sizes short, get longer
+runs). Quick forms and tests leave it off (``None``): they are not steady-state figures.
 
 **The warm-up prefix** spans at least ``WARMUP_SHARE`` (half) of the time rule's window, 10 p90 latencies of
 arrivals, and at least a quarter of the measured jobs (learned state grows with the run); the time rule asks

@@ -195,7 +195,7 @@ def mixed_jobs(num_jobs: int, seed: int) -> list[JobSpec]:
 
 # ---- the five workloads ---------------------------------------------------------------------------------
 # Job counts per run, measured + warm-up prefix (full / quick): text2sql 100+25 / 30+10, relquery 100+20 /
-# 40+10, chat 800+300 / 300+100, code 400+80 / 200+40, mixed 300+80 / 120+30. A run must hold many more jobs
+# 40+10, chat 3,200+800 / 300+100, code 400+80 / 200+40, mixed 300+80 / 120+30. A run must hold many more jobs
 # than the cluster serves at once, or every rate is a burst the engines absorb (nexus_setup): at capacity the
 # full counts are several times the jobs in the system at once (Hexgen's bench: 100 -> 200 CHESS jobs moves
 # capacity by ~15%). The quick counts are floors only: the steady-state rule sizes every run (20x the p90
@@ -223,6 +223,13 @@ RELQUERY = StackWorkload(
     Sizes(40, 10),
     0.5,
 )
+# Chat's full runs are 4x what the window and work rules ask (about 1,100 jobs at the stack's capacity, 800
+# before). Near 90% its attainment runs flat with the rate, so at that length which probed rates pass is decided
+# by a few calls: the same seeds' capacities at 1x scattered over 15.0-19.4 jobs/s depending on where the search
+# started, and the bench's own 4x check failed by 6% on both sides (its part of 2026-12-06) where the ladder's
+# passed. ``bench convergence`` (2026-12-07) climbed chat to 16x: the stack 17.40 -> 17.44 and its strongest
+# baseline 13.09 -> 13.43 from 4x to 16x, the seeds within 2.4% at 16x. Chat's runs are cheap (a call a job).
+CHAT_FULL_JOBS = 3200
 CHAT = StackWorkload(
     "chat",
     "Azure conversation (70%) + FlowGPT (30%) on H100 + A100-80G + A6000 TP2 + A6000, Llama-3-8B (vidur "
@@ -230,7 +237,7 @@ CHAT = StackWorkload(
     nexus_setup.heterogeneous_cluster(),
     chat_jobs,
     nexus_setup.OPTIONS,
-    Sizes(800, 300, WORK_TOLERANCE),
+    Sizes(CHAT_FULL_JOBS, CHAT_FULL_JOBS // 4, WORK_TOLERANCE),
     Sizes(300, 100),
     30.0,
 )
